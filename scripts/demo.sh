@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The main job: set up, index the bundled skill library (SkillsBench skills + a pool of 3,292 real
+# SKILL.md distractors), then find the skills for an example task.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+. .venv/bin/activate
+IDX=.skillsight/skillsbench-index
+TASK="${1:-Parse a binary STL file, find the largest connected component of the mesh and compute its volume and mass}"
+if [ ! -f "$IDX/manifest.json" ]; then
+  skillsight index data/skillsbench -o "$IDX"
+fi
+skillsight search -i "$IDX" -k 5 --explain "$TASK"

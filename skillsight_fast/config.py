@@ -1,0 +1,96 @@
+"""Index configuration: one frozen dataclass, serialised into the index manifest."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+BACKGROUND_TOKENS = ("low_idf", "all", "random", "high_idf")
+FUSIONS = ("eq15", "convex", "rrf", "dense", "lexical")
+
+
+@dataclass(frozen=True)
+class IndexConfig:
+    """Every choice that shapes an index and its scores (METHOD.md names in brackets).
+
+    Attributes
+    ----------
+    model : str
+        Encoder name or path (default all-MiniLM-L6-v2).
+    int8 : bool
+        Use the int8-quantised encoder.
+    min_token_len, max_token_len : int
+        Analyzer token length bounds (2–40).
+    otsu_weighted : bool
+        Weight each token by its df in Otsu's threshold (the re-implementation's choice).
+    background_tokens : str
+        Which tokens build the background subspace: ``low_idf`` (T_g, default), ``all``,
+        ``random`` (as many as T_g, seeded), ``high_idf`` (the |T_g| rarest tokens with df ≥ 2).
+    max_rank : int
+        Upper clamp of the effective rank r.
+    rank : int or None
+        Fixed rank r instead of the effective rank (ablations).
+    renormalize : bool
+        Re-normalise vectors after projecting out the background.
+    beta : float
+        LEC weight exponent β in w(t) = idf(t)·(1 − df/N)^β.
+    candidates : int
+        Candidate set size K.
+    lexical_candidates : int
+        Also admit this many lexical top documents into the candidate set (0 = off).
+    fusion : str
+        ``eq15`` (default), ``convex``, ``rrf``, ``dense`` or ``lexical``.
+    lexical_weight : float
+        Multiplier of the standardised lexical term (eq15) or α (convex).
+    rrf_k : float
+        Constant of reciprocal rank fusion.
+    seed : int
+        Seed for the ``random`` background-token ablation.
+    """
+
+    model: str = "all-MiniLM-L6-v2"
+    int8: bool = False
+    min_token_len: int = 2
+    max_token_len: int = 40
+    otsu_weighted: bool = False
+    background_tokens: str = "low_idf"
+    max_rank: int = 64
+    rank: int | None = None
+    renormalize: bool = False
+    beta: float = 1.0
+    candidates: int = 300
+    lexical_candidates: int = 0
+    fusion: str = "eq15"
+    lexical_weight: float = 1.0
+    rrf_k: float = 60.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.background_tokens not in BACKGROUND_TOKENS:
+            raise ValueError(f"background_tokens must be one of {BACKGROUND_TOKENS}")
+        if self.fusion not in FUSIONS:
+            raise ValueError(f"fusion must be one of {FUSIONS}")
+        if self.candidates < 1 or self.max_rank < 0 or self.lexical_candidates < 0:
+            raise ValueError("candidates must be >= 1, max_rank and lexical_candidates >= 0")
+        if self.rank is not None and self.rank < 0:
+            raise ValueError("rank must be >= 0")
+        if not 1 <= self.min_token_len <= self.max_token_len:
+            raise ValueError("need 1 <= min_token_len <= max_token_len")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able dict of every field."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "IndexConfig":
+        """Inverse of :meth:`to_dict`; unknown keys are rejected with a clear message."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - names
+        if unknown:
+            raise ValueError(f"unknown IndexConfig fields: {sorted(unknown)}")
+        return cls(**data)
+
+    def replace(self, **changes: Any) -> "IndexConfig":
+        """A copy with some fields changed."""
+        return dataclasses.replace(self, **changes)

@@ -1,0 +1,24 @@
+"""Numba kernels: pure functions over arrays, each with a checked Python wrapper.
+
+- :func:`project_out_background`: q - B (B^T q) for a batch of vectors.
+- :func:`dense_topk`: inner-product scan of a document matrix with top-K selection.
+- :func:`score_lexical_candidates` / :func:`score_lexical_all`: LEC weighted coverage.
+- :func:`fuse_topk`: fusion of dense and lexical scores over the candidate set, final top-k.
+"""
+
+from skillsight_fast.kernels.fusion import FUSION_MODES, fuse_topk
+from skillsight_fast.kernels.lexical import score_lexical_all, score_lexical_candidates
+from skillsight_fast.kernels.projection import project_out_background
+from skillsight_fast.kernels.stats import token_directions
+from skillsight_fast.kernels.topk import dense_topk, merge_candidates
+
+__all__ = [
+    "FUSION_MODES",
+    "dense_topk",
+    "fuse_topk",
+    "merge_candidates",
+    "project_out_background",
+    "score_lexical_all",
+    "score_lexical_candidates",
+    "token_directions",
+]

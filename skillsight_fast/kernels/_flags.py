@@ -1,0 +1,12 @@
+"""Shared Numba settings for every kernel.
+
+``fastmath`` leaves out ``nnan`` and ``ninf`` so that -inf padding and NaN checks stay correct.
+Kernels are compiled lazily on first call and cached on disk (``cache=True``); importing the package
+compiles nothing.
+"""
+
+from __future__ import annotations
+
+FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
+JIT = dict(cache=True, nogil=True, fastmath=FASTMATH)
+PARALLEL_JIT = dict(JIT, parallel=True)

@@ -1,0 +1,162 @@
+"""LEC lexical scoring: weighted coverage of a query's evidence tokens, from CSR sparse indexes."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from skillsight_fast.kernels._flags import PARALLEL_JIT
+
+
+@njit(**PARALLEL_JIT)
+def _score_lexical_candidates(
+    candidates, q_terms, q_ptr, doc_indptr, doc_terms, weights, out
+):  # pragma: no cover - jitted
+    """Weighted coverage of each query's evidence tokens in each of its candidate documents.
+
+    Parameters
+    ----------
+    candidates : int64 (n, K), -1 = padding. q_terms : int32 (nnz,), unique per query.
+    q_ptr : int64 (n + 1,), CSR offsets into q_terms. doc_indptr : int64 (N + 1,).
+    doc_terms : int32, sorted term ids of each document. weights : float32 (V,).
+    out : float32 (n, K), written row by row.
+
+    Complexity O(n K |Q'| log L) with L the document's number of distinct terms.
+    """
+    n, kc = candidates.shape
+    for i in prange(n):
+        a = q_ptr[i]
+        b = q_ptr[i + 1]
+        total = np.float32(0.0)
+        for p in range(a, b):
+            total += weights[q_terms[p]]
+        for c in range(kc):
+            doc = candidates[i, c]
+            if doc < 0 or total <= 0.0:
+                out[i, c] = 0.0
+                continue
+            lo0 = doc_indptr[doc]
+            hi0 = doc_indptr[doc + 1]
+            acc = np.float32(0.0)
+            for p in range(a, b):
+                t = q_terms[p]
+                lo = lo0
+                hi = hi0
+                while lo < hi:
+                    mid = (lo + hi) >> 1
+                    if doc_terms[mid] < t:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                if lo < hi0 and doc_terms[lo] == t:
+                    acc += weights[t]
+            out[i, c] = acc / total
+    return out
+
+
+@njit(**PARALLEL_JIT)
+def _score_lexical_all(q_terms, q_ptr, post_indptr, post_docs, weights, out):  # pragma: no cover
+    """Weighted coverage for every document through the inverted index (postings per term).
+
+    out : float32 (n, N), pre-filled with 0; row i is written only by iteration i.
+    Complexity O(Σ_t df(t)) per query.
+    """
+    n = q_ptr.shape[0] - 1
+    for i in prange(n):
+        a = q_ptr[i]
+        b = q_ptr[i + 1]
+        total = np.float32(0.0)
+        for p in range(a, b):
+            total += weights[q_terms[p]]
+        if total <= 0.0:
+            continue
+        for p in range(a, b):
+            t = q_terms[p]
+            w = weights[t] / total
+            for x in range(post_indptr[t], post_indptr[t + 1]):
+                out[i, post_docs[x]] += w
+    return out
+
+
+def _check_queries(q_terms: np.ndarray, q_ptr: np.ndarray, n_terms: int) -> tuple[np.ndarray, np.ndarray]:
+    qt = np.ascontiguousarray(q_terms, dtype=np.int32)
+    qp = np.ascontiguousarray(q_ptr, dtype=np.int64)
+    if qp.ndim != 1 or qp.shape[0] < 1 or qp[0] != 0 or qp[-1] != qt.shape[0] or np.any(np.diff(qp) < 0):
+        raise ValueError("q_ptr must be non-decreasing CSR offsets from 0 to len(q_terms)")
+    if qt.size and (qt.min() < 0 or qt.max() >= n_terms):
+        raise ValueError(f"query term ids must lie in [0, {n_terms})")
+    return qt, qp
+
+
+def score_lexical_candidates(
+    candidates: np.ndarray,
+    q_terms: np.ndarray,
+    q_ptr: np.ndarray,
+    doc_indptr: np.ndarray,
+    doc_terms: np.ndarray,
+    weights: np.ndarray,
+) -> np.ndarray:
+    """LEC score s_lex(d) = Σ_{t∈Q'∩d} w(t) / Σ_{t∈Q'} w(t) for each candidate of each query.
+
+    Parameters
+    ----------
+    candidates : int64 (n, K)
+        Document rows per query, -1 for padding (scored 0).
+    q_terms, q_ptr : int32 (nnz,), int64 (n + 1,)
+        Evidence token ids of each query in CSR form; ids must be unique within a query.
+    doc_indptr, doc_terms : int64 (N + 1,), int32 (nnz_docs,)
+        Forward index: the sorted distinct term ids of each document.
+    weights : float32 (V,)
+        LEC token weights.
+
+    Returns
+    -------
+    float32 (n, K)
+        Scores in [0, 1]; 0 for a query without evidence tokens.
+    """
+    w = np.ascontiguousarray(weights, dtype=np.float32)
+    qt, qp = _check_queries(q_terms, q_ptr, w.shape[0])
+    cand = np.ascontiguousarray(candidates, dtype=np.int64)
+    if cand.ndim != 2 or cand.shape[0] != qp.shape[0] - 1:
+        raise ValueError(f"candidates {cand.shape} do not match {qp.shape[0] - 1} queries")
+    out = np.zeros(cand.shape, dtype=np.float32)
+    if cand.size == 0:
+        return out
+    return _score_lexical_candidates(
+        cand, qt, qp, np.ascontiguousarray(doc_indptr, dtype=np.int64),
+        np.ascontiguousarray(doc_terms, dtype=np.int32), w, out,
+    )
+
+
+def score_lexical_all(
+    q_terms: np.ndarray,
+    q_ptr: np.ndarray,
+    post_indptr: np.ndarray,
+    post_docs: np.ndarray,
+    weights: np.ndarray,
+    n_docs: int,
+) -> np.ndarray:
+    """LEC weighted coverage of every document, through the inverted index.
+
+    Parameters
+    ----------
+    q_terms, q_ptr : int32 (nnz,), int64 (n + 1,)
+        Evidence token ids per query (CSR, unique within a query).
+    post_indptr, post_docs : int64 (V + 1,), int32 (nnz_docs,)
+        Postings: the documents containing each term.
+    weights : float32 (V,)
+    n_docs : int
+
+    Returns
+    -------
+    float32 (n, n_docs)
+    """
+    w = np.ascontiguousarray(weights, dtype=np.float32)
+    qt, qp = _check_queries(q_terms, q_ptr, w.shape[0])
+    out = np.zeros((qp.shape[0] - 1, n_docs), dtype=np.float32)
+    if out.size == 0:
+        return out
+    return _score_lexical_all(
+        qt, qp, np.ascontiguousarray(post_indptr, dtype=np.int64),
+        np.ascontiguousarray(post_docs, dtype=np.int32), w, out,
+    )

@@ -1,0 +1,61 @@
+"""Corpus statistics for the background subspace: token-induced directions."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from skillsight_fast.kernels._flags import PARALLEL_JIT
+
+
+@njit(**PARALLEL_JIT)
+def _token_directions(terms, post_indptr, post_docs, docs, out):  # pragma: no cover - jitted
+    """out[j] = mean of docs[i] over the documents i containing terms[j] (sum / df).
+
+    terms : int64 (m,). post_indptr : int64 (V + 1,). post_docs : int32. docs : float32 (N, d).
+    out : float32 (m, d), row j written only by iteration j. Complexity O(d Σ_j df(terms[j])).
+    """
+    d = docs.shape[1]
+    for j in prange(terms.shape[0]):
+        t = terms[j]
+        a = post_indptr[t]
+        b = post_indptr[t + 1]
+        acc = np.zeros(d, dtype=np.float64)
+        for x in range(a, b):
+            row = post_docs[x]
+            for c in range(d):
+                acc[c] += docs[row, c]
+        if b > a:
+            for c in range(d):
+                out[j, c] = acc[c] / (b - a)
+    return out
+
+
+def token_directions(
+    terms: np.ndarray, post_indptr: np.ndarray, post_docs: np.ndarray, docs: np.ndarray
+) -> np.ndarray:
+    """Token-induced directions g_t = mean of the embeddings of the documents containing t.
+
+    Parameters
+    ----------
+    terms : int (m,)
+        Term ids.
+    post_indptr, post_docs : int64 (V + 1,), int32 (nnz,)
+        Postings of the lexical index.
+    docs : float32 (N, d)
+        Document embeddings.
+
+    Returns
+    -------
+    float32 (m, d)
+        One direction per term (zero for a term no document contains).
+    """
+    t = np.ascontiguousarray(terms, dtype=np.int64)
+    x = np.ascontiguousarray(docs, dtype=np.float32)
+    out = np.zeros((t.shape[0], x.shape[1]), dtype=np.float32)
+    if t.size == 0:
+        return out
+    return _token_directions(
+        t, np.ascontiguousarray(post_indptr, dtype=np.int64),
+        np.ascontiguousarray(post_docs, dtype=np.int32), x, out,
+    )

@@ -1,0 +1,33 @@
+"""Compile every kernel once on tiny arrays of the exact production dtypes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from skillsight_fast.kernels.fusion import fuse_topk
+from skillsight_fast.kernels.lexical import score_lexical_all, score_lexical_candidates
+from skillsight_fast.kernels.projection import project_out_background
+from skillsight_fast.kernels.stats import token_directions
+from skillsight_fast.kernels.topk import dense_topk, merge_candidates
+
+
+def warmup_kernels(dim: int = 8) -> None:
+    """Run each kernel once (compiling it, or loading it from Numba's on-disk cache)."""
+    rng = np.random.default_rng(0)
+    docs = rng.standard_normal((4, dim)).astype(np.float32)
+    basis = np.zeros((1, dim), np.float32)
+    basis[0, 0] = 1.0
+    for renorm in (False, True):
+        q = project_out_background(docs[:2], basis, renormalize=renorm)
+    cand, s = dense_topk(q, docs, 3)
+    indptr = np.array([0, 1, 2, 3, 4], np.int64)
+    terms = np.array([0, 1, 0, 1], np.int32)
+    qt, qp = np.array([0, 1], np.int32), np.array([0, 1, 2], np.int64)
+    w = np.ones(2, np.float32)
+    lex = score_lexical_candidates(cand, qt, qp, indptr, terms, w)
+    post_ptr, post_docs = np.array([0, 2, 4], np.int64), np.array([0, 2, 1, 3], np.int32)
+    score_lexical_all(qt, qp, post_ptr, post_docs, w, 4)
+    for mode in ("eq15", "convex", "rrf", "dense", "lexical"):
+        fuse_topk(cand, s, lex, 2, mode=mode)
+    merge_candidates(cand, cand)
+    token_directions(np.array([0], np.int64), post_ptr, post_docs, docs)

@@ -1,0 +1,107 @@
+"""The lexical index: vocabulary, document→terms CSR (forward) and term→documents CSR (postings)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from skillsight_fast.analyzer import analyze
+
+
+@dataclass
+class Lexicon:
+    """Sparse binary incidence of terms in documents, in both directions.
+
+    Attributes
+    ----------
+    vocab : list[str]
+        Sorted terms; a term's id is its position.
+    doc_indptr, doc_terms : int64 (N + 1,), int32 (nnz,)
+        Sorted distinct term ids of each document.
+    post_indptr, post_docs : int64 (V + 1,), int32 (nnz,)
+        Sorted document rows containing each term.
+    """
+
+    vocab: list[str]
+    doc_indptr: np.ndarray
+    doc_terms: np.ndarray
+    post_indptr: np.ndarray
+    post_docs: np.ndarray
+
+    def __post_init__(self) -> None:
+        self._term_ids: dict[str, int] | None = None
+
+    @property
+    def n_docs(self) -> int:
+        return int(self.doc_indptr.shape[0] - 1)
+
+    @property
+    def term_ids(self) -> dict[str, int]:
+        """term → id, built on first use."""
+        if self._term_ids is None:
+            self._term_ids = {t: i for i, t in enumerate(self.vocab)}
+        return self._term_ids
+
+    def df(self) -> np.ndarray:
+        """Document frequency of each term, int32 (V,)."""
+        return np.diff(self.post_indptr).astype(np.int32)
+
+    def doc_term_ids(self, row: int) -> np.ndarray:
+        """Sorted term ids of document ``row``."""
+        return self.doc_terms[self.doc_indptr[row] : self.doc_indptr[row + 1]]
+
+    @classmethod
+    def build(cls, texts: Sequence[str], min_len: int = 2, max_len: int = 40) -> "Lexicon":
+        """Analyse ``texts`` and build the vocabulary and both CSR indexes."""
+        sets = [set(analyze(t, min_len, max_len)) for t in texts]
+        return cls.from_token_sets(sets)
+
+    @classmethod
+    def from_token_sets(cls, sets: Sequence[set[str]]) -> "Lexicon":
+        """Build from one token set per document."""
+        vocab = sorted(set().union(*sets)) if sets else []
+        ids = {t: i for i, t in enumerate(vocab)}
+        lengths = np.fromiter((len(s) for s in sets), dtype=np.int64, count=len(sets))
+        doc_indptr = np.zeros(len(sets) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=doc_indptr[1:])
+        flat = np.fromiter((ids[t] for s in sets for t in s), dtype=np.int32, count=int(doc_indptr[-1]))
+        rows = np.repeat(np.arange(len(sets), dtype=np.int64), lengths)
+        doc_terms = flat[np.lexsort((flat, rows))]
+        post_indptr, post_docs = invert(doc_indptr, doc_terms, len(vocab))
+        lex = cls(vocab, doc_indptr, doc_terms, post_indptr, post_docs)
+        lex._term_ids = ids
+        return lex
+
+    def query_terms(self, texts: Sequence[str], exclude: np.ndarray, min_len: int = 2,
+                    max_len: int = 40) -> tuple[np.ndarray, np.ndarray]:
+        """Evidence tokens Q' of each query in CSR form: known terms not flagged in ``exclude``.
+
+        Returns
+        -------
+        q_terms : int32 (nnz,), unique per query, in order of appearance.
+        q_ptr : int64 (n + 1,)
+        """
+        ids = self.term_ids
+        out: list[int] = []
+        ptr = np.zeros(len(texts) + 1, dtype=np.int64)
+        for i, text in enumerate(texts):
+            seen = dict.fromkeys(analyze(text, min_len, max_len))
+            for tok in seen:
+                j = ids.get(tok)
+                if j is not None and not exclude[j]:
+                    out.append(j)
+            ptr[i + 1] = len(out)
+        return np.asarray(out, dtype=np.int32), ptr
+
+
+def invert(indptr: np.ndarray, indices: np.ndarray, n_cols: int) -> tuple[np.ndarray, np.ndarray]:
+    """Transpose a binary CSR matrix: rows→columns becomes columns→rows (rows sorted)."""
+    n_rows = indptr.shape[0] - 1
+    rows = np.repeat(np.arange(n_rows, dtype=np.int32), np.diff(indptr))
+    order = np.argsort(indices, kind="stable")
+    counts = np.bincount(indices, minlength=n_cols) if indices.size else np.zeros(n_cols, np.int64)
+    out_ptr = np.zeros(n_cols + 1, dtype=np.int64)
+    np.cumsum(counts, out=out_ptr[1:])
+    return out_ptr, rows[order].astype(np.int32)

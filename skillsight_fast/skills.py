@@ -1,0 +1,281 @@
+"""Reading skill libraries: SKILL.md folder trees, JSONL files and dataset folders."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from skillsight_fast.errors import DuplicateSkillError, EmptyLibraryError, SkillFormatError
+
+logger = logging.getLogger(__name__)
+
+#: A SKILL.md larger than this is rejected (a real skill is a few to a few hundred KB).
+MAX_SKILL_BYTES = 4 * 1024 * 1024
+SKILL_FILE = "SKILL.md"
+
+
+@dataclass(frozen=True)
+class Skill:
+    """One skill: the unit that is indexed and retrieved.
+
+    Attributes
+    ----------
+    id : str
+        Unique id: the folder's path relative to its library root, or the record's ``id``.
+    name, description, body : str
+        Front-matter fields and the Markdown body.
+    path : str
+        The SKILL.md file, or ``""`` for records read from JSONL.
+    """
+
+    id: str
+    name: str
+    description: str
+    body: str
+    path: str = ""
+
+    @property
+    def text(self) -> str:
+        """The text that is embedded and analysed: name, description and body."""
+        return f"{self.name}\n{self.description}\n{self.body}"
+
+    @property
+    def sha256(self) -> str:
+        """Content hash of the indexed text (used by incremental updates)."""
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class Problem:
+    """A source that could not be read, and why."""
+
+    source: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.source}: {self.reason}"
+
+
+@dataclass
+class LoadReport:
+    """The skills read from some sources, and the files skipped with their reason."""
+
+    skills: list[Skill] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+
+def parse_skill_md(text: str, *, source: str = "SKILL.md") -> tuple[str, str, str]:
+    """Split a SKILL.md into (name, description, body) using a real YAML parser.
+
+    Raises
+    ------
+    SkillFormatError
+        No front matter, unterminated front matter, invalid YAML, or a missing/non-string
+        ``name`` or ``description``.
+
+    Examples
+    --------
+    >>> parse_skill_md("---\\nname: pdf\\ndescription: Read PDFs.\\n---\\n# PDF\\n")
+    ('pdf', 'Read PDFs.', '# PDF\\n')
+    """
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    lines = text.splitlines(keepends=True)
+    if not lines or lines[0].strip() != "---":
+        raise SkillFormatError(f"{source}: no YAML front matter (the file must start with '---')")
+    end = next((i for i in range(1, len(lines)) if lines[i].strip() in ("---", "...")), None)
+    if end is None:
+        raise SkillFormatError(f"{source}: front matter is not closed by a '---' line")
+    try:
+        meta = yaml.safe_load("".join(lines[1:end]))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 2})" if mark is not None else ""
+        raise SkillFormatError(f"{source}: invalid YAML in front matter{where}") from None
+    if not isinstance(meta, dict):
+        raise SkillFormatError(f"{source}: front matter is not a mapping of keys to values")
+    for key in ("name", "description"):
+        value = meta.get(key)
+        if not isinstance(value, str) or not value.strip():
+            raise SkillFormatError(f"{source}: front matter needs a non-empty string '{key}'")
+    body = "".join(lines[end + 1 :])
+    return meta["name"].strip(), " ".join(meta["description"].split()), body
+
+
+def read_skill_file(path: Path, skill_id: str) -> Skill:
+    """Read and validate one SKILL.md file.
+
+    Raises
+    ------
+    SkillFormatError
+        Too large, binary, not UTF-8, or malformed front matter.
+    """
+    try:
+        size = path.stat().st_size
+        if size > MAX_SKILL_BYTES:
+            raise SkillFormatError(f"{path}: {size:,} bytes is over the {MAX_SKILL_BYTES:,}-byte limit")
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise SkillFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if b"\x00" in raw:
+        raise SkillFormatError(f"{path}: binary file (contains NUL bytes)")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SkillFormatError(f"{path}: not valid UTF-8 (byte {exc.start})") from None
+    name, description, body = parse_skill_md(text, source=str(path))
+    return Skill(id=skill_id, name=name, description=description, body=body, path=str(path))
+
+
+def _walk_skill_files(root: Path) -> Iterator[Path]:
+    """SKILL.md files below ``root``, following symlinks but never the same folder twice."""
+    seen: set[str] = set()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        real = os.path.realpath(dirpath)
+        if real in seen:  # symlink loop or a folder linked twice
+            dirnames[:] = []
+            continue
+        seen.add(real)
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") or d in (".claude", ".github"))
+        if SKILL_FILE in filenames:
+            yield Path(dirpath) / SKILL_FILE
+
+
+def read_skill_tree(root: Path, report: LoadReport, *, strict: bool = False) -> None:
+    """Append the skills of a folder tree to ``report``; broken files become problems."""
+    for file in _walk_skill_files(root):
+        rel = file.parent.relative_to(root).as_posix()
+        skill_id = rel if rel != "." else root.resolve().name
+        try:
+            report.skills.append(read_skill_file(file, skill_id))
+        except SkillFormatError as exc:
+            if strict:
+                raise
+            report.problems.append(Problem(str(file), str(exc).removeprefix(f"{file}: ")))
+
+
+def _open_text(path: Path):
+    if path.name.endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def read_jsonl(path: Path, report: LoadReport, *, strict: bool = False, skip_ids: Iterable[str] = ()) -> None:
+    """Append the records ``{id, name, description, body}`` of a .jsonl / .jsonl.gz file."""
+    skip = set(skip_ids)
+    try:
+        with _open_text(path) as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                where = f"{path}:{lineno}"
+                try:
+                    rec = json.loads(line)
+                    if not isinstance(rec, dict):
+                        raise SkillFormatError(f"{where}: not a JSON object")
+                    for key in ("id", "name"):
+                        if not isinstance(rec.get(key), str) or not rec[key].strip():
+                            raise SkillFormatError(f"{where}: needs a non-empty string '{key}'")
+                    for key in ("description", "body"):
+                        if not isinstance(rec.get(key, ""), str):
+                            raise SkillFormatError(f"{where}: '{key}' must be a string")
+                except (json.JSONDecodeError, SkillFormatError) as exc:
+                    msg = str(exc) if isinstance(exc, SkillFormatError) else f"{where}: invalid JSON ({exc.msg})"
+                    if strict:
+                        raise SkillFormatError(msg) from None
+                    report.problems.append(Problem(where, msg.removeprefix(f"{where}: ")))
+                    continue
+                if rec["id"] in skip:
+                    continue
+                report.skills.append(
+                    Skill(rec["id"], rec["name"], rec.get("description", ""), rec.get("body", ""),
+                          rec.get("path", ""))
+                )
+    except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile) as exc:
+        raise SkillFormatError(f"{path}: cannot read ({exc})") from None
+
+
+def is_dataset_folder(path: Path) -> bool:
+    """A dataset folder in the shared format holds meta.json and corpus.jsonl.gz."""
+    return (path / "meta.json").is_file() and (path / "corpus.jsonl.gz").is_file()
+
+
+def read_dataset(path: Path, report: LoadReport, *, strict: bool = False) -> None:
+    """Append a dataset's corpus, plus its distractor pool minus the excluded ids.
+
+    The pool named by ``meta.distractors`` is looked up as a sibling folder.
+    """
+    try:
+        meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SkillFormatError(f"{path / 'meta.json'}: cannot read ({exc})") from None
+    read_jsonl(path / "corpus.jsonl.gz", report, strict=strict)
+    pool = meta.get("distractors")
+    if pool:
+        pool_dir = path.parent / pool
+        if not is_dataset_folder(pool_dir):
+            raise SkillFormatError(f"{path}: its distractor pool {pool!r} is not at {pool_dir}")
+        read_jsonl(pool_dir / "corpus.jsonl.gz", report, strict=strict,
+                   skip_ids=meta.get("excluded_pool_ids", []))
+
+
+def load_skills(sources: Sequence[str | os.PathLike[str]], *, strict: bool = False) -> LoadReport:
+    """Read skills from folder trees, JSONL files and dataset folders.
+
+    Parameters
+    ----------
+    sources : paths
+        Each a folder tree of SKILL.md files, a ``.jsonl``/``.jsonl.gz`` file, or a dataset folder.
+    strict : bool
+        Raise on the first broken file instead of skipping it.
+
+    Returns
+    -------
+    LoadReport
+        The skills in source order, and the problems met.
+
+    Raises
+    ------
+    SkillFormatError
+        A source does not exist or is unreadable (or any broken file, with ``strict``).
+    DuplicateSkillError
+        Two skills share an id.
+    EmptyLibraryError
+        No skill was found.
+    """
+    report = LoadReport()
+    for src in sources:
+        path = Path(src).expanduser()
+        if not path.exists():
+            raise SkillFormatError(f"{path}: no such file or folder")
+        if path.is_dir():
+            if is_dataset_folder(path):
+                read_dataset(path, report, strict=strict)
+            else:
+                read_skill_tree(path, report, strict=strict)
+        elif path.name.endswith((".jsonl", ".jsonl.gz")):
+            read_jsonl(path, report, strict=strict)
+        elif path.name == SKILL_FILE:
+            report.skills.append(read_skill_file(path, path.parent.resolve().name))
+        else:
+            raise SkillFormatError(f"{path}: not a folder, a .jsonl(.gz) file or a SKILL.md")
+    seen: dict[str, str] = {}
+    for s in report.skills:
+        if s.id in seen:
+            raise DuplicateSkillError(
+                f"duplicate skill id {s.id!r} ({seen[s.id] or 'record'} and {s.path or 'record'}); "
+                "ids must be unique across all sources"
+            )
+        seen[s.id] = s.path
+    if not report.skills:
+        detail = f" ({len(report.problems)} files skipped as broken)" if report.problems else ""
+        raise EmptyLibraryError(f"no skills found in {', '.join(map(str, sources))}{detail}")
+    return report

@@ -1,0 +1,108 @@
+"""Slow, obviously correct NumPy versions of every kernel. Never imported by the package."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def project_out_background(vectors, basis, renormalize=False):
+    v = np.atleast_2d(np.asarray(vectors, dtype=np.float64))
+    b = np.asarray(basis, dtype=np.float64).reshape(-1, v.shape[1])
+    out = v - (v @ b.T) @ b
+    if renormalize:
+        n = np.linalg.norm(out, axis=1, keepdims=True)
+        out = np.where(n > 1e-6, out / np.where(n > 1e-6, n, 1), 0)
+    return out
+
+
+def topk_ref(scores_row, k):
+    """Top-k of one score row: (ids, scores) best first, ties by ascending id, NaN/-inf excluded."""
+    s = np.asarray(scores_row, dtype=np.float64)
+    valid = np.flatnonzero(np.isfinite(s) | (s == np.inf))
+    order = valid[np.lexsort((valid, -s[valid]))][:k]
+    ids = np.full(k, -1, dtype=np.int64)
+    out = np.full(k, -np.inf)
+    ids[: order.size] = order
+    out[: order.size] = s[order]
+    return ids, out
+
+
+def dense_topk(queries, docs, k):
+    q = np.atleast_2d(np.asarray(queries, dtype=np.float64))
+    s = q @ np.asarray(docs, dtype=np.float64).T if len(docs) else np.zeros((q.shape[0], 0))
+    res = [topk_ref(row, k) for row in s]
+    return np.array([r[0] for r in res]).reshape(q.shape[0], k), np.array([r[1] for r in res]).reshape(q.shape[0], k)
+
+
+def lexical_coverage(query_terms, doc_terms, weights):
+    """Σ_{t∈Q'∩d} w(t) / Σ_{t∈Q'} w(t) for one query (list of unique ids) and one doc (set of ids)."""
+    total = sum(float(weights[t]) for t in query_terms)
+    if total <= 0:
+        return 0.0
+    return sum(float(weights[t]) for t in query_terms if t in doc_terms) / total
+
+
+def score_lexical_candidates(candidates, queries, docs, weights):
+    """queries: list of lists of term ids; docs: list of sets of term ids."""
+    out = np.zeros(candidates.shape)
+    for i, row in enumerate(candidates):
+        for c, d in enumerate(row):
+            if d >= 0:
+                out[i, c] = lexical_coverage(queries[i], docs[d], weights)
+    return out
+
+
+def score_lexical_all(queries, docs, weights):
+    return np.array([[lexical_coverage(q, d, weights) for d in docs] for q in queries]).reshape(len(queries), len(docs))
+
+
+def fuse(candidates, s_dense, s_lex, mode="eq15", weight=1.0, rrf_k=60.0):
+    """Fused score per candidate (NaN on padding), straight from METHOD.md."""
+    out = np.full(candidates.shape, np.nan)
+    for i in range(candidates.shape[0]):
+        valid = candidates[i] >= 0
+        if not valid.any():
+            continue
+        x = s_dense[i, valid].astype(np.float64)
+        y = s_lex[i, valid].astype(np.float64)
+        if mode == "eq15":
+            if y.std() > 0:
+                scale = x.std() if x.std() > 0 else 1.0
+                f = x + weight * np.maximum((y - y.mean()) / y.std(), 0) * scale
+            else:
+                f = x
+        elif mode == "convex":
+            nd = (x - x.min()) / (x.max() - x.min()) if x.max() > x.min() else np.zeros_like(x)
+            nl = (y - y.min()) / (y.max() - y.min()) if y.max() > y.min() else np.zeros_like(y)
+            f = (1 - weight) * nd + weight * nl
+        elif mode == "rrf":
+            pos = np.arange(x.size)
+            rd = np.empty(x.size)
+            rd[np.lexsort((pos, -x))] = np.arange(x.size)
+            rl = np.empty(y.size)
+            rl[np.lexsort((pos, -y))] = np.arange(y.size)
+            f = 1 / (rrf_k + 1 + rd) + 1 / (rrf_k + 1 + rl)
+        elif mode == "dense":
+            f = x
+        else:
+            f = y
+        out[i, valid] = f
+    return out
+
+
+def fuse_topk(candidates, s_dense, s_lex, k, **kw):
+    fused = fuse(candidates, s_dense, s_lex, **kw)
+    pos = np.full((candidates.shape[0], k), -1, dtype=np.int64)
+    sc = np.full((candidates.shape[0], k), -np.inf)
+    for i in range(candidates.shape[0]):
+        p, s = topk_ref(np.where(np.isnan(fused[i]), -np.inf, fused[i]), k)
+        pos[i], sc[i] = p, s
+    ids = np.where(pos >= 0, np.take_along_axis(candidates, np.maximum(pos, 0), 1), -1)
+    return ids, sc, pos
+
+
+def token_directions(terms, docs_of_term, docs):
+    """docs_of_term: list of row lists per term id."""
+    d = np.asarray(docs, dtype=np.float64)
+    return np.array([d[docs_of_term[t]].mean(0) if len(docs_of_term[t]) else np.zeros(d.shape[1])
+                     for t in terms]).reshape(len(terms), d.shape[1])

@@ -1,0 +1,185 @@
+"""SkillIndex: build, search contract, components, save/load round trip, config variants."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from fakes import HashEncoder, toy_skills
+from skillsight_fast import IndexConfig, SkillIndex
+from skillsight_fast.background import effective_rank, otsu_threshold
+from skillsight_fast.errors import IndexFormatError, ModelMismatchError, QueryError, SkillsightError
+
+
+@pytest.fixture(scope="module")
+def index():
+    return SkillIndex.build(toy_skills(30), HashEncoder())
+
+
+def test_build_records_statistics(index):
+    s = index.stats
+    assert s.n_docs == 40 and s.dim == 64
+    assert 0 < s.n_generic < s.vocab_size
+    assert 1 <= s.rank <= index.config.max_rank
+    assert index.basis.shape == (s.rank, 64)
+    np.testing.assert_allclose(index.basis @ index.basis.T, np.eye(s.rank), atol=1e-5)
+    # D⊥ is orthogonal to the background
+    np.testing.assert_allclose(index.embeddings_perp @ index.basis.T, 0, atol=1e-5)
+    # boilerplate words are generic, topical words are not
+    ids = index.lexicon.term_ids
+    assert index.generic[ids["usage"]] and index.generic[ids["skill"]]
+    assert not index.generic[ids["stl"]]
+
+
+def test_search_contract(index):
+    res = index.search(["compute the volume of an stl mesh", "resize png thumbnails"], k=5)
+    assert res.ids.shape == (2, 5) and res.ids.dtype == np.int64
+    assert res.scores.shape == (2, 5) and res.scores.dtype == np.float32
+    assert res.skill_ids[0][0] == "mesh-analysis"
+    assert res.skill_ids[1][0] == "image-resize"
+    assert np.all(np.diff(res.scores, axis=1) <= 1e-6)
+    assert "stl" in res.evidence[0][0] and "mesh" in res.evidence[0][0]
+    # components are those of the hit
+    j = res.ids[0, 0]
+    q = index.encoder.encode(["compute the volume of an stl mesh"])
+    from skillsight_fast.kernels import project_out_background
+
+    qp = project_out_background(q, index.basis)
+    assert res.dense[0, 0] == pytest.approx(float(qp[0] @ index.embeddings_perp[j]), abs=1e-5)
+    assert 0 < res.lexical[0, 0] <= 1
+
+
+def test_single_query_gives_2d_and_padding_when_k_exceeds_n(index):
+    res = index.search("git rebase conflicts", k=50)
+    assert res.ids.shape == (1, 50)
+    assert (res.ids[0, :40] >= 0).all() and (res.ids[0, 40:] == -1).all()
+    assert np.isneginf(res.scores[0, 40:]).all() and np.isnan(res.dense[0, 40:]).all()
+    assert res.skill_ids[0][45] is None and res.evidence[0][45] == []
+
+
+@pytest.mark.parametrize("bad", ["", "   \n\t", ["ok", ""]])
+def test_empty_query_rejected(index, bad):
+    with pytest.raises(QueryError, match="empty"):
+        index.search(bad)
+
+
+@pytest.mark.parametrize("k", [0, -3, 10**9, 2.5, True])
+def test_bad_k_rejected(index, k):
+    with pytest.raises(QueryError):
+        index.search("git", k=k)
+
+
+def test_query_without_evidence_tokens_still_ranks(index):
+    res = index.search("use this skill", k=3)  # only generic tokens
+    assert (res.ids[0] >= 0).all()
+    assert (res.lexical[0] == 0).all() and res.evidence[0] == [[], [], []]
+
+
+def test_save_load_roundtrip_identical(index, tmp_path):
+    queries = ["merge pdf pages", "docker compose deploy", "sql join tables"]
+    before = index.search(queries, k=7)
+    index.save(tmp_path / "idx")
+    manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
+    assert manifest["format_version"] == 1 and manifest["model"]["id"] == "hash-test"
+    assert manifest["arrays"]["embeddings"]["shape"] == [40, 64]
+    assert not list(tmp_path.glob("*.pkl")) and not list((tmp_path / "idx").glob("*.pkl"))
+    for mmap in (False, True):
+        loaded = SkillIndex.load(tmp_path / "idx", mmap=mmap, encoder=HashEncoder())
+        after = loaded.search(queries, k=7)
+        np.testing.assert_array_equal(before.ids, after.ids)
+        np.testing.assert_array_equal(before.scores, after.scores)
+        assert before.evidence == after.evidence
+        assert loaded.config == index.config and loaded.stats == index.stats
+    loaded = SkillIndex.load(tmp_path / "idx", mmap=True)
+    assert not loaded.embeddings_perp.flags.writeable
+
+
+def test_save_overwrites_previous_index(index, tmp_path):
+    small = SkillIndex.build(toy_skills(0), HashEncoder())
+    small.save(tmp_path / "idx")
+    index.save(tmp_path / "idx")
+    assert len(SkillIndex.load(tmp_path / "idx")) == 40
+    assert [p.name for p in tmp_path.iterdir()] == ["idx"]
+
+
+def test_save_refuses_non_index_folder(index, tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("precious")
+    with pytest.raises(IndexFormatError, match="refusing"):
+        index.save(tmp_path / "mine")
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "precious"
+
+
+def test_load_rejects_other_model(index, tmp_path):
+    index.save(tmp_path / "idx")
+    with pytest.raises(ModelMismatchError):
+        SkillIndex.load(tmp_path / "idx", encoder=HashEncoder(checksum="other"))
+
+
+def test_load_rejects_wrong_version_and_corruption(index, tmp_path):
+    d = index.save(tmp_path / "idx")
+    m = json.loads((d / "manifest.json").read_text())
+    m["format_version"] = 99
+    (d / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(IndexFormatError, match="version"):
+        SkillIndex.load(d)
+    index.save(d)
+    raw = (d / "embeddings_perp.npy").read_bytes()
+    (d / "embeddings_perp.npy").write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(IndexFormatError, match="checksum"):
+        SkillIndex.load(d)
+    with pytest.raises(IndexFormatError, match="truncated"):
+        SkillIndex.load(d, verify=False)
+
+
+def test_nan_embeddings_rejected():
+    emb = HashEncoder().encode([s.text for s in toy_skills()])
+    emb[3, 0] = np.nan
+    with pytest.raises(SkillsightError, match="NaN"):
+        SkillIndex.from_embeddings(toy_skills(), emb)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"fusion": "convex", "lexical_weight": 0.3},
+        {"fusion": "rrf"},
+        {"fusion": "dense"},
+        {"renormalize": True},
+        {"background_tokens": "all"},
+        {"background_tokens": "random"},
+        {"background_tokens": "high_idf"},
+        {"rank": 0},
+        {"otsu_weighted": True},
+        {"lexical_candidates": 20, "candidates": 5},
+    ],
+)
+def test_config_variants_search(changes):
+    cfg = IndexConfig(**changes)
+    idx = SkillIndex.build(toy_skills(30), HashEncoder(), cfg)
+    res = idx.search(["stl mesh volume", "pytest fixtures coverage"], k=3)
+    assert res.skill_ids[0][0] == "mesh-analysis"
+    assert res.skill_ids[1][0] == "unit-tests"
+    assert IndexConfig.from_dict(cfg.to_dict()) == cfg
+
+
+def test_rank_zero_means_raw_dense():
+    idx = SkillIndex.build(toy_skills(5), HashEncoder(), IndexConfig(rank=0, fusion="dense"))
+    np.testing.assert_array_equal(idx.embeddings_perp, idx.embeddings)
+
+
+def test_config_rejects_unknown_values():
+    with pytest.raises(ValueError):
+        IndexConfig(fusion="magic")
+    with pytest.raises(ValueError):
+        IndexConfig.from_dict({"nope": 1})
+
+
+def test_otsu_and_effective_rank():
+    assert otsu_threshold(np.array([1.0, 1.0, 1.1, 7.0, 7.2, 7.1])) == pytest.approx(1.1)
+    assert otsu_threshold(np.array([2.0, 2.0])) == float("inf")
+    assert effective_rank(np.array([1.0, 1.0, 1.0, 1.0])) == 4
+    assert effective_rank(np.array([5.0, 0.0])) == 1
+    assert effective_rank(np.zeros(3)) == 0
