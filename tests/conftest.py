@@ -1,0 +1,5 @@
+"""Shared pytest configuration."""
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "model: needs the installed model package")
