@@ -35,6 +35,10 @@ class DuplicateSkillError(SkillsightError):
     """Two skills have the same id."""
 
 
+class EmbeddingError(SkillsightError):
+    """Embeddings are unusable: NaN or infinite values, or a shape that does not match the skills."""
+
+
 class IndexFormatError(SkillsightError):
     """An index folder is missing, truncated, corrupt or of an unknown format version."""
 

@@ -6,19 +6,32 @@ Layout of an index folder::
                       (file, dtype, shape, sha256 of each)
     vocab.json        the sorted terms
     skills.jsonl      one {id, name, description, path, sha256} per row
+    texts.jsonl       optional: each skill's Markdown body, one JSON string per row
+                      (indexes without it still load; see read_bodies)
     *.npy             the arrays
 
-Saving writes a sibling temporary folder, fsyncs it, then swaps it in with renames, so a crash
-leaves either the old or the new index, never a mix.
+Saving writes a sibling temporary folder, fsyncs it, then swaps it in, so a crash leaves either
+the old or the new index, never a mix. On Linux the swap is one atomic ``renameat2(RENAME_EXCHANGE)``
+(the index path never disappears, even for a moment); elsewhere it is two renames, and
+:func:`recover` puts the old folder back if a crash fell between them. Saves into the same parent
+folder are serialised with an advisory ``flock`` on that folder (released by the kernel if the
+process dies), and each save removes the ``.NAME.tmp-*`` / ``.NAME.old-*`` leftovers of crashed
+saves. Loading ignores those leftovers, and retries if a save swapped the folder mid-read.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import errno
 import hashlib
 import json
 import os
 import shutil
+import sys
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +46,8 @@ if TYPE_CHECKING:
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
+#: Optional: one JSON string (the skill's Markdown body) per row; read on demand by read_bodies().
+TEXTS = "texts.jsonl"
 # name -> (dtype, number of dimensions, memory-mappable)
 ARRAYS: dict[str, tuple[str, int]] = {
     "embeddings": ("float32", 2),
@@ -102,6 +117,14 @@ def save_index(index: "SkillIndex", directory: Path) -> Path:
         raise IndexFormatError(f"{directory} exists and is not a folder")
     if directory.is_dir() and any(directory.iterdir()) and not (directory / MANIFEST).is_file():
         raise IndexFormatError(f"{directory} is a non-empty folder that holds no index; refusing to overwrite it")
+    with _save_lock(directory.parent):
+        _recover_unlocked(directory)
+        _remove_leftovers(directory)
+        _save_unlocked(index, directory)
+    return directory
+
+
+def _save_unlocked(index: "SkillIndex", directory: Path) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-", dir=directory.parent))
     try:
         entries: dict[str, Any] = {}
@@ -122,6 +145,10 @@ def save_index(index: "SkillIndex", directory: Path) -> Path:
             for s in index.skills
         ).encode("utf-8")
         _write_file(tmp / "skills.jsonl", skills)
+        bodies = getattr(index, "bodies", None)
+        if bodies is not None and len(bodies) == len(index.skills):
+            texts = "".join(json.dumps(b, ensure_ascii=False) + "\n" for b in bodies).encode("utf-8")
+            _write_file(tmp / TEXTS, texts)
         manifest = {
             "format": "skillsight-fast-index",
             "format_version": FORMAT_VERSION,
@@ -136,18 +163,71 @@ def save_index(index: "SkillIndex", directory: Path) -> Path:
                 "skills.jsonl": hashlib.sha256(skills).hexdigest(),
             },
         }
+        if (tmp / TEXTS).is_file():
+            manifest["files"][TEXTS] = hashlib.sha256(texts).hexdigest()
         _write_file(tmp / MANIFEST, json.dumps(manifest, indent=2, allow_nan=True).encode("utf-8"))
         _fsync_dir(tmp)
         _swap_in(tmp, directory)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return directory
+
+
+@contextlib.contextmanager
+def _save_lock(parent: Path) -> Iterator[None]:
+    """Exclusive advisory lock on the index's parent folder (a no-op where flock is missing)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    try:
+        fd = os.open(parent, os.O_RDONLY)
+    except OSError:  # pragma: no cover - unreadable parent: save without the lock
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _remove_leftovers(directory: Path) -> None:
+    """Delete temporary and renamed-away folders left by crashed saves (called under the lock)."""
+    for pattern in (f".{directory.name}.tmp-*", f".{directory.name}.old-*"):
+        for stale in directory.parent.glob(pattern):
+            if stale.is_dir() and not stale.is_symlink():
+                shutil.rmtree(stale, ignore_errors=True)
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two existing paths (Linux ``renameat2``); False where unsupported."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):  # pragma: no cover - libc without renameat2
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EPERM):  # pragma: no cover
+        return False
+    raise OSError(err, os.strerror(err), str(b))  # pragma: no cover
 
 
 def _swap_in(tmp: Path, directory: Path) -> None:
-    """Replace ``directory`` by ``tmp`` with renames; the old index survives until the swap."""
-    if directory.exists():
+    """Replace ``directory`` by ``tmp``; the old index survives until the swap."""
+    if directory.exists() and _exchange(tmp, directory):
+        _fsync_dir(directory.parent)
+        shutil.rmtree(tmp, ignore_errors=True)  # now holds the old index
+    elif directory.exists():
         old = Path(tempfile.mkdtemp(prefix=f".{directory.name}.old-", dir=directory.parent))
         old.rmdir()
         os.rename(directory, old)
@@ -165,11 +245,23 @@ def _swap_in(tmp: Path, directory: Path) -> None:
 
 def recover(directory: Path) -> None:
     """If a crash left only the renamed-away old index, put it back."""
+    if directory.exists() or not directory.parent.is_dir():
+        return
+    with _save_lock(directory.parent):  # a live save may be between its two renames: wait for it
+        _recover_unlocked(directory)
+
+
+def _recover_unlocked(directory: Path) -> None:
     if directory.exists():
         return
-    olds = sorted(directory.parent.glob(f".{directory.name}.old-*"), key=lambda p: p.stat().st_mtime)
-    if olds and (olds[-1] / MANIFEST).is_file():
-        os.rename(olds[-1], directory)
+    olds = []
+    for p in directory.parent.glob(f".{directory.name}.old-*"):
+        with contextlib.suppress(OSError):
+            if (p / MANIFEST).is_file():
+                olds.append((p.stat().st_mtime, p))
+    if olds:
+        with contextlib.suppress(OSError):
+            os.rename(max(olds)[1], directory)
 
 
 def read_manifest(directory: Path) -> dict[str, Any]:
@@ -214,8 +306,35 @@ def _load_array(directory: Path, name: str, entry: dict[str, Any], mmap: bool, v
     return arr
 
 
+def _identity(directory: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(directory)
+        return st.st_dev, st.st_ino, os.stat(directory / MANIFEST).st_mtime_ns
+    except OSError:
+        return None
+
+
 def load_index(directory: Path, *, mmap: bool = False, verify: bool = True) -> "SkillIndex":
-    """Load an index folder; every inconsistency raises :class:`IndexFormatError`."""
+    """Load an index folder; every inconsistency raises :class:`IndexFormatError`.
+
+    A save that swaps the folder while it is being read would give a mix of two indexes; the
+    folder's identity is checked before and after, and the load retried (up to 5 times).
+    """
+    for attempt in range(5):
+        before = _identity(directory.expanduser())
+        try:
+            index = _load_once(directory, mmap=mmap, verify=verify)
+        except IndexFormatError:
+            if attempt == 4 or _identity(directory.expanduser()) == before:
+                raise
+            time.sleep(0.01 * (attempt + 1))
+            continue
+        if _identity(directory.expanduser()) == before:
+            return index
+    return index
+
+
+def _load_once(directory: Path, *, mmap: bool, verify: bool) -> "SkillIndex":
     from skillsight_fast.index import IndexStats, SkillIndex, SkillMeta
     from skillsight_fast.lexicon import Lexicon
 
@@ -234,7 +353,7 @@ def load_index(directory: Path, *, mmap: bool = False, verify: bool = True) -> "
         skills = [SkillMeta(**json.loads(line)) for line in raw_skills.decode("utf-8").splitlines() if line]
         config = IndexConfig.from_dict(manifest["config"])
         stats = IndexStats(**manifest["stats"])
-        model = manifest["model"]
+        model_id, model_checksum = str(manifest["model"]["id"]), str(manifest["model"]["checksum"])
     except IndexFormatError:
         raise
     except (KeyError, TypeError, ValueError, OSError) as exc:
@@ -256,5 +375,25 @@ def load_index(directory: Path, *, mmap: bool = False, verify: bool = True) -> "
         skills=skills, embeddings=arrays["embeddings"], embeddings_perp=arrays["embeddings_perp"],
         basis=arrays["basis"], singular_values=arrays["singular_values"], lexicon=lexicon,
         idf=arrays["idf"], weights=arrays["weights"], generic=arrays["generic"], config=config,
-        stats=stats, model_id=model["id"], model_checksum=model["checksum"],
+        stats=stats, model_id=model_id, model_checksum=model_checksum,
     )
+
+
+def read_bodies(directory: Path) -> list[str] | None:
+    """The skills' Markdown bodies saved in ``texts.jsonl``, or None when the index has none."""
+    directory = directory.expanduser()
+    path = directory / TEXTS
+    if not path.is_file():
+        return None
+    manifest = read_manifest(directory)
+    raw = path.read_bytes()
+    expected = manifest.get("files", {}).get(TEXTS)
+    if expected is not None and hashlib.sha256(raw).hexdigest() != expected:
+        raise IndexFormatError(f"{path}: checksum mismatch")
+    try:
+        bodies = [json.loads(line) for line in raw.decode("utf-8").splitlines() if line]
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise IndexFormatError(f"{path}: unreadable ({exc})") from None
+    if len(bodies) != manifest.get("n_skills") or not all(isinstance(b, str) for b in bodies):
+        raise IndexFormatError(f"{path}: does not match the {manifest.get('n_skills')} skills of the index")
+    return bodies

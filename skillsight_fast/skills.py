@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import hashlib
 import json
@@ -16,6 +17,8 @@ import yaml
 from skillsight_fast.errors import DuplicateSkillError, EmptyLibraryError, SkillFormatError
 
 logger = logging.getLogger(__name__)
+
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 #: A SKILL.md larger than this is rejected (a real skill is a few to a few hundred KB).
 MAX_SKILL_BYTES = 4 * 1024 * 1024
@@ -95,11 +98,16 @@ def parse_skill_md(text: str, *, source: str = "SKILL.md") -> tuple[str, str, st
     if end is None:
         raise SkillFormatError(f"{source}: front matter is not closed by a '---' line")
     try:
-        meta = yaml.safe_load("".join(lines[1:end]))
+        # libyaml's safe loader when the wheel has it: same results, and a hostile 5,000-deep
+        # nesting fails in milliseconds instead of ~10 s of pure-Python recursion
+        meta = yaml.load("".join(lines[1:end]), Loader=_YAML_LOADER)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 2})" if mark is not None else ""
         raise SkillFormatError(f"{source}: invalid YAML in front matter{where}") from None
+    except (ValueError, TypeError, RecursionError) as exc:  # e.g. `date: 2001-13-01`, deep nesting
+        raise SkillFormatError(f"{source}: invalid YAML in front matter ({type(exc).__name__}: "
+                               f"{str(exc)[:80]})") from None
     if not isinstance(meta, dict):
         raise SkillFormatError(f"{source}: front matter is not a mapping of keys to values")
     for key in ("name", "description"):
@@ -252,6 +260,7 @@ def load_skills(sources: Sequence[str | os.PathLike[str]], *, strict: bool = Fal
         No skill was found.
     """
     report = LoadReport()
+    trees: list[tuple[Path, int, int]] = []  # (root, first, end) rows read from each folder tree
     for src in sources:
         path = Path(src).expanduser()
         if not path.exists():
@@ -260,13 +269,16 @@ def load_skills(sources: Sequence[str | os.PathLike[str]], *, strict: bool = Fal
             if is_dataset_folder(path):
                 read_dataset(path, report, strict=strict)
             else:
+                start = len(report.skills)
                 read_skill_tree(path, report, strict=strict)
+                trees.append((path, start, len(report.skills)))
         elif path.name.endswith((".jsonl", ".jsonl.gz")):
             read_jsonl(path, report, strict=strict)
         elif path.name == SKILL_FILE:
             report.skills.append(read_skill_file(path, path.parent.resolve().name))
         else:
             raise SkillFormatError(f"{path}: not a folder, a .jsonl(.gz) file or a SKILL.md")
+    prefix_colliding_tree_ids(report, trees)
     seen: dict[str, str] = {}
     for s in report.skills:
         if s.id in seen:
@@ -276,6 +288,49 @@ def load_skills(sources: Sequence[str | os.PathLike[str]], *, strict: bool = Fal
             )
         seen[s.id] = s.path
     if not report.skills:
-        detail = f" ({len(report.problems)} files skipped as broken)" if report.problems else ""
+        detail = (f" ({len(report.problems)} files skipped as broken; first: {report.problems[0]})"
+                  if report.problems else "")
         raise EmptyLibraryError(f"no skills found in {', '.join(map(str, sources))}{detail}")
     return report
+
+
+def root_labels(roots: Sequence[Path]) -> list[str]:
+    """Short distinct labels for library roots: the shortest path suffixes that tell them apart.
+
+    Examples
+    --------
+    >>> root_labels([Path("/home/a/.claude/skills"), Path("/repo/.github/skills")])
+    ['.claude/skills', '.github/skills']
+    """
+    parts = [Path(os.path.abspath(r)).parts for r in roots]
+    depth = 1
+    while True:
+        labels = ["/".join(p[-depth:]) for p in parts]
+        if len(set(labels)) == len(labels) or depth >= max(len(p) for p in parts):
+            return labels
+        depth += 1
+
+
+def prefix_colliding_tree_ids(report: LoadReport, trees: Sequence[tuple[Path, int, int]]) -> None:
+    """Give skills of different folder trees that share an id the id ``<root label>:<id>``.
+
+    Ids stay the plain relative paths unless two roots hold the same relative path; then every
+    skill with that id (in each tree) is prefixed with its root's label (:func:`root_labels`),
+    so adding a second library renames only the skills that collide.
+    """
+    if len(trees) < 2:
+        return
+    owners: dict[str, set[int]] = {}
+    for t, (_, start, end) in enumerate(trees):
+        for s in report.skills[start:end]:
+            owners.setdefault(s.id, set()).add(t)
+    colliding = {sid for sid, ts in owners.items() if len(ts) > 1}
+    if not colliding:
+        return
+    labels = root_labels([root for root, _, _ in trees])
+    for t, (_, start, end) in enumerate(trees):
+        for i in range(start, end):
+            s = report.skills[i]
+            if s.id in colliding:
+                report.skills[i] = dataclasses.replace(s, id=f"{labels[t]}:{s.id}")
+    logger.info("prefixed %d skill ids that occur in several roots", len(colliding))

@@ -297,3 +297,9 @@ def test_token_directions_matches_reference(rng):
     out = token_directions(terms, lex.post_indptr, lex.post_docs, docs)
     np.testing.assert_allclose(out, ref.token_directions(terms, docs_of_term, docs), atol=1e-5)
     assert token_directions(np.zeros(0, np.int64), lex.post_indptr, lex.post_docs, docs).shape == (0, 7)
+
+
+def test_merge_candidates_skips_duplicates_within_b():
+    a = np.array([[4, -1]], np.int64)
+    b = np.array([[7, 4, 7, 2, 2]], np.int64)
+    assert merge_candidates(a, b).tolist() == [[4, 7, 2, -1, -1, -1, -1]]

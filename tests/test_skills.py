@@ -85,8 +85,10 @@ def test_empty_library_and_missing_source(tmp_path):
 def test_duplicate_ids_across_sources(tmp_path):
     write_skill(tmp_path / "one", "pdf")
     write_skill(tmp_path / "two", "pdf")
+    # two roots holding the same relative id: both get their root's label (tests/test_agent_skills.py)
+    assert [s.id for s in load_skills([tmp_path / "one", tmp_path / "two"]).skills] == ["one:pdf", "two:pdf"]
     with pytest.raises(DuplicateSkillError, match="pdf"):
-        load_skills([tmp_path / "one", tmp_path / "two"])
+        load_skills([tmp_path / "one", tmp_path / "one"])
 
 
 def test_jsonl_and_gz(tmp_path):

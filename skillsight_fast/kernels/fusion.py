@@ -6,6 +6,7 @@ import numpy as np
 from numba import njit, prange
 
 from skillsight_fast.kernels._flags import PARALLEL_JIT
+from skillsight_fast.kernels._launch import parallel_launch
 from skillsight_fast.kernels.topk import _heap_replace_root, _heap_sort_desc
 
 #: Fusion modes understood by :func:`fuse_topk` (name -> code passed to the kernel).
@@ -152,7 +153,8 @@ def fuse_topk(
     pos = np.full((cand.shape[0], k), -1, dtype=np.int64)
     scores = np.full((cand.shape[0], k), -np.inf, dtype=np.float32)
     if cand.size:
-        _fuse_topk(cand, sd, sl, FUSION_MODES[mode], float(weight), float(rrf_k), pos, scores)
+        with parallel_launch():
+            _fuse_topk(cand, sd, sl, FUSION_MODES[mode], float(weight), float(rrf_k), pos, scores)
     rows = np.arange(cand.shape[0])[:, None]
     ids = np.where(pos >= 0, cand[rows, np.maximum(pos, 0)], -1)
     return ids, scores, pos

@@ -5,7 +5,23 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from skillsight_fast.kernels._flags import PARALLEL_JIT
+from skillsight_fast.kernels._flags import JIT, PARALLEL_JIT
+from skillsight_fast.kernels._launch import parallel_launch
+from skillsight_fast.kernels._prefetch import prefetch
+
+
+#: Candidates ahead whose term lists are prefetched (their cache misses then overlap).
+_PREFETCH_AHEAD = 6
+
+
+@njit(inline="always", **JIT)
+def _prefetch_terms(candidates, i, c, doc_indptr, doc_terms):  # pragma: no cover - jitted
+    """Prefetch the term list of candidate ``c`` of query ``i``, one hint per 64-byte line."""
+    if c < candidates.shape[1]:
+        doc = candidates[i, c]
+        if doc >= 0:
+            for p in range(doc_indptr[doc], doc_indptr[doc + 1], 16):
+                prefetch(doc_terms, p)
 
 
 @njit(**PARALLEL_JIT)
@@ -21,7 +37,12 @@ def _score_lexical_candidates(
     doc_terms : int32, sorted term ids of each document. weights : float32 (V,).
     out : float32 (n, K), written row by row.
 
-    Complexity O(n K |Q'| log L) with L the document's number of distinct terms.
+    Each token is binary-searched in each candidate's sorted terms, O(K |Q'| log L). The candidates'
+    term lists are scattered over the forward index and cold after the dense scan, so the kernel
+    is bound by cache misses: it prefetches the lists ``_PREFETCH_AHEAD`` candidates ahead, which
+    overlaps the misses (-30 % measured at 26k skills). A bitset over the vocabulary with one pass
+    over each candidate's terms measured slower, even for 100-token queries. Each parallel
+    iteration writes only its own row of ``out``.
     """
     n, kc = candidates.shape
     for i in prange(n):
@@ -30,9 +51,16 @@ def _score_lexical_candidates(
         total = np.float32(0.0)
         for p in range(a, b):
             total += weights[q_terms[p]]
+        if total <= 0.0:
+            for c in range(kc):
+                out[i, c] = 0.0
+            continue
+        for c in range(min(kc, _PREFETCH_AHEAD)):
+            _prefetch_terms(candidates, i, c, doc_indptr, doc_terms)
         for c in range(kc):
+            _prefetch_terms(candidates, i, c + _PREFETCH_AHEAD, doc_indptr, doc_terms)
             doc = candidates[i, c]
-            if doc < 0 or total <= 0.0:
+            if doc < 0:
                 out[i, c] = 0.0
                 continue
             lo0 = doc_indptr[doc]
@@ -122,10 +150,10 @@ def score_lexical_candidates(
     out = np.zeros(cand.shape, dtype=np.float32)
     if cand.size == 0:
         return out
-    return _score_lexical_candidates(
-        cand, qt, qp, np.ascontiguousarray(doc_indptr, dtype=np.int64),
-        np.ascontiguousarray(doc_terms, dtype=np.int32), w, out,
-    )
+    indptr = np.ascontiguousarray(doc_indptr, dtype=np.int64)
+    terms = np.ascontiguousarray(doc_terms, dtype=np.int32)
+    with parallel_launch():
+        return _score_lexical_candidates(cand, qt, qp, indptr, terms, w, out)
 
 
 def score_lexical_all(
@@ -156,7 +184,7 @@ def score_lexical_all(
     out = np.zeros((qp.shape[0] - 1, n_docs), dtype=np.float32)
     if out.size == 0:
         return out
-    return _score_lexical_all(
-        qt, qp, np.ascontiguousarray(post_indptr, dtype=np.int64),
-        np.ascontiguousarray(post_docs, dtype=np.int32), w, out,
-    )
+    indptr = np.ascontiguousarray(post_indptr, dtype=np.int64)
+    docs = np.ascontiguousarray(post_docs, dtype=np.int32)
+    with parallel_launch():
+        return _score_lexical_all(qt, qp, indptr, docs, w, out)

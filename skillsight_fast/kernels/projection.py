@@ -6,6 +6,7 @@ import numpy as np
 from numba import njit, prange
 
 from skillsight_fast.kernels._flags import PARALLEL_JIT
+from skillsight_fast.kernels._launch import parallel_launch
 
 
 @njit(**PARALLEL_JIT)
@@ -85,4 +86,5 @@ def project_out_background(
     out = np.empty_like(v)
     if v.shape[0] == 0:
         return out
-    return _project_out_background(v, b, bool(renormalize), out)
+    with parallel_launch():
+        return _project_out_background(v, b, bool(renormalize), out)

@@ -6,6 +6,7 @@ import numpy as np
 from numba import njit, prange
 
 from skillsight_fast.kernels._flags import PARALLEL_JIT
+from skillsight_fast.kernels._launch import parallel_launch
 
 
 @njit(**PARALLEL_JIT)
@@ -55,7 +56,7 @@ def token_directions(
     out = np.zeros((t.shape[0], x.shape[1]), dtype=np.float32)
     if t.size == 0:
         return out
-    return _token_directions(
-        t, np.ascontiguousarray(post_indptr, dtype=np.int64),
-        np.ascontiguousarray(post_docs, dtype=np.int32), x, out,
-    )
+    indptr = np.ascontiguousarray(post_indptr, dtype=np.int64)
+    docs_of_term = np.ascontiguousarray(post_docs, dtype=np.int32)
+    with parallel_launch():
+        return _token_directions(t, indptr, docs_of_term, x, out)

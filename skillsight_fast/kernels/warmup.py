@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from skillsight_fast.kernels.compressed import dense_topk_int8, quantize_int8
 from skillsight_fast.kernels.fusion import fuse_topk
 from skillsight_fast.kernels.lexical import score_lexical_all, score_lexical_candidates
 from skillsight_fast.kernels.projection import project_out_background
@@ -31,3 +32,6 @@ def warmup_kernels(dim: int = 8) -> None:
         fuse_topk(cand, s, lex, 2, mode=mode)
     merge_candidates(cand, cand)
     token_directions(np.array([0], np.int64), post_ptr, post_docs, docs)
+    codes, scales = quantize_int8(docs)
+    dense_topk_int8(q, codes, scales, 2, docs=docs)
+

@@ -143,13 +143,20 @@ class OnnxEncoder:
         self.batch_size = batch_size
         self.threads = options.intra_op_num_threads
         self.onnx_path = onnx_path
-        self.quantized = _is_quantized(onnx_path)
+        self._quantized: bool | None = None
         last = output.shape[-1]
         self.dim = int(last) if isinstance(last, int) and last > 0 else int(self._run([[0, 0]])[1].shape[1])
         logger.debug(
-            "loaded encoder %s (%s, dim=%d, quantized=%s, threads=%d)",
-            model_id, onnx_path, self.dim, self.quantized, self.threads,
+            "loaded encoder %s (%s, dim=%d, threads=%d)", model_id, onnx_path, self.dim, self.threads,
         )
+
+    @property
+    def quantized(self) -> bool:
+        """Whether the graph holds int8-quantized operators (read once, on first use: importing
+        ``onnx`` to inspect the graph costs about a second, so a one-shot search never does)."""
+        if self._quantized is None:
+            self._quantized = _is_quantized(self.onnx_path)
+        return self._quantized
 
     def __repr__(self) -> str:
         return (
