@@ -1,0 +1,400 @@
+"""Timing harness of ``skillsight bench``: per-stage latency, baselines side by side, throughput.
+
+Every arm is timed one query at a time on one thread, the arms interleaved round-robin within each
+repetition (so background load hits all arms alike), after one untimed warm-up call of each arm
+(JIT compilation and first-touch page faults stay outside the timed part). Latencies are medians
+(p50) and 95th percentiles in milliseconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from skillsight_fast.kernels._flags import JIT
+
+logger = logging.getLogger(__name__)
+
+#: Stage names of the JSON report (``p50_ms``), in table order.
+STAGES = ("encode", "project", "dense_topk", "lexical", "fuse_topk", "scoring", "end_to_end",
+          "faiss_flat", "bm25s", "dense_rerank")
+#: Candidates scanned by the dense + reranker baseline.
+RERANK_DEPTH = 100
+
+
+@njit(**JIT)
+def _stream_read(x):  # pragma: no cover - jitted
+    """Sum of a flat float32 array: a pure streaming read, the memory-bandwidth probe."""
+    acc = np.float32(0.0)
+    for i in range(x.shape[0]):
+        acc += x[i]
+    return acc
+
+
+def cpu_name() -> str:
+    """CPU model string (from /proc/cpuinfo on Linux)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def load_average() -> float:
+    """1-minute load average (0.0 when unavailable)."""
+    try:
+        return float(os.getloadavg()[0])
+    except OSError:
+        return 0.0
+
+
+@dataclass
+class Timings:
+    """Per-arm lists of seconds."""
+
+    samples: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, name: str, seconds: float) -> None:
+        self.samples.setdefault(name, []).append(seconds)
+
+    def p(self, name: str, q: float) -> float | None:
+        s = self.samples.get(name)
+        return float(np.percentile(s, q) * 1e3) if s else None
+
+
+def time_round_robin(arms: dict[str, Callable[[int], Any]], reps: int, timings: Timings) -> None:
+    """Warm each arm once, then run ``reps`` rounds calling every arm with the round number."""
+    for f in arms.values():
+        f(0)
+    for r in range(reps):
+        for name, f in arms.items():
+            t0 = time.perf_counter()
+            f(r)
+            timings.add(name, time.perf_counter() - t0)
+
+
+def bm25_retriever(index, k1: float = 1.5, b: float = 0.75):
+    """A ``bm25s.BM25`` over the index's own lexicon (binary tf, Lucene idf), built directly.
+
+    Using the same token sets as SkillSight's lexicon keeps the comparison about the scoring kernel,
+    not the tokeniser; the eager score matrix is what ``bm25s.BM25.index`` would compute with tf = 1.
+    """
+    import bm25s
+
+    lex = index.lexicon
+    n = len(index)
+    df = np.diff(lex.post_indptr).astype(np.float64)
+    idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
+    dl = np.diff(lex.doc_indptr).astype(np.float64)
+    norm = 1.0 / (1.0 + k1 * (1.0 - b + b * dl / max(dl.mean(), 1.0)))
+    term_of_posting = np.repeat(np.arange(df.shape[0], dtype=np.int32), np.diff(lex.post_indptr))
+    data = idf.astype(np.float32)[term_of_posting]  # bm25s "lucene": idf · tf / (tf + k1 (1 - b + b dl/avgdl))
+    del term_of_posting
+    data *= norm.astype(np.float32)[lex.post_docs]
+    retriever = bm25s.BM25(k1=k1, b=b)
+    retriever.scores = {"data": data, "indices": lex.post_docs.astype(np.int32),
+                        "indptr": lex.post_indptr.astype(np.int64), "num_docs": n}
+    retriever.vocab_dict = {}
+    retriever.nonoccurrence_array = None
+    return retriever
+
+
+def _recall(found: np.ndarray, exact: np.ndarray) -> float:
+    out = []
+    for f, e in zip(found.tolist(), exact.tolist()):
+        e = {x for x in e if x >= 0}
+        if e:
+            out.append(len(e & {x for x in f if x >= 0}) / len(e))
+    return float(np.mean(out)) if out else float("nan")
+
+
+def bench_size(
+    index,
+    query_texts: Sequence[str],
+    query_vectors: np.ndarray,
+    doc_text: Callable[[int], str],
+    *,
+    encoder=None,
+    cross_encoder=None,
+    reps: int = 30,
+    rerank_reps: int = 3,
+    rerank_pairs: int = RERANK_DEPTH,
+    rerank_cost: float | None = None,
+    k: int = 10,
+    compressed: bool = False,
+    approximate: bool = False,
+    batch: int = 64,
+    all_threads: int = 2,
+    bandwidth_buffer: np.ndarray | None = None,
+) -> list[dict[str, Any]]:
+    """Time every arm on one index; returns one report entry (two with ``compressed``)."""
+    import faiss
+
+    from skillsight_fast.kernels import (
+        dense_topk,
+        fuse_topk,
+        project_out_background,
+        score_lexical_all,
+        score_lexical_candidates,
+    )
+    from skillsight_fast.kernels._threads import n_threads
+    from skillsight_fast.kernels.compressed import dense_topk_int8, quantize_int8
+
+    faiss.omp_set_num_threads(1)
+    n_docs, dim = index.embeddings_perp.shape
+    cfg = index.config
+    kc = min(n_docs, max(cfg.candidates, k))
+    nq = len(query_texts)
+    texts = list(query_texts)
+    qv = np.ascontiguousarray(query_vectors, dtype=np.float32)
+    basis = index.basis
+    perp = index.embeddings_perp
+    lex = index.lexicon
+    generic = index.generic
+    flat = faiss.IndexFlatIP(dim)
+    flat.add(index.embeddings)
+    retriever = bm25_retriever(index)
+    bm25_ids = [[int(t) for t in lex.query_terms([q], np.zeros(len(lex.vocab), bool))[0]] or [0]
+                for q in texts]
+    _ = lex.term_ids
+    qp_all = project_out_background(qv, basis, renormalize=cfg.renormalize)
+    timings = Timings()
+    bw_buf = bandwidth_buffer if bandwidth_buffer is not None else np.ones(1 << 26, np.float32)
+    perp_flat = perp.reshape(-1)
+    state: dict[str, Any] = {}
+
+    def q_of(r: int) -> int:
+        return r % nq
+
+    def a_project(r: int) -> None:
+        i = q_of(r)
+        state["qp"] = project_out_background(qv[i : i + 1], basis, renormalize=cfg.renormalize)
+
+    def a_dense(r: int) -> None:
+        i = q_of(r)
+        state["cand"], state["sd"] = dense_topk(qp_all[i : i + 1], perp, kc)
+
+    def a_lexical(r: int) -> None:
+        i = q_of(r)
+        qt, qptr = lex.query_terms([texts[i]], generic, cfg.min_token_len, cfg.max_token_len)
+        state["sl"] = score_lexical_candidates(state["cand"], qt, qptr, lex.doc_indptr, lex.doc_terms,
+                                               index.weights)
+
+    def a_fuse(r: int) -> None:
+        fuse_topk(state["cand"], state["sd"], state["sl"], k, mode=cfg.fusion, weight=cfg.lexical_weight,
+                  rrf_k=cfg.rrf_k)
+
+    def a_scoring(r: int) -> None:
+        i = q_of(r)
+        index.search_vectors(qv[i : i + 1], [texts[i]], k, explain=False)
+
+    def a_faiss(r: int) -> None:
+        i = q_of(r)
+        flat.search(qv[i : i + 1], k)
+
+    def a_bm25(r: int) -> None:
+        retriever._get_top_k_results(bm25_ids[q_of(r)], k=k, backend="numba", sorted=True)
+
+    def a_lexical_all(r: int) -> None:
+        i = q_of(r)
+        qt, qptr = lex.query_terms([texts[i]], generic, cfg.min_token_len, cfg.max_token_len)
+        s = score_lexical_all(qt, qptr, lex.post_indptr, lex.post_docs, index.weights, n_docs)[0]
+        top = np.argpartition(-s, min(k, n_docs - 1))[:k]
+        top[np.argsort(-s[top], kind="stable")]
+
+    def a_stream(r: int) -> None:
+        _stream_read(perp_flat)
+
+    def a_bandwidth(r: int) -> None:
+        _stream_read(bw_buf)
+
+    arms: dict[str, Callable[[int], Any]] = {
+        "project": a_project, "dense_topk": a_dense, "lexical": a_lexical, "fuse_topk": a_fuse,
+        "scoring": a_scoring, "faiss_flat": a_faiss, "bm25s": a_bm25, "lexical_all": a_lexical_all,
+        "stream_same_matrix": a_stream, "bandwidth": a_bandwidth,
+    }
+    if encoder is not None:
+        def a_encode(r: int) -> None:
+            encoder.encode([texts[q_of(r)]])
+
+        def a_end_to_end(r: int) -> None:
+            index.search([texts[q_of(r)]], k)
+
+        arms = {"encode": a_encode, **arms, "end_to_end": a_end_to_end}
+    codes = scales = None
+    if compressed:
+        codes, scales = quantize_int8(perp)
+
+        def a_dense_int8(r: int) -> None:
+            i = q_of(r)
+            state["cand8"], state["sd8"] = dense_topk_int8(qp_all[i : i + 1], codes, scales, kc, docs=perp)
+
+        def a_scoring_int8(r: int) -> None:
+            i = q_of(r)
+            qp = project_out_background(qv[i : i + 1], basis, renormalize=cfg.renormalize)
+            cand, sd = dense_topk_int8(qp, codes, scales, kc, docs=perp)
+            qt, qptr = lex.query_terms([texts[i]], generic, cfg.min_token_len, cfg.max_token_len)
+            sl = score_lexical_candidates(cand, qt, qptr, lex.doc_indptr, lex.doc_terms, index.weights)
+            fuse_topk(cand, sd, sl, k, mode=cfg.fusion, weight=cfg.lexical_weight, rrf_k=cfg.rrf_k)
+
+        arms.update(dense_topk_int8=a_dense_int8, scoring_int8=a_scoring_int8)
+    ivf = None
+    if approximate:
+        nlist = int(min(1024, max(16, np.sqrt(n_docs))))
+        quantizer = faiss.IndexFlatIP(dim)
+        ivf = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+        ivf.cp.niter = 10  # k-means on 32 points per list: enough for a candidate stage, ~1 min
+        rng = np.random.default_rng(0)
+        sample = perp[np.sort(rng.choice(n_docs, min(n_docs, 32 * nlist), replace=False))]
+        with n_threads(all_threads):
+            faiss.omp_set_num_threads(all_threads)
+            t0 = time.perf_counter()
+            ivf.train(sample)
+            ivf.add(perp)
+            state["ivf_build_s"] = time.perf_counter() - t0
+            faiss.omp_set_num_threads(1)
+        for nprobe in (8, 32):
+            def a_ivf(r: int, nprobe: int = nprobe) -> None:
+                i = q_of(r)
+                ivf.nprobe = nprobe
+                ivf.search(qp_all[i : i + 1], kc)
+
+            arms[f"ivf_nprobe{nprobe}"] = a_ivf
+
+    load_before = load_average()
+    with n_threads(1):
+        time_round_robin(arms, reps, timings)
+    load_after = load_average()
+
+    rerank: dict[str, Any] = {}
+    if cross_encoder is not None and rerank_cost is not None:
+        # the cross-encoder part does not depend on the library size: reuse the run's measurement
+        # of it and time the size-dependent part (dense top-100 through faiss) here
+        def a_top100(r: int) -> None:
+            i = q_of(r)
+            flat.search(qv[i : i + 1], RERANK_DEPTH)
+
+        with n_threads(1):
+            time_round_robin({"faiss_top100": a_top100}, reps, timings)
+        timings.samples["dense_rerank"] = [t + rerank_cost for t in timings.samples["faiss_top100"]]
+        rerank["cross_encoder_s_reused"] = rerank_cost
+    elif cross_encoder is not None:
+        def a_rerank(r: int) -> None:
+            i = q_of(r)
+            _, top = flat.search(qv[i : i + 1], RERANK_DEPTH)
+            docs = [doc_text(int(j)) for j in top[0] if j >= 0][:rerank_pairs]
+            t0 = time.perf_counter()
+            scores = cross_encoder.score(texts[i], docs)
+            state.setdefault("ce_s", []).append((time.perf_counter() - t0) * RERANK_DEPTH / len(docs))
+            top[0][np.argsort(-scores, kind="stable")[:k]]
+
+        with n_threads(1):
+            time_round_robin({"dense_rerank": a_rerank}, rerank_reps, timings)
+        if rerank_pairs < RERANK_DEPTH:  # quick mode: scale the cross-encoder part to 100 pairs
+            timings.samples["dense_rerank"] = [t * RERANK_DEPTH / rerank_pairs for t in timings.samples["dense_rerank"]]
+        rerank["pairs_scored"] = rerank_pairs
+        rerank["cross_encoder_s"] = float(np.median(state["ce_s"][1:] or state["ce_s"]))
+
+    bandwidth = bw_buf.nbytes / np.median(timings.samples["bandwidth"]) / 1e9
+    matrix_bytes = perp.nbytes
+    floor_ms = matrix_bytes / (bandwidth * 1e9) * 1e3
+
+    # batched throughput (queries / second) on one thread and on all threads
+    nb = min(batch, nq)
+    reps_b = 3 if n_docs < 500_000 else 1
+    bq = qv[:nb]
+    btexts = [texts[i % nq] for i in range(bq.shape[0])]
+    nb = bq.shape[0]
+    throughput: dict[str, dict[str, float]] = {}
+    bqp = project_out_background(bq, basis, renormalize=cfg.renormalize)
+    bcand, bsd = dense_topk(bqp, perp, kc)
+    bqt, bqptr = lex.query_terms(btexts, generic, cfg.min_token_len, cfg.max_token_len)
+    bsl = score_lexical_candidates(bcand, bqt, bqptr, lex.doc_indptr, lex.doc_terms, index.weights)
+    batch_arms: dict[str, Callable[[], Any]] = {
+        "project": lambda: project_out_background(bq, basis, renormalize=cfg.renormalize),
+        "dense_topk": lambda: dense_topk(bqp, perp, kc),
+        "lexical": lambda: score_lexical_candidates(
+            bcand, *lex.query_terms(btexts, generic, cfg.min_token_len, cfg.max_token_len),
+            lex.doc_indptr, lex.doc_terms, index.weights),
+        "fuse_topk": lambda: fuse_topk(bcand, bsd, bsl, k, mode=cfg.fusion, weight=cfg.lexical_weight,
+                                       rrf_k=cfg.rrf_k),
+        "scoring": lambda: index.search_vectors(bq, btexts, k, explain=False),
+        "faiss_flat": lambda: flat.search(bq, k),
+    }
+    if encoder is not None:
+        batch_arms["encode"] = lambda: encoder.encode(btexts)
+    for threads in sorted({1, all_threads}):
+        row: dict[str, float] = {}
+        with n_threads(threads):
+            faiss.omp_set_num_threads(threads)
+            for name, f in batch_arms.items():
+                if name == "encode" and threads != 1:
+                    continue
+                f()
+                ts = []
+                for _ in range(reps_b):
+                    t0 = time.perf_counter()
+                    f()
+                    ts.append(time.perf_counter() - t0)
+                row[name] = round(nb / float(np.median(ts)), 1)
+            faiss.omp_set_num_threads(1)
+        throughput[str(threads)] = row
+
+    def p50(name: str) -> float | None:
+        v = timings.p(name, 50)
+        return None if v is None else round(v, 4)
+
+    def p95(name: str) -> float | None:
+        v = timings.p(name, 95)
+        return None if v is None else round(v, 4)
+
+    base_p50 = {s: p50(s) for s in STAGES}
+    detail_common = {
+        "p95_ms": {s: p95(s) for s in STAGES},
+        "extra_p50_ms": {name: p50(name) for name in timings.samples if name not in STAGES},
+        "bandwidth_GBps": round(bandwidth, 2), "matrix_MB": round(matrix_bytes / 1e6, 1),
+        "throughput_qps": throughput, "batch": nb, "reps": reps, "rerank_reps": rerank_reps if cross_encoder else 0,
+        "load_before": round(load_before, 2), "load_after": round(load_after, 2),
+        "k": k, "candidates": kc, "rerank": rerank, "vocab_size": len(lex.vocab), "n_generic": int(generic.sum()),
+        "mean_terms_per_doc": round(float(np.diff(lex.doc_indptr).mean()), 1),
+    }
+    entries = [{"n_docs": n_docs, "dim": dim, "dtype": "float32", "p50_ms": base_p50,
+                "floor_ms": round(floor_ms, 4), "detail": detail_common}]
+    if compressed:
+        exact_ids, _ = dense_topk(qp_all, perp, kc)
+        with n_threads(all_threads):
+            ids8, _ = dense_topk_int8(qp_all, codes, scales, kc, docs=perp)
+        p8 = dict(base_p50)
+        p8["dense_topk"] = p50("dense_topk_int8")
+        p8["scoring"] = p50("scoring_int8")
+        if base_p50["end_to_end"] is not None and base_p50["scoring"] is not None:
+            p8["end_to_end"] = round(base_p50["end_to_end"] - base_p50["scoring"] + p8["scoring"], 4)
+        if base_p50["dense_rerank"] is not None:
+            p8["dense_rerank"] = base_p50["dense_rerank"]
+        int8_bytes = codes.nbytes + scales.nbytes
+        entries.append({"n_docs": n_docs, "dim": dim, "dtype": "int8", "p50_ms": p8,
+                        "floor_ms": round(int8_bytes / (bandwidth * 1e9) * 1e3, 4),
+                        "detail": {"recall_at_K_vs_exact": round(_recall(ids8, exact_ids), 4),
+                                   "oversample": 4, "matrix_MB": round(int8_bytes / 1e6, 1),
+                                   "end_to_end_note": "end_to_end = float32 end_to_end - scoring + scoring_int8"}})
+        if ivf is not None:
+            rec = {}
+            for nprobe in (8, 32):
+                ivf.nprobe = nprobe
+                _, ids_ivf = ivf.search(qp_all, kc)
+                rec[f"nprobe{nprobe}"] = round(_recall(ids_ivf, exact_ids), 4)
+            entries[0]["detail"]["ivf"] = {"nlist": ivf.nlist, "recall_at_K_vs_exact": rec,
+                                           "build_s": round(state["ivf_build_s"], 1),
+                                           "p50_ms": {f"nprobe{p}": p50(f"ivf_nprobe{p}") for p in (8, 32)}}
+    return entries

@@ -1,0 +1,202 @@
+"""Seeded synthetic scale-ups of a real skill index (for speed measurements only).
+
+How a library of N skills is grown from a real one of N0 (documented in docs/SPEED.md):
+
+* Rows 0..N0-1 are the real skills unchanged. Every further row j draws a real *source* skill
+  s(j) uniformly at random.
+* **Tokens**: each of the source's distinct terms is kept with probability ``keep`` (0.85); a kept
+  rare term (real df <= 3) is renamed to a fresh synthetic term, so that copying a source does not
+  turn its unique words into common ones; and
+  Poisson(``(1 - keep) * len``) extra terms are added, so documents keep their length. An extra
+  term is, with probability 1 - ``new_share`` (0.5), a term of the real vocabulary drawn from a
+  Zipf law over its document-frequency rank (exponent 1.1), otherwise a *new* rare synthetic term,
+  uniform over ``n_new`` fresh ids with ``n_new`` growing like Heaps' law (V ∝ N^0.6, a few
+  documents each). The df distribution stays Zipfian, the vocabulary grows, generic terms stay
+  generic.
+* **Embeddings**: ``normalise(e_s + sigma * g)`` with g ~ N(0, I/d), sigma 0.5 (cosine to the source
+  about 0.89), so the synthetic rows sit in the real embedding's clusters and keep its background
+  direction.
+* The background basis of the real index is reused (it is a corpus statistic the resampling keeps;
+  recomputing the token directions at a million rows costs minutes); df, idf, T_g (Otsu) and the
+  LEC weights are recomputed from the synthetic lexicon.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from skillsight_fast.kernels._flags import JIT, PARALLEL_JIT
+
+
+@njit(inline="always", **JIT)
+def _mix(x):  # pragma: no cover - jitted
+    """splitmix64 finaliser: a seeded, order-free pseudo-random 64-bit value."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+@njit(**PARALLEL_JIT)
+def _resample_terms(src, n_real, src_indptr, src_terms, rare, keep, v0, n_new, seed, extra_ptr, extra_terms,
+                    out_ptr, out_terms, out_len):  # pragma: no cover - jitted
+    """Row j: kept source terms (rare ones renamed to fresh ids) + its extras, sorted, de-duplicated.
+
+    Writes out_terms[out_ptr[j]:] and out_len[j]; each iteration writes only its own segment.
+    """
+    n = src.shape[0]
+    for j in prange(n):
+        s = src[j]
+        a = src_indptr[s]
+        b = src_indptr[s + 1]
+        o = out_ptr[j]
+        m = 0
+        for p in range(a, b):
+            t = src_terms[p]
+            if j < n_real:
+                out_terms[o + m] = t
+                m += 1
+                continue
+            h = _mix(np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(j) * np.uint64(1000003)
+                     + np.uint64(t))
+            if (h >> np.uint64(40)) * (1.0 / 16777216.0) >= keep:
+                continue
+            if rare[t] and n_new > 0:
+                t = v0 + np.int32(h % np.uint64(n_new))
+            out_terms[o + m] = t
+            m += 1
+        for p in range(extra_ptr[j], extra_ptr[j + 1]):
+            out_terms[o + m] = extra_terms[p]
+            m += 1
+        seg = np.sort(out_terms[o : o + m])
+        w = 0
+        for p in range(m):
+            if p == 0 or seg[p] != seg[p - 1]:
+                out_terms[o + w] = seg[p]
+                w += 1
+        out_len[j] = w
+
+
+@njit(**JIT)
+def _compact(ptr, terms, lengths, new_ptr, out):  # pragma: no cover - jitted
+    for j in range(lengths.shape[0]):
+        a = ptr[j]
+        b = new_ptr[j]
+        for p in range(lengths[j]):
+            out[b + p] = terms[a + p]
+
+
+@njit(**JIT)
+def _invert(doc_indptr, doc_terms, post_indptr, post_docs):  # pragma: no cover - jitted
+    """Counting-sort transpose of a binary CSR (post_indptr given); documents stay sorted per term."""
+    fill = post_indptr[:-1].copy()
+    for j in range(doc_indptr.shape[0] - 1):
+        for p in range(doc_indptr[j], doc_indptr[j + 1]):
+            t = doc_terms[p]
+            post_docs[fill[t]] = j
+            fill[t] += 1
+
+
+def _zipf_sampler(n: int, exponent: float, rng: np.random.Generator, size: int) -> np.ndarray:
+    """``size`` draws of ranks in [0, n) with P(r) ∝ (r + 1)^-exponent."""
+    cdf = np.cumsum(np.arange(1, n + 1, dtype=np.float64) ** -exponent)
+    cdf /= cdf[-1]
+    return np.minimum(np.searchsorted(cdf, rng.random(size)), n - 1)
+
+
+def scale_up(index, n_docs: int, *, seed: int = 0, keep: float = 0.85, new_share: float = 0.5,
+             sigma: float = 0.5, zipf: float = 1.1, rare_df: int = 3):
+    """A :class:`SkillIndex` of ``n_docs`` rows grown from ``index`` (see the module docstring).
+
+    Returns
+    -------
+    (SkillIndex, numpy.ndarray)
+        The synthetic index and int64 (n_docs,) source row of each row (itself for real rows).
+    """
+    import math
+
+    from skillsight_fast.background import idf_from_df, lec_weights, otsu_threshold
+    from skillsight_fast.index import IndexStats, SkillIndex, SkillMeta
+    from skillsight_fast.kernels import project_out_background
+    from skillsight_fast.lexicon import Lexicon
+
+    base_n = len(index)
+    if n_docs < base_n:
+        raise ValueError(f"n_docs {n_docs} is smaller than the real corpus ({base_n})")
+    rng = np.random.default_rng(seed)
+    lex = index.lexicon
+    v0 = len(lex.vocab)
+    src = np.concatenate([np.arange(base_n), rng.integers(0, base_n, n_docs - base_n)]).astype(np.int64)
+    lens = np.diff(lex.doc_indptr)[src]
+    n_extra = rng.poisson((1 - keep) * lens).astype(np.int64)
+    n_extra[:base_n] = 0
+    extra_ptr = np.zeros(n_docs + 1, np.int64)
+    np.cumsum(n_extra, out=extra_ptr[1:])
+    total_extra = int(extra_ptr[-1])
+    n_new = int(v0 * max(1.0, (n_docs / base_n)) ** 0.6) - v0
+    df_rank = np.argsort(-lex.df(), kind="stable").astype(np.int32)
+    extra = np.empty(total_extra, np.int32)
+    is_new = rng.random(total_extra) < new_share if n_new > 0 else np.zeros(total_extra, bool)
+    n_is_new = int(is_new.sum())
+    extra[~is_new] = df_rank[_zipf_sampler(v0, zipf, rng, total_extra - n_is_new)]
+    if n_is_new:
+        extra[is_new] = v0 + rng.integers(0, n_new, n_is_new).astype(np.int32)
+    cap_ptr = np.zeros(n_docs + 1, np.int64)
+    np.cumsum(lens + n_extra, out=cap_ptr[1:])
+    work = np.empty(int(cap_ptr[-1]), np.int32)
+    out_len = np.zeros(n_docs, np.int64)
+    rare = lex.df() <= rare_df
+    _resample_terms(src, base_n, lex.doc_indptr, lex.doc_terms, rare, float(keep), np.int32(v0),
+                    max(n_new, 0), int(seed), extra_ptr, extra, cap_ptr, work, out_len)
+    del extra
+    doc_indptr = np.zeros(n_docs + 1, np.int64)
+    np.cumsum(out_len, out=doc_indptr[1:])
+    doc_terms = np.empty(int(doc_indptr[-1]), np.int32)
+    _compact(cap_ptr, work, out_len, doc_indptr, doc_terms)
+    del work
+    n_terms = v0 + max(n_new, 0)
+    counts = np.bincount(doc_terms, minlength=n_terms)
+    post_indptr = np.zeros(n_terms + 1, np.int64)
+    np.cumsum(counts, out=post_indptr[1:])
+    post_docs = np.empty(doc_terms.shape[0], np.int32)
+    _invert(doc_indptr, doc_terms, post_indptr, post_docs)
+    vocab = list(lex.vocab) + [f"zzsyn{i}" for i in range(max(n_new, 0))]
+    lexicon = Lexicon(vocab, doc_indptr, doc_terms, post_indptr, post_docs)
+
+    d = index.embeddings.shape[1]
+    emb = np.empty((n_docs, d), np.float32)
+    emb[:base_n] = index.embeddings
+    chunk = 1 << 16
+    scale = np.float32(sigma / math.sqrt(d))
+    for a in range(base_n, n_docs, chunk):
+        b = min(n_docs, a + chunk)
+        x = rng.standard_normal((b - a, d), dtype=np.float32)
+        x *= scale
+        x += index.embeddings[src[a:b]]
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        emb[a:b] = x
+    perp = np.empty_like(emb)
+    for a in range(0, n_docs, chunk):
+        b = min(n_docs, a + chunk)
+        perp[a:b] = project_out_background(emb[a:b], index.basis, renormalize=index.config.renormalize)
+
+    df = lexicon.df()
+    idf = idf_from_df(df, n_docs)
+    eligible = df >= 2
+    tau = otsu_threshold(idf[eligible], df[eligible] if index.config.otsu_weighted else None)
+    generic = eligible & (idf <= tau)
+    weights = lec_weights(idf, df, n_docs, index.config.beta)
+    base_meta = index.skills
+    metas = base_meta + [
+        SkillMeta(f"syn{j}/{base_meta[s].id}", base_meta[s].name, base_meta[s].description, "", "")
+        for j, s in zip(range(base_n, n_docs), src[base_n:].tolist())
+    ]
+    stats = IndexStats(n_docs=n_docs, dim=d, vocab_size=n_terms,
+                       otsu_tau=float(tau) if math.isfinite(tau) else float("inf"),
+                       n_generic=int(generic.sum()), n_background_terms=0,
+                       effective_rank=index.stats.effective_rank, rank=int(index.basis.shape[0]))
+    syn = SkillIndex(skills=metas, embeddings=emb, embeddings_perp=perp, basis=index.basis,
+                     singular_values=index.singular_values, lexicon=lexicon, idf=idf, weights=weights,
+                     generic=generic, config=index.config, stats=stats, model_id=index.model_id,
+                     model_checksum=index.model_checksum, encoder=index._encoder)
+    return syn, src

@@ -1,0 +1,80 @@
+"""`skillsight bench` end to end on a tiny index without any model (seconds)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fakes import HashEncoder, toy_skills
+from skillsight_fast import SkillIndex
+from skillsight_fast.cli import main
+
+pytest.importorskip("faiss")
+pytest.importorskip("bm25s")
+
+
+@pytest.fixture(scope="module")
+def tiny_index(tmp_path_factory):
+    skills = toy_skills(n_extra=40, seed=1)
+    index = SkillIndex.build(skills, HashEncoder(dim=32))
+    out = tmp_path_factory.mktemp("bench") / "idx"
+    index.save(out)
+    return out, len(index)
+
+
+def test_bench_no_model_writes_the_required_json(tiny_index, tmp_path, capsys):
+    from skillsight_fast.benchmark.driver import report_schema_keys
+
+    directory, n_real = tiny_index
+    out = tmp_path / "bench.json"
+    details = tmp_path / "details.json"
+    plot = tmp_path / "scaling.png"
+    argv = ["bench", "--no-model", "-i", str(directory), "--corpus", str(tmp_path / "none"),
+            "--sizes", "real", str(n_real * 3), "--reps", "2", "--compressed-from", str(n_real * 3),
+            "--json", str(out), "--details", str(details)]
+    pytest.importorskip("matplotlib")
+    argv += ["--plot", str(plot)]
+    assert main(argv) == 0
+    report = json.loads(out.read_text())
+    top, size_keys, stages = report_schema_keys()
+    assert set(report) == set(top)
+    assert isinstance(report["cpu"], str) and report["threads"] == 1
+    assert [e["n_docs"] for e in report["sizes"]] == [n_real, n_real * 3, n_real * 3]
+    assert [e["dtype"] for e in report["sizes"]] == ["float32", "float32", "int8"]
+    for entry in report["sizes"]:
+        assert set(entry) == set(size_keys)
+        assert set(entry["p50_ms"]) == set(stages)
+        assert entry["dim"] == 32 and entry["floor_ms"] > 0
+        for stage in ("project", "dense_topk", "lexical", "fuse_topk", "scoring", "faiss_flat", "bm25s"):
+            assert entry["p50_ms"][stage] > 0
+        for stage in ("encode", "end_to_end", "dense_rerank"):  # no model: skipped
+            assert entry["p50_ms"][stage] is None
+    full = json.loads(details.read_text())
+    assert 0.0 <= full["sizes"][2]["detail"]["recall_at_K_vs_exact"] <= 1.0
+    assert "ivf" in full["sizes"][1]["detail"]
+    assert plot.stat().st_size > 0
+    assert "| skills |" in capsys.readouterr().out
+
+
+def test_scale_up_keeps_the_real_rows_and_grows_the_vocabulary(tiny_index):
+    import numpy as np
+
+    from skillsight_fast.benchmark.synthetic import scale_up
+
+    directory, n_real = tiny_index
+    base = SkillIndex.load(directory)
+    syn, src = scale_up(base, n_real * 4, seed=3)
+    assert len(syn) == n_real * 4 and (src[:n_real] == np.arange(n_real)).all()
+    np.testing.assert_array_equal(syn.embeddings[:n_real], base.embeddings)
+    np.testing.assert_allclose(np.linalg.norm(syn.embeddings, axis=1), 1, atol=1e-5)
+    lex = syn.lexicon
+    assert (np.diff(lex.doc_indptr) > 0).all() or (np.diff(base.lexicon.doc_indptr) == 0).any()
+    for j in range(0, len(syn), 17):  # sorted, unique terms per document
+        row = lex.doc_term_ids(j)
+        assert (np.diff(row) > 0).all()
+    assert len(lex.vocab) >= len(base.lexicon.vocab)
+    assert lex.post_docs.shape == lex.doc_terms.shape
+    again, _ = scale_up(base, n_real * 4, seed=3)  # seeded
+    np.testing.assert_array_equal(again.lexicon.doc_terms, lex.doc_terms)
+    np.testing.assert_array_equal(again.embeddings, syn.embeddings)
