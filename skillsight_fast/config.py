@@ -47,6 +47,9 @@ class IndexConfig:
         Constant of reciprocal rank fusion.
     seed : int
         Seed for the ``random`` background-token ablation.
+    adaptive : bool
+        Let label-free corpus statistics decide whether to apply SBC and scale the Eq. 15 lexical
+        weight (:mod:`skillsight_fast.adaptive`, docs/ADAPTIVE.md). False = the paper as written.
     """
 
     model: str = "all-MiniLM-L6-v2"
@@ -65,6 +68,7 @@ class IndexConfig:
     lexical_weight: float = 1.0
     rrf_k: float = 60.0
     seed: int = 0
+    adaptive: bool = True
 
     def __post_init__(self) -> None:
         if self.background_tokens not in BACKGROUND_TOKENS:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,7 @@ from skillsight_fast.background import (
     select_background_terms,
 )
 from skillsight_fast.config import IndexConfig
-from skillsight_fast.errors import ModelMismatchError, QueryError, SkillsightError
+from skillsight_fast.errors import EmbeddingError, ModelMismatchError, QueryError, SkillsightError
 from skillsight_fast.kernels import (
     dense_topk,
     fuse_topk,
@@ -95,6 +96,12 @@ class IndexStats:
     n_background_terms: int
     effective_rank: int
     rank: int
+    # adaptive calibration (skillsight_fast.adaptive); defaults keep older manifests loadable
+    adaptive: bool = False
+    generic_share: float | None = None
+    doc_background_energy: float | None = None
+    sbc_applied: bool = True
+    lexical_weight: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -147,6 +154,9 @@ class SkillIndex:
         self.model_id = model_id
         self.model_checksum = model_checksum
         self._encoder = encoder
+        #: Markdown body per skill when built from Skill objects (saved as texts.jsonl; not loaded).
+        self.bodies: list[str] | None = None
+        self._encoder_lock = threading.Lock()  # many threads may search before the encoder is loaded
 
     # ------------------------------------------------------------------ build
     @classmethod
@@ -194,10 +204,10 @@ class SkillIndex:
         config = config or IndexConfig()
         emb = np.ascontiguousarray(embeddings, dtype=np.float32)
         if emb.ndim != 2 or emb.shape[0] != len(skills):
-            raise SkillsightError(f"embeddings {emb.shape} do not match {len(skills)} skills")
+            raise EmbeddingError(f"embeddings {emb.shape} do not match {len(skills)} skills")
         if not np.isfinite(emb).all():
             bad = int((~np.isfinite(emb).all(axis=1)).sum())
-            raise SkillsightError(f"{bad} document embeddings contain NaN or infinity")
+            raise EmbeddingError(f"{bad} document embeddings contain NaN or infinity")
         metas = [s if isinstance(s, SkillMeta) else SkillMeta.of(s) for s in skills]
         if lexicon is None:
             if texts is None:
@@ -216,21 +226,30 @@ class SkillIndex:
             emb, terms, lexicon.post_indptr, lexicon.post_docs,
             max_rank=config.max_rank, rank=config.rank,
         )
-        perp = project_out_background(emb, bg.basis, renormalize=config.renormalize)
+        basis, extra = bg.basis, {}
+        if config.adaptive:
+            from skillsight_fast.adaptive import calibrate
+
+            cal = calibrate(emb, bg.basis, lexicon, generic, config)
+            basis, extra = cal.basis, cal.stats
+        perp = project_out_background(emb, basis, renormalize=config.renormalize)
         weights = lec_weights(idf, df, n, config.beta)
         stats = IndexStats(
             n_docs=n, dim=int(emb.shape[1]), vocab_size=len(lexicon.vocab),
             otsu_tau=float(tau) if math.isfinite(tau) else float("inf"),
             n_generic=int(generic.sum()), n_background_terms=int(len(terms)),
-            effective_rank=bg.effective_rank, rank=int(bg.basis.shape[0]),
+            effective_rank=bg.effective_rank, rank=int(basis.shape[0]), **extra,
         )
         logger.info("index: %d skills, |T_g| = %d, r = %d", n, stats.n_generic, stats.rank)
-        return cls(
-            skills=metas, embeddings=emb, embeddings_perp=perp, basis=bg.basis,
+        index = cls(
+            skills=metas, embeddings=emb, embeddings_perp=perp, basis=basis,
             singular_values=bg.singular_values, lexicon=lexicon, idf=idf, weights=weights,
             generic=generic, config=config, stats=stats, model_id=model_id,
             model_checksum=model_checksum, encoder=encoder,
         )
+        if all(isinstance(s, Skill) for s in skills):
+            index.bodies = [s.body for s in skills]  # type: ignore[union-attr]
+        return index
 
     # ------------------------------------------------------------------ properties
     def __len__(self) -> int:
@@ -245,11 +264,14 @@ class SkillIndex:
     def encoder(self) -> Encoder:
         """The query encoder, loaded on first use and checked against the index's model."""
         if self._encoder is None:
-            from skillsight_fast.models import load_encoder
+            with self._encoder_lock:
+                if self._encoder is None:
+                    from skillsight_fast.models import load_encoder
 
-            self._encoder = load_encoder(self.model_id, int8=self.config.int8)
-        self._check_encoder(self._encoder)
-        return self._encoder
+                    self._encoder = load_encoder(self.model_id, int8=self.config.int8)
+        encoder = self._encoder
+        self._check_encoder(encoder)
+        return encoder
 
     @encoder.setter
     def encoder(self, encoder: Encoder) -> None:
@@ -272,13 +294,16 @@ class SkillIndex:
         if isinstance(queries, str):
             queries = [queries]
         out = list(queries)
-        for q in out:
+        for i, q in enumerate(out):
             if not isinstance(q, str):
                 raise QueryError(f"a query must be a string, got {type(q).__name__}")
-            if not q.strip():
-                raise QueryError("empty query: give the task to find skills for")
             if len(q) > MAX_QUERY_CHARS:
                 raise QueryError(f"query of {len(q):,} characters is over the {MAX_QUERY_CHARS:,} limit")
+            if not any(c.isprintable() and not c.isspace() for c in q):
+                raise QueryError("empty query (only whitespace or control characters): "
+                                 "give the task to find skills for")
+            # lone surrogates (undecodable argv bytes, "\\ud800" in JSON) would crash the tokenizer
+            out[i] = q.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
         return out
 
     def _check_k(self, k: int) -> int:
@@ -357,7 +382,8 @@ class SkillIndex:
         s_lex = score_lexical_candidates(cand, q_terms, q_ptr, self.lexicon.doc_indptr,
                                          self.lexicon.doc_terms, self.weights)
         ids, scores, pos = fuse_topk(cand, s_dense, s_lex, k, mode=cfg.fusion,
-                                     weight=cfg.lexical_weight, rrf_k=cfg.rrf_k)
+                                     weight=cfg.lexical_weight if self.stats.lexical_weight is None else self.stats.lexical_weight,
+                                     rrf_k=cfg.rrf_k)
         rows = np.arange(len(texts))[:, None]
         safe = np.maximum(pos, 0)
         dense = np.where(pos >= 0, s_dense[rows, safe], np.nan).astype(np.float32)

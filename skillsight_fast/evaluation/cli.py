@@ -1,0 +1,106 @@
+"""``skillsight eval``: retrieval quality of every method on datasets in the shared format."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``eval`` subcommand."""
+    p = subparsers.add_parser("eval", help="evaluate retrieval methods on labelled datasets")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--data", action="append", metavar="DIR", help="dataset folder (repeatable)")
+    src.add_argument("--all", action="store_true",
+                     help="the four shared datasets under --data-root (skillsbench, sra_theoremqa, metatool, gorilla_hf)")
+    p.add_argument("--data-root", metavar="DIR", help="folder holding the datasets (default: the checkout's data/)")
+    p.add_argument("--methods", help="comma-separated methods (default: all); see skillsight_fast.evaluation.methods")
+    p.add_argument("--json", metavar="OUT", help="write results as JSON")
+    p.add_argument("--markdown", metavar="OUT", help="write the results tables as Markdown")
+    p.add_argument("--limit", type=int, metavar="N", help="only the first N queries of each dataset")
+    p.add_argument("--all-queries", action="store_true", help="metatool: all 20,544 queries, not the 2,000 subset")
+    p.add_argument("--model", default="all-MiniLM-L6-v2", help="encoder for every dense method")
+    p.add_argument("--int8", action="store_true", help="int8 encoder")
+    p.add_argument("--cross-encoder", metavar="PATH", help="a trained cross-encoder (folder or .onnx) for dense+rerank")
+    p.add_argument("--rerank-queries", type=int, default=20, metavar="N",
+                   help="dense+rerank scores only the first N queries (0 = all; ~0.1 s per pair)")
+    p.add_argument("--ablations", action="store_true", help="run the ablation sweeps instead of the method table")
+    p.add_argument("--chunks", action="store_true",
+                   help="ablations: also head-vs-chunk-mean document embeddings (encodes up to 8 chunks per doc)")
+    p.add_argument("--bootstrap", type=int, default=2000, metavar="N", help="bootstrap resamples (default 2000)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cache-dir", metavar="DIR", help="cache root (default: the per-user cache)")
+    p.add_argument("-q", "--quiet", action="store_true")
+    p.set_defaults(func=cmd_eval)
+
+
+def _table(objs: list[dict[str, Any]]) -> str:
+    lines = []
+    for obj in objs:
+        lines.append(f"{obj['dataset']} ({obj['n_docs']:,} docs, {obj['n_queries']:,} queries)")
+        lines.append(f"  {'method':<18}{'R@1':>7}{'R@10':>7}{'R@50':>7}{'nDCG@10':>9}{'MRR@10':>8}   n")
+        for m, r in obj["results"].items():
+            lines.append(f"  {m:<18}{100*r['recall@1']:>7.1f}{100*r['recall@10']:>7.1f}{100*r['recall@50']:>7.1f}"
+                         f"{100*r['ndcg@10']:>9.1f}{100*r['mrr@10']:>8.1f}   {obj['n_queries_by_method'][m]}")
+    return "\n".join(lines)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from skillsight_fast.evaluation.datasets import SHARED_DATASETS, default_data_root, load_dataset
+    from skillsight_fast.evaluation.methods import DEFAULT_METHODS, METHODS, EvalContext
+    from skillsight_fast.evaluation.report import write_markdown
+    from skillsight_fast.evaluation.run import evaluate_dataset, strip_private
+
+    if not args.quiet:
+        logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    root = Path(args.data_root) if args.data_root else default_data_root()
+    folders = [root / n for n in SHARED_DATASETS] if args.all else [Path(d) for d in args.data]
+    methods = [m.strip() for m in args.methods.split(",")] if args.methods else list(DEFAULT_METHODS)
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        print(f"error: unknown method(s) {unknown}; choose from {', '.join(METHODS)}", file=sys.stderr)
+        return 2
+    if args.ablations:
+        from skillsight_fast.evaluation.ablations import run_ablations
+
+        out = run_ablations(folders, model=args.model, int8=args.int8, cache_dir=args.cache_dir,
+                            limit=args.limit, all_queries=args.all_queries, seed=args.seed,
+                            chunks=args.chunks)
+        if args.json:
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
+        if args.markdown:
+            from skillsight_fast.evaluation.report import ablation_markdown
+
+            Path(args.markdown).write_text(ablation_markdown(out))
+        if not args.json and not args.markdown:
+            print(json.dumps(out, indent=1))
+        return 0
+    objs = []
+    t0 = time.perf_counter()
+    for folder in folders:
+        ds = load_dataset(folder, all_queries=args.all_queries, limit=args.limit)
+        ctx = EvalContext(ds, model=args.model, int8=args.int8, cache_dir=args.cache_dir, seed=args.seed,
+                          cross_encoder=args.cross_encoder, rerank_queries=args.rerank_queries)
+        objs.append(evaluate_dataset(ctx, methods, n_boot=args.bootstrap, seed=args.seed))
+    clean = [strip_private(o) for o in objs]
+    if args.json:
+        out = Path(args.json)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if len(clean) == 1:
+            out.write_text(json.dumps(clean[0], indent=1) + "\n")
+        else:
+            out.write_text(json.dumps({"datasets": clean, "seconds": round(time.perf_counter() - t0, 1)},
+                                      indent=1) + "\n")
+            for o in clean:
+                out.with_name(f"{out.stem}-{o['dataset']}.json").write_text(json.dumps(o, indent=1) + "\n")
+    if args.markdown:
+        write_markdown(clean, Path(args.markdown))
+    if not args.quiet:
+        print(_table(clean))
+    return 0

