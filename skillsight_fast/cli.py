@@ -18,7 +18,7 @@ from typing import Any
 from skillsight_fast.errors import SkillsightError
 
 #: Modules that add subcommands (each defines ``register(subparsers)``).
-EXTENSIONS: tuple[str, ...] = ()
+EXTENSIONS: tuple[str, ...] = ("skillsight_fast.agent_cli", "skillsight_fast.evaluation.cli", "skillsight_fast.benchmark")
 
 EXAMPLE_TASK = "Extract the tables from a PDF report and save them as CSV files"
 
@@ -51,6 +51,10 @@ def cmd_index(args: argparse.Namespace) -> int:
             print(f"skipped {problem}", file=sys.stderr)
     config = IndexConfig(model=args.model, int8=args.int8)
     encoder = load_encoder(args.model, int8=args.int8)
+    from skillsight_fast.progress import ProgressEncoder, progress_enabled
+
+    if progress_enabled(args.quiet):
+        encoder = ProgressEncoder(encoder, desc=f"encoding {len(report.skills)} skills")
     index = SkillIndex.build(report.skills, encoder, config)
     index.save(args.output)
     summary = {
@@ -74,7 +78,22 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object per task")
     p.add_argument("--explain", action="store_true", help="show score components and evidence tokens")
     p.add_argument("--mmap", action="store_true", help="memory-map the index instead of reading it")
+    p.add_argument("--min-score", type=_min_score_arg, default=None, metavar="S",
+                   help="no hits for a task whose best fused score is below S ('none': off; default: the "
+                        "index's calibration, if any)")
+    p.add_argument("--min-cosine", type=_min_score_arg, default=None, metavar="C",
+                   help="no hits for a task whose best raw cosine q.d is below C (overrides --min-score "
+                        "and the calibration)")
     p.set_defaults(func=cmd_search)
+
+
+def _min_score_arg(value: str) -> float:
+    from skillsight_fast.calibrate import parse_min_score
+
+    try:
+        return parse_min_score(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def hits_of(index: Any, result: Any, row: int) -> list[dict[str, Any]]:
@@ -95,11 +114,17 @@ def hits_of(index: Any, result: Any, row: int) -> list[dict[str, Any]]:
 
 def cmd_search(args: argparse.Namespace) -> int:
     from skillsight_fast import SkillIndex
+    from skillsight_fast.calibrate import filter_hits, hit_cosines, resolve_abstention
 
+    # undecodable argv bytes arrive as lone surrogates, which cannot be printed: use U+FFFD
+    args.task = [t.encode("utf-8", "surrogatepass").decode("utf-8", "replace") for t in args.task]
     index = SkillIndex.load(args.index, mmap=args.mmap)
-    result = index.search(args.task, k=args.k)
+    vectors = index.encode_queries(args.task)
+    result = index.search_vectors(vectors, args.task, args.k)
+    rule = resolve_abstention(args.index, args.min_score, args.min_cosine)
+    kept = filter_hits(result, hit_cosines(index, vectors, result.ids), rule)
     for row, task in enumerate(args.task):
-        hits = hits_of(index, result, row)
+        hits = [h for h, keep in zip(hits_of(index, result, row), kept[row][result.ids[row] >= 0]) if keep]
         if args.json:
             _emit_json({"query": task, "hits": [{k: h[k] for k in ("id", "name", "score", "dense", "lexical",
                                                                   "evidence")} for h in hits]})
@@ -113,7 +138,8 @@ def cmd_search(args: argparse.Namespace) -> int:
                 print(f"     dense {h['dense']:.3f}  lexical {h['lexical']:.3f}  "
                       f"evidence: {', '.join(h['evidence']) or '-'}")
         if not hits:
-            print("  (no hits)")
+            print("  (no hits)" if rule is None else
+                  f"  (no skill fits: the best hit's {rule.signal} is below {rule.threshold:.4f})")
     return 0
 
 
@@ -197,6 +223,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # unwritable output folder, disk full, ...: a message, not a traceback
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"skillsight: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

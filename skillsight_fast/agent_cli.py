@@ -1,0 +1,207 @@
+"""Subcommands for agents and the people who run them: serve, calibrate, update, analyze.
+
+Registered into ``skillsight`` through ``cli.EXTENSIONS``; heavy imports stay inside handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from skillsight_fast.errors import SkillsightError
+
+DEFAULT_OFFTOPIC = Path(__file__).resolve().parent.parent / "data" / "offtopic_queries.txt"
+
+
+def _emit_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def _min_score(value: str) -> float:
+    from skillsight_fast.calibrate import parse_min_score
+
+    try:
+        return parse_min_score(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add serve, calibrate, update and analyze to the ``skillsight`` parser."""
+    p = sub.add_parser("serve", help="serve an index to agents: MCP over stdio, or JSON over HTTP")
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--mcp", action="store_true", help="MCP server over stdio (tools find_skills, get_skill)")
+    mode.add_argument("--http", action="store_true", help="JSON endpoint: GET /health, POST /search, GET /skill/<id>")
+    p.add_argument("-i", "--index", required=True, metavar="DIR")
+    p.add_argument("--host", default="127.0.0.1", help="HTTP address (default loopback 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765; 0 picks a free one)")
+    p.add_argument("--min-score", type=_min_score, default=None, metavar="S",
+                   help="no hits for a task whose best fused score is below S ('none': off; "
+                        "default: the index's calibration)")
+    p.add_argument("--min-cosine", type=_min_score, default=None, metavar="C",
+                   help="no hits for a task whose best raw cosine q.d is below C (overrides --min-score "
+                        "and the calibration)")
+    p.add_argument("--mmap", action="store_true", help="memory-map the index")
+    p.add_argument("--json", action="store_true", help="HTTP: print {url, n_skills} as JSON once ready")
+    p.add_argument("-q", "--quiet", action="store_true", help="no startup message")
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("calibrate", help="pick the abstention threshold (--min-score) from labelled + off-topic queries")
+    p.add_argument("-i", "--index", required=True, metavar="DIR")
+    p.add_argument("--data", required=True, metavar="QUERIES",
+                   help="labelled queries: a dataset folder or a .jsonl(.gz) file with gold ids")
+    p.add_argument("--offtopic", action="append", default=None, metavar="QUERIES",
+                   help="off-topic queries: a .txt list, dataset folder or .jsonl(.gz) (repeatable; "
+                        "default: the bundled data/offtopic_queries.txt)")
+    p.add_argument("--max-loss", type=float, default=0.05,
+                   help="largest share of answerable tasks allowed to get no hit (default 0.05)")
+    p.add_argument("--max-queries", type=int, default=1000, help="sample at most this many queries per source")
+    p.add_argument("-k", type=int, default=10, help="depth of the hit@k columns (default 10)")
+    p.add_argument("--signal", choices=("cosine", "score"), default=None,
+                   help="abstain on the raw cosine q.d or the fused score (default: whichever rejects more)")
+    p.add_argument("--dry-run", action="store_true", help="report only; do not write calibration.json")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_calibrate)
+
+    p = sub.add_parser("update", help="re-index only added or changed skills (by content hash)")
+    p.add_argument("sources", nargs="+", metavar="SOURCE", help="the full library, as given to `index`")
+    p.add_argument("-i", "--index", required=True, metavar="DIR")
+    p.add_argument("--strict", action="store_true", help="fail on the first broken skill instead of skipping it")
+    p.add_argument("--dry-run", action="store_true", help="report what would change; write nothing")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress or warnings")
+    p.set_defaults(func=cmd_update)
+
+    p = sub.add_parser("analyze", help="plots and a report: background energy, recall vs depth, score split")
+    p.add_argument("-i", "--index", required=True, metavar="DIR")
+    p.add_argument("--data", metavar="QUERIES",
+                   help="labelled queries (dataset folder or .jsonl(.gz)); default: the skills' descriptions")
+    p.add_argument("-o", "--output", required=True, metavar="OUT", help="folder for the PNGs and report.md")
+    p.add_argument("--max-queries", type=int, default=2000)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("-q", "--quiet", action="store_true")
+    p.set_defaults(func=cmd_analyze)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from skillsight_fast.calibrate import resolve_abstention
+    from skillsight_fast.serve import SkillService, make_http_server, run_mcp
+
+    rule = resolve_abstention(args.index, args.min_score, args.min_cosine)
+    service = SkillService(args.index, abstention=rule, mmap=args.mmap)
+    service.warm()
+    threshold = "none" if rule is None else f"{rule.signal} >= {rule.threshold:.4f}"
+    if args.mcp:
+        if not args.quiet:
+            print(f"skillsight MCP server: {len(service.index)} skills, abstention {threshold}; on stdio",
+                  file=sys.stderr)
+        run_mcp(service)
+        return 0
+    server = make_http_server(service, args.host, args.port)
+    if args.json:
+        _emit_json({"url": server.url, "n_skills": len(service.index), "abstention": service.health()["abstention"]})
+    elif not args.quiet:
+        print(f"skillsight serving {len(service.index)} skills on {server.url} (abstention {threshold}); "
+              "GET /health, POST /search, GET /skill/<id>", file=sys.stderr)
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from skillsight_fast import SkillIndex
+    from skillsight_fast.calibrate import calibrate, sample, write_calibration
+    from skillsight_fast.queries import read_queries
+
+    index = SkillIndex.load(args.index)
+    ids = set(index.ids)
+    labelled = [q for q in read_queries(args.data) if any(g in ids for g in q.gold)]
+    if not labelled:
+        raise SkillsightError(f"no query of {args.data} has a gold skill in {args.index} (wrong index or data?)")
+    labelled = sample(labelled, args.max_queries)
+    sources = args.offtopic or [str(DEFAULT_OFFTOPIC)]
+    if not args.offtopic and not DEFAULT_OFFTOPIC.is_file():
+        raise SkillsightError("no off-topic queries: pass --offtopic FILE (a .txt list, dataset or .jsonl)")
+    offtopic = {}
+    for src in sources:
+        name = Path(src).name.split(".")[0] if Path(src).is_file() else Path(src).name
+        offtopic[name] = [q for q in sample(read_queries(src), args.max_queries)
+                          if not any(g in ids for g in q.gold)]
+    result = calibrate(index, labelled, offtopic, max_loss=args.max_loss, k=args.k, signal=args.signal)
+    result["data"] = str(args.data)
+    result["offtopic_sources"] = sources
+    if not args.dry_run:
+        write_calibration(args.index, result)
+    if args.json:
+        _emit_json(result)
+        return 0
+    print(f"calibrated {args.index} on {len(labelled)} answerable and {result['n_offtopic']} off-topic queries "
+          f"({', '.join(f'{n} {c}' for n, c in result['n_offtopic_by_source'].items())})")
+    print(f"{'signal':>6} {'max loss':>8} {'threshold':>10} {'off-topic rejected':>19} {'answerable lost':>16} "
+          f"{'hit@' + str(args.k):>8}")
+    for sig, res in result["signals"].items():
+        for row in res["table"]:
+            print(f"{sig:>6} {row['target_loss'] * 100:>7.0f}% {row['threshold']:>10.4f} "
+                  f"{row['offtopic_rejected'] * 100:>18.1f}% {row['answerable_lost'] * 100:>15.1f}% "
+                  f"{row['hit_at_k'] * 100:>7.1f}%")
+    print(f"chosen: {result['signal']} >= {result['threshold']:.4f} (max loss {args.max_loss:.0%}): rejects "
+          f"{result['offtopic_rejected']:.1%} of off-topic tasks, loses {result['answerable_lost']:.1%} of "
+          f"answerable ones; hit@{args.k} {result['hit_at_k_before']:.1%} -> {result['hit_at_k']:.1%}"
+          + ("" if args.dry_run else f"; saved to {Path(args.index) / 'calibration.json'}"))
+    if len(offtopic) > 1:
+        print("off-topic rejected by source: " + ", ".join(
+            f"{n} {v:.1%}" for n, v in result["offtopic_rejected_by_source"].items()))
+    return 0
+
+
+def cmd_update(args: argparse.Namespace) -> int:
+    from skillsight_fast import SkillIndex
+    from skillsight_fast.progress import ProgressEncoder, progress_enabled
+    from skillsight_fast.skills import load_skills
+    from skillsight_fast.update import update_index
+
+    report = load_skills(args.sources, strict=args.strict)
+    if not args.quiet:
+        for problem in report.problems:
+            print(f"skipped {problem}", file=sys.stderr)
+    encoder = None
+    if progress_enabled(args.quiet) and not args.dry_run:
+        encoder = ProgressEncoder(SkillIndex.load(args.index).encoder, desc="encoding changed skills")
+    result = update_index(args.index, report.skills, encoder=encoder, dry_run=args.dry_run)
+    out = result.to_dict() | {"index": str(args.index), "dry_run": args.dry_run,
+                              "skipped": [str(p) for p in report.problems]}
+    if args.json:
+        _emit_json(out)
+    elif not args.quiet:
+        verb = "would update" if args.dry_run else "updated"
+        print(f"{verb} {args.index}: {len(result.added)} added, {len(result.changed)} changed, "
+              f"{len(result.removed)} removed, {result.unchanged} unchanged; {result.encoded} encoded, "
+              f"{result.n_skills} skills, {result.seconds} s")
+    return 0
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from skillsight_fast import SkillIndex
+    from skillsight_fast.analysis import analyze
+    from skillsight_fast.queries import read_queries
+
+    index = SkillIndex.load(args.index)
+    queries = read_queries(args.data) if args.data else None
+    title = Path(args.data).name if args.data else ""
+    summary = analyze(index, queries, args.output, title=title, max_queries=args.max_queries)
+    if args.json:
+        _emit_json(summary)
+    elif not args.quiet:
+        rec = summary["recall"]
+        print(f"wrote {', '.join(summary['plots'])} and report.md to {args.output} "
+              f"({summary['n_queries']} queries, {summary['seconds']} s)")
+        for m, vals in rec.items():
+            print(f"  {m:<10} " + "  ".join(f"{k} {v:.1f}" for k, v in vals.items())
+                  + f"  ahead-of-gold {summary['share_ahead_mean'][m]:.2f}%")
+    return 0

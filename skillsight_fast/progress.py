@@ -1,0 +1,137 @@
+"""A tiny progress bar on stderr for long CLI work (indexing, encoding), and an encoder wrapper.
+
+The bar is drawn only when the stream is a terminal and the user did not ask for ``--quiet``; in
+pipes, logs and tests it stays silent. No third-party dependency.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import time
+from collections.abc import Sequence
+from typing import IO, Any
+
+import numpy as np
+
+#: Texts per chunk when the wrapped encoder cannot report progress itself.
+CHUNK = 256
+
+
+def progress_enabled(quiet: bool = False, stream: IO[str] | None = None) -> bool:
+    """True when a bar should be drawn: not quiet and ``stream`` (default stderr) is a TTY."""
+    stream = stream if stream is not None else sys.stderr
+    if quiet:
+        return False
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+class Progress:
+    """``done/total [#####.....] pct rate`` redrawn in place at most ten times a second.
+
+    Parameters
+    ----------
+    total : int
+        Units of work (texts, skills).
+    desc : str
+        Label in front of the bar.
+    enabled : bool
+        Draw at all (see :func:`progress_enabled`); a disabled bar only counts.
+    stream : text stream, optional
+        Default ``sys.stderr``.
+
+    Examples
+    --------
+    >>> with Progress(3, "encoding", enabled=False) as bar:
+    ...     bar.update(3)
+    >>> bar.done
+    3
+    """
+
+    def __init__(self, total: int, desc: str = "", *, enabled: bool = True, stream: IO[str] | None = None):
+        self.total = max(int(total), 0)
+        self.desc = desc
+        self.enabled = enabled
+        self.stream = stream if stream is not None else sys.stderr
+        self.done = 0
+        self._t0 = time.perf_counter()
+        self._last = 0.0
+
+    def __enter__(self) -> "Progress":
+        self._draw(force=True)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def update(self, n: int = 1) -> None:
+        """Add ``n`` finished units and redraw if enough time passed."""
+        self.done = min(self.done + int(n), self.total) if self.total else self.done + int(n)
+        self._draw(force=self.done >= self.total)
+
+    def _draw(self, force: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if not force and now - self._last < 0.1:
+            return
+        self._last = now
+        elapsed = max(now - self._t0, 1e-9)
+        frac = self.done / self.total if self.total else 1.0
+        width = 24
+        bar = "#" * int(frac * width) + "." * (width - int(frac * width))
+        rate = self.done / elapsed
+        eta = (self.total - self.done) / rate if rate > 0 else 0.0
+        self.stream.write(f"\r{self.desc} {self.done}/{self.total} [{bar}] {frac * 100:5.1f}% "
+                          f"{rate:,.0f}/s eta {eta:,.0f}s ")
+        self.stream.flush()
+
+    def close(self) -> None:
+        """Final redraw and newline (only when drawing)."""
+        if self.enabled:
+            self._draw(force=True)
+            self.stream.write("\n")
+            self.stream.flush()
+            self.enabled = False
+
+
+def _accepts_progress(fn: Any) -> bool:
+    try:
+        return "progress" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+class ProgressEncoder:
+    """Wrap an encoder so each ``encode`` call draws a bar; otherwise behaves like the encoder.
+
+    Encoders whose ``encode`` takes a ``progress`` callback (``OnnxEncoder``) report per batch;
+    others are called on chunks of :data:`CHUNK` texts.
+    """
+
+    def __init__(self, encoder: Any, *, desc: str = "encoding", enabled: bool = True,
+                 stream: IO[str] | None = None) -> None:
+        self.inner = encoder
+        self.desc = desc
+        self.enabled = enabled
+        self.stream = stream
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        if not self.enabled or len(texts) <= 1:
+            return self.inner.encode(texts)
+        with Progress(len(texts), self.desc, enabled=True, stream=self.stream) as bar:
+            if _accepts_progress(self.inner.encode):
+                return self.inner.encode(texts, progress=bar.update)
+            parts = []
+            for start in range(0, len(texts), CHUNK):
+                chunk = texts[start : start + CHUNK]
+                parts.append(self.inner.encode(chunk))
+                bar.update(len(chunk))
+            return np.concatenate(parts, axis=0)

@@ -1,0 +1,68 @@
+"""Reading labelled and unlabelled queries: dataset folders, JSONL files, plain text lists."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from skillsight_fast.errors import SkillFormatError
+
+
+@dataclass(frozen=True)
+class Query:
+    """One task text and the ids of the skills that answer it (empty when unlabelled)."""
+
+    id: str
+    text: str
+    gold: tuple[str, ...] = field(default_factory=tuple)
+
+
+def read_queries(source: str | os.PathLike[str], limit: int | None = None) -> list[Query]:
+    """Queries of a dataset folder (``queries.jsonl.gz``), a ``.jsonl(.gz)`` file or a ``.txt`` list.
+
+    A ``.txt`` file holds one unlabelled task per line; blank lines and lines starting with ``#``
+    are ignored. JSONL records are ``{"id", "text", "gold": [...]}``.
+
+    Parameters
+    ----------
+    source : path
+    limit : int, optional
+        Keep only the first ``limit`` queries (in file order).
+
+    Raises
+    ------
+    SkillFormatError
+        Missing or unreadable file, or a malformed record.
+    """
+    path = Path(source).expanduser()
+    if path.is_dir():
+        path = path / "queries.jsonl.gz"
+    if not path.is_file():
+        raise SkillFormatError(f"{path}: no such query file (give a dataset folder, .jsonl(.gz) or .txt)")
+    out: list[Query] = []
+    try:
+        if path.suffix == ".txt":
+            for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+                line = line.strip()
+                if line and not line.startswith("#"):
+                    out.append(Query(f"{path.stem}:{i}", line))
+        else:
+            opener = gzip.open if path.name.endswith(".gz") else open
+            with opener(path, "rt", encoding="utf-8") as fh:  # type: ignore[operator]
+                for lineno, line in enumerate(fh, 1):
+                    if not line.strip():
+                        continue
+                    rec = json.loads(line)
+                    if not isinstance(rec, dict) or not isinstance(rec.get("text"), str):
+                        raise SkillFormatError(f"{path}:{lineno}: a query record needs a string 'text'")
+                    gold = rec.get("gold") or []
+                    out.append(Query(str(rec.get("id", f"{path.stem}:{lineno}")), rec["text"],
+                                     tuple(str(g) for g in gold)))
+                    if limit is not None and len(out) >= limit:
+                        break
+    except (OSError, UnicodeDecodeError, EOFError, json.JSONDecodeError) as exc:
+        raise SkillFormatError(f"{path}: cannot read queries ({exc})") from None
+    return out[:limit] if limit is not None else out

@@ -1,0 +1,112 @@
+"""Incremental updates: re-encode only added or changed skills, then recompute the statistics.
+
+Every corpus statistic of SkillSight (df, IDF, Otsu's threshold, the generic tokens, the background
+subspace, the projected vectors, the LEC weights) depends on the whole corpus, so it is recomputed;
+only the encoder, by far the slowest step, is skipped for skills whose content is unchanged.
+A skill is unchanged when the SHA-256 of its indexed text (name, description, body) equals one
+stored in the index; its stored raw embedding is reused (even if its id or path changed).
+The result equals a full rebuild with the same encoder.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from skillsight_fast.calibrate import read_calibration, write_calibration
+from skillsight_fast.skills import Skill
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class UpdateReport:
+    """What an update changed."""
+
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    encoded: int = 0
+    n_skills: int = 0
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n_skills": self.n_skills, "added": self.added, "changed": self.changed,
+                "removed": self.removed, "unchanged": self.unchanged, "encoded": self.encoded,
+                "seconds": self.seconds}
+
+
+def update_index(directory: str | os.PathLike[str], skills: Sequence[Skill], *, encoder: Any = None,
+                 dry_run: bool = False) -> UpdateReport:
+    """Bring the index in ``directory`` in line with ``skills`` and save it atomically.
+
+    Parameters
+    ----------
+    directory : path
+        An index folder written by :meth:`SkillIndex.save`.
+    skills : sequence of Skill
+        The full library as it is now (what a rebuild would index, in the same order).
+    encoder : Encoder, optional
+        Defaults to the index's own model (checked against the manifest).
+    dry_run : bool
+        Only report what would change.
+
+    Returns
+    -------
+    UpdateReport
+    """
+    from skillsight_fast.index import SkillIndex
+
+    t0 = time.perf_counter()
+    old = SkillIndex.load(directory)
+    by_id = {m.id: m for m in old.skills}
+    row_of_hash: dict[str, int] = {}
+    for row, meta in enumerate(old.skills):
+        row_of_hash.setdefault(meta.sha256, row)
+    report = UpdateReport(n_skills=len(skills))
+    new_ids = {s.id for s in skills}
+    report.removed = [m.id for m in old.skills if m.id not in new_ids]
+    todo: list[int] = []
+    for i, s in enumerate(skills):
+        if s.sha256 in row_of_hash:
+            report.unchanged += 1
+            continue
+        todo.append(i)
+        (report.changed if s.id in by_id else report.added).append(s.id)
+    # A skill whose metadata changed but whose text did not (e.g. a moved file) needs no encoding,
+    # but the index is still rewritten so its path is current.
+    moved = any(by_id.get(s.id) is None or by_id[s.id].path != s.path for s in skills)
+    nothing = not todo and not report.removed and not moved and [m.id for m in old.skills] == [
+        s.id for s in skills]
+    if dry_run or nothing:
+        report.seconds = round(time.perf_counter() - t0, 3)
+        return report
+    if encoder is not None:
+        old.encoder = encoder  # checked against the index's model
+    emb = np.empty((len(skills), old.stats.dim), np.float32)
+    for i, s in enumerate(skills):
+        row = row_of_hash.get(s.sha256)
+        if row is not None:
+            emb[i] = old.embeddings[row]
+    if todo:
+        emb[todo] = old.encoder.encode([skills[i].text for i in todo])
+    report.encoded = len(todo)
+    new = SkillIndex.from_embeddings(skills, emb, old.config, model_id=old.model_id,
+                                     model_checksum=old.model_checksum, encoder=encoder)
+    calibration = read_calibration(directory)
+    new.save(Path(directory))
+    if calibration is not None:  # keep it, noting that the corpus changed since
+        calibration["updated_after_calibration"] = True
+        write_calibration(directory, calibration)
+    report.seconds = round(time.perf_counter() - t0, 3)
+    logger.info("update: %d added, %d changed, %d removed, %d encoded", len(report.added),
+                len(report.changed), len(report.removed), report.encoded)
+    return report
