@@ -156,6 +156,8 @@ class SkillIndex:
         self._encoder = encoder
         #: Markdown body per skill when built from Skill objects (saved as texts.jsonl; not loaded).
         self.bodies: list[str] | None = None
+        #: The folder this index was loaded from (None when built in memory).
+        self.source_dir: Path | None = None
         self._encoder_lock = threading.Lock()  # many threads may search before the encoder is loaded
 
     # ------------------------------------------------------------------ build

@@ -21,6 +21,7 @@ saves. Loading ignores those leftovers, and retries if a save swapped the folder
 
 from __future__ import annotations
 
+import logging
 import contextlib
 import ctypes
 import errno
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
+logger = logging.getLogger(__name__)
+
 #: Optional: one JSON string (the skill's Markdown body) per row; read on demand by read_bodies().
 TEXTS = "texts.jsonl"
 # name -> (dtype, number of dimensions, memory-mappable)
@@ -117,6 +120,12 @@ def save_index(index: "SkillIndex", directory: Path) -> Path:
         raise IndexFormatError(f"{directory} exists and is not a folder")
     if directory.is_dir() and any(directory.iterdir()) and not (directory / MANIFEST).is_file():
         raise IndexFormatError(f"{directory} is a non-empty folder that holds no index; refusing to overwrite it")
+    if getattr(index, "bodies", None) is None and getattr(index, "source_dir", None) is not None:
+        # a loaded index keeps its bodies on disk only: carry them into the new folder
+        try:
+            index.bodies = read_bodies(index.source_dir)
+        except (OSError, IndexFormatError) as exc:
+            logger.warning("not carrying texts.jsonl over from %s: %s", index.source_dir, exc)
     with _save_lock(directory.parent):
         _recover_unlocked(directory)
         _remove_leftovers(directory)
@@ -371,12 +380,14 @@ def _load_once(directory: Path, *, mmap: bool, verify: bool) -> "SkillIndex":
         if not ok:
             raise IndexFormatError(f"{directory}: array {name} does not match {n} skills / {len(vocab)} terms")
     lexicon = Lexicon(vocab, arrays["doc_indptr"], arrays["doc_terms"], arrays["post_indptr"], arrays["post_docs"])
-    return SkillIndex(
+    index = SkillIndex(
         skills=skills, embeddings=arrays["embeddings"], embeddings_perp=arrays["embeddings_perp"],
         basis=arrays["basis"], singular_values=arrays["singular_values"], lexicon=lexicon,
         idf=arrays["idf"], weights=arrays["weights"], generic=arrays["generic"], config=config,
         stats=stats, model_id=model_id, model_checksum=model_checksum,
     )
+    index.source_dir = directory  # bodies (texts.jsonl) stay on disk; save() carries them over
+    return index
 
 
 def read_bodies(directory: Path) -> list[str] | None:

@@ -98,3 +98,12 @@ def test_update_refuses_another_model(tmp_path):
     SkillIndex.build(toy_skills(), HashEncoder()).save(tmp_path / "idx")
     with pytest.raises(ModelMismatchError):
         update_index(tmp_path / "idx", toy_skills(n_extra=1), encoder=HashEncoder(checksum="other"))
+
+
+def test_load_then_save_keeps_the_bodies(tmp_path):
+    skills = toy_skills()
+    SkillIndex.build(skills, HashEncoder()).save(tmp_path / "a")
+    SkillIndex.load(tmp_path / "a").save(tmp_path / "b")
+    assert read_bodies(tmp_path / "b") == [s.body for s in skills]
+    SkillIndex.load(tmp_path / "b").save(tmp_path / "b")  # in place, through the atomic swap
+    assert read_bodies(tmp_path / "b") == [s.body for s in skills]
