@@ -114,13 +114,15 @@ def hits_of(index: Any, result: Any, row: int) -> list[dict[str, Any]]:
 
 def cmd_search(args: argparse.Namespace) -> int:
     from skillsight_fast import SkillIndex
+    from skillsight_fast._startup import without_scipy_probe
     from skillsight_fast.calibrate import filter_hits, hit_cosines, resolve_abstention
 
     # undecodable argv bytes arrive as lone surrogates, which cannot be printed: use U+FFFD
     args.task = [t.encode("utf-8", "surrogatepass").decode("utf-8", "replace") for t in args.task]
     index = SkillIndex.load(args.index, mmap=args.mmap)
     vectors = index.encode_queries(args.task)
-    result = index.search_vectors(vectors, args.task, args.k)
+    with without_scipy_probe():  # a one-shot process: skip Numba's BLAS probe (see _startup.py)
+        result = index.search_vectors(vectors, args.task, args.k)
     rule = resolve_abstention(args.index, args.min_score, args.min_cosine)
     kept = filter_hits(result, hit_cosines(index, vectors, result.ids), rule)
     for row, task in enumerate(args.task):
