@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The main job: set up, index the bundled skill library (SkillsBench skills + a pool of 3,292 real
-# SKILL.md distractors), then find the skills for an example task.
+# The main job: set up, index the bundled skill library (the SkillsBench skills plus 3,251 real
+# SKILL.md distractors from the pool, minus the ids the corpus excludes), then find the skills for an example task.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
