@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 from conftest import record_machine
 
-from skillsight_fast.kernels import dense_topk, fuse_topk, project_out_background, score_lexical_candidates
+from skillsight_fast.kernels import (
+    dense_topk,
+    fuse_topk,
+    project_out_background,
+    score_bm25_candidates,
+    score_lexical_candidates,
+)
 from skillsight_fast.kernels.compressed import dense_topk_int8, quantize_int8
 
 K = 300
@@ -57,6 +63,20 @@ def test_lexical_candidates_one_query(benchmark, corpus, one_thread):
     qt = corpus.q_terms[corpus.q_ptr[0]: corpus.q_ptr[1]]
     benchmark(score_lexical_candidates, cand, qt, np.array([0, qt.size]), lex.doc_indptr, lex.doc_terms,
               corpus.weights)
+
+
+@pytest.mark.benchmark(group="lexical")
+def test_bm25_candidates_one_query(benchmark, corpus, one_thread):
+    """The adaptive default's lexical side: the LEC kernel's binary searches plus a tf read per hit."""
+    record_machine(benchmark, corpus)
+    q = project_out_background(corpus.queries[:1], corpus.basis)
+    cand, _ = dense_topk(q, corpus.perp, K)
+    lex = corpus.lexicon
+    qt = corpus.q_terms[corpus.q_ptr[0]: corpus.q_ptr[1]]
+    tf = np.random.default_rng(0).integers(1, 4, lex.doc_terms.shape[0]).astype(np.uint16)
+    lengths = np.diff(lex.doc_indptr).astype(np.int32)
+    benchmark(score_bm25_candidates, cand, qt, np.array([0, qt.size]), lex.doc_indptr, lex.doc_terms, tf,
+              lengths, corpus.weights)
 
 
 @pytest.mark.benchmark(group="fusion")

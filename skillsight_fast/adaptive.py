@@ -1,7 +1,7 @@
 """Label-free calibration of the default index (IndexConfig.adaptive, docs/ADAPTIVE.md).
 
 The paper's method removes the whole background subspace from every corpus and adds the
-standardised lexical score with weight 1. Measured on four corpora with MiniLM (docs/RESULTS.md),
+standardised LEC score with weight 1. Measured on four corpora with MiniLM (docs/RESULTS.md),
 that helps skill libraries whose documents share long boilerplate, and hurts corpora where the
 "background" is not boilerplate. Two rules decide from unlabelled corpus statistics only:
 
@@ -21,8 +21,17 @@ Rule 2 (lexical weight). The Eq. 15 lexical term is scaled by 0.25 (``LEXICAL_SC
 datasets the paper's weight 1 over-rides a strong dense ranking, 0.25 was best of {0.25, 0.5, 1}.
 This is a re-fitted constant, not a statistic-driven rule.
 
+Rule 3 (lexical side, ``config.ADAPTIVE_LEXICAL``). The lexical score fused by Eq. 15 is BM25 with
+term frequencies (Lucene idf, k1 = 1.2, b = 0.75, the standard constants) over the same evidence
+tokens Q' as LEC, instead of LEC's binary weighted coverage: documents whose decisive tokens repeat
+(API records, long skill bodies) are then told apart from ones that mention a token once. It was
+chosen on the two fit datasets from a pre-declared grid (docs/ADAPTIVE.md); it is a fixed choice, not
+a corpus statistic. The index stores per-document term frequencies and lengths for it
+(``Lexicon.doc_tf`` / ``doc_len``).
+
 Everything is computed once at build time and recorded in :class:`~skillsight_fast.index.IndexStats`
-as plain JSON numbers; the stored basis has r = 0 rows when SBC is off.
+as plain JSON numbers (the lexical side as ``IndexStats.lexical``); the stored basis has r = 0 rows
+when SBC is off.
 """
 
 from __future__ import annotations

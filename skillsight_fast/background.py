@@ -21,6 +21,17 @@ def lec_weights(idf: np.ndarray, df: np.ndarray, n_docs: int, beta: float = 1.0)
     return (idf.astype(np.float64) * np.power(np.clip(frac, 0.0, 1.0), beta)).astype(np.float32)
 
 
+#: BM25 constants of the "bm25" lexical side (Lucene / Robertson defaults, not tuned).
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+
+def bm25_idf(df: np.ndarray, n_docs: int) -> np.ndarray:
+    """Lucene BM25 idf ln(1 + (N − df + 0.5)/(df + 0.5)), float32 (V,); always > 0."""
+    d = np.asarray(df, dtype=np.float64)
+    return np.log1p((n_docs - d + 0.5) / (d + 0.5)).astype(np.float32)
+
+
 def otsu_threshold(values: np.ndarray, weights: np.ndarray | None = None) -> float:
     """Otsu's threshold over 1-D values: the split maximising between-class variance.
 

@@ -8,6 +8,9 @@ from typing import Any
 
 BACKGROUND_TOKENS = ("low_idf", "all", "random", "high_idf")
 FUSIONS = ("eq15", "convex", "rrf", "dense", "lexical")
+LEXICAL_SIDES = ("lec", "bm25")
+#: Lexical side of the adaptive default (Rule 3 of docs/ADAPTIVE.md); adaptive=False is the paper's LEC.
+ADAPTIVE_LEXICAL = "bm25"
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,11 @@ class IndexConfig:
     adaptive : bool
         Let label-free corpus statistics decide whether to apply SBC and scale the Eq. 15 lexical
         weight (:mod:`skillsight_fast.adaptive`, docs/ADAPTIVE.md). False = the paper as written.
+    lexical : str or None
+        The lexical side fused with the dense score: ``lec`` (the paper's weighted coverage of the
+        evidence tokens) or ``bm25`` (BM25 with term frequencies over the same evidence tokens,
+        k1 = 1.2, b = 0.75). None (default) = ``bm25`` when ``adaptive`` else ``lec``; the choice
+        is recorded in ``IndexStats.lexical``.
     """
 
     model: str = "all-MiniLM-L6-v2"
@@ -69,10 +77,13 @@ class IndexConfig:
     rrf_k: float = 60.0
     seed: int = 0
     adaptive: bool = True
+    lexical: str | None = None
 
     def __post_init__(self) -> None:
         if self.background_tokens not in BACKGROUND_TOKENS:
             raise ValueError(f"background_tokens must be one of {BACKGROUND_TOKENS}")
+        if self.lexical is not None and self.lexical not in LEXICAL_SIDES:
+            raise ValueError(f"lexical must be one of {LEXICAL_SIDES} or None")
         if self.fusion not in FUSIONS:
             raise ValueError(f"fusion must be one of {FUSIONS}")
         if self.candidates < 1 or self.max_rank < 0 or self.lexical_candidates < 0:
@@ -81,6 +92,13 @@ class IndexConfig:
             raise ValueError("rank must be >= 0")
         if not 1 <= self.min_token_len <= self.max_token_len:
             raise ValueError("need 1 <= min_token_len <= max_token_len")
+
+    @property
+    def lexical_side(self) -> str:
+        """The lexical side this configuration builds: ``lexical``, or the adaptive default."""
+        if self.lexical is not None:
+            return self.lexical
+        return ADAPTIVE_LEXICAL if self.adaptive else "lec"
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict of every field."""

@@ -13,6 +13,9 @@ from typing import Any
 import numpy as np
 
 from skillsight_fast.background import (
+    BM25_B,
+    BM25_K1,
+    bm25_idf,
     estimate_background,
     idf_from_df,
     lec_weights,
@@ -26,6 +29,7 @@ from skillsight_fast.kernels import (
     fuse_topk,
     merge_candidates,
     project_out_background,
+    score_bm25_candidates,
     score_lexical_all,
     score_lexical_candidates,
 )
@@ -69,7 +73,8 @@ class SearchResult:
     dense : float32 (n_queries, k)
         Calibrated dense score s⊥ of each hit (NaN on padding).
     lexical : float32 (n_queries, k)
-        LEC score of each hit (NaN on padding).
+        Lexical-side score of each hit (NaN on padding): LEC coverage in [0, 1], or BM25 (≥ 0)
+        when ``IndexStats.lexical`` is ``bm25``.
     evidence : list of list of list of str
         For each query and hit, the query's evidence tokens that the skill contains.
     skill_ids : list of list of str or None
@@ -102,6 +107,8 @@ class IndexStats:
     doc_background_energy: float | None = None
     sbc_applied: bool = True
     lexical_weight: float | None = None
+    # lexical side of the fusion ("lec" or "bm25"); indexes saved before it existed are LEC
+    lexical: str = "lec"
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -159,6 +166,12 @@ class SkillIndex:
         #: The folder this index was loaded from (None when built in memory).
         self.source_dir: Path | None = None
         self._encoder_lock = threading.Lock()  # many threads may search before the encoder is loaded
+        self._bm25: tuple[np.ndarray, float] | None = None
+        if stats.lexical not in ("lec", "bm25"):
+            raise SkillsightError(f"unknown lexical side {stats.lexical!r} (expected 'lec' or 'bm25')")
+        if stats.lexical == "bm25" and not lexicon.has_tf:
+            raise SkillsightError("the BM25 lexical side needs term frequencies and document lengths "
+                                  "in the lexicon (Lexicon.build keeps them); rebuild the index")
 
     # ------------------------------------------------------------------ build
     @classmethod
@@ -217,6 +230,10 @@ class SkillIndex:
                     raise SkillsightError("texts are needed to build the lexical index from SkillMeta")
                 texts = [s.text for s in skills]  # type: ignore[union-attr]
             lexicon = Lexicon.build(texts, config.min_token_len, config.max_token_len)
+        side = config.lexical_side
+        if side == "bm25" and not lexicon.has_tf:
+            raise SkillsightError("lexical='bm25' needs a lexicon with term frequencies "
+                                  "(Lexicon.build, not Lexicon.from_token_sets)")
         n = len(metas)
         df = lexicon.df()
         idf = idf_from_df(df, n)
@@ -240,7 +257,7 @@ class SkillIndex:
             n_docs=n, dim=int(emb.shape[1]), vocab_size=len(lexicon.vocab),
             otsu_tau=float(tau) if math.isfinite(tau) else float("inf"),
             n_generic=int(generic.sum()), n_background_terms=int(len(terms)),
-            effective_rank=bg.effective_rank, rank=int(basis.shape[0]), **extra,
+            effective_rank=bg.effective_rank, rank=int(basis.shape[0]), **extra, lexical=side,
         )
         logger.info("index: %d skills, |T_g| = %d, r = %d", n, stats.n_generic, stats.rank)
         index = cls(
@@ -291,6 +308,25 @@ class SkillIndex:
             raise ModelMismatchError(f"encoder dimension {encoder.dim} != index dimension {self.stats.dim}")
 
     # ------------------------------------------------------------------ search
+    @property
+    def bm25_params(self) -> tuple[np.ndarray, float]:
+        """(Lucene idf float32 (V,), mean document length) of the BM25 side, derived on first use."""
+        if self._bm25 is None:
+            lens = self.lexicon.doc_len
+            avgdl = float(np.mean(lens)) if lens is not None and len(lens) else 1.0
+            self._bm25 = (bm25_idf(self.lexicon.df(), len(self)), avgdl if avgdl > 0 else 1.0)
+        return self._bm25
+
+    def score_lexical(self, candidates: np.ndarray, q_terms: np.ndarray, q_ptr: np.ndarray) -> np.ndarray:
+        """Lexical-side score (LEC or BM25, per ``stats.lexical``) of each candidate, float32 (n, K)."""
+        lex = self.lexicon
+        if self.stats.lexical == "bm25":
+            idf, avgdl = self.bm25_params
+            return score_bm25_candidates(candidates, q_terms, q_ptr, lex.doc_indptr, lex.doc_terms,
+                                         lex.doc_tf, lex.doc_len, idf, k1=BM25_K1, b=BM25_B, avgdl=avgdl)
+        return score_lexical_candidates(candidates, q_terms, q_ptr, lex.doc_indptr, lex.doc_terms,
+                                        self.weights)
+
     @staticmethod
     def _check_queries(queries: str | Sequence[str]) -> list[str]:
         if isinstance(queries, str):
@@ -370,7 +406,7 @@ class SkillIndex:
             s_dense = np.full(cand.shape, -np.inf, np.float32)
         else:
             cand, s_dense = dense_topk(q_perp, self.embeddings_perp, kc)
-        if cfg.lexical_candidates and n_docs:
+        if cfg.lexical_candidates and n_docs:  # admitted by LEC coverage, whichever side is fused
             lex_all = score_lexical_all(q_terms, q_ptr, self.lexicon.post_indptr,
                                         self.lexicon.post_docs, self.weights, n_docs)
             kl = min(n_docs, cfg.lexical_candidates)
@@ -381,8 +417,7 @@ class SkillIndex:
             s_dense = np.full(cand.shape, -np.inf, np.float32)
             rows = np.nonzero(valid)
             s_dense[rows] = np.einsum("ij,ij->i", q_perp[rows[0]], self.embeddings_perp[cand[rows]])
-        s_lex = score_lexical_candidates(cand, q_terms, q_ptr, self.lexicon.doc_indptr,
-                                         self.lexicon.doc_terms, self.weights)
+        s_lex = self.score_lexical(cand, q_terms, q_ptr)
         ids, scores, pos = fuse_topk(cand, s_dense, s_lex, k, mode=cfg.fusion,
                                      weight=cfg.lexical_weight if self.stats.lexical_weight is None else self.stats.lexical_weight,
                                      rrf_k=cfg.rrf_k)

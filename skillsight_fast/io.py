@@ -8,7 +8,9 @@ Layout of an index folder::
     skills.jsonl      one {id, name, description, path, sha256} per row
     texts.jsonl       optional: each skill's Markdown body, one JSON string per row
                       (indexes without it still load; see read_bodies)
-    *.npy             the arrays
+    *.npy             the arrays (doc_tf.npy and doc_len.npy, the term frequencies and
+                      document lengths of the BM25 lexical side, are optional: indexes saved
+                      before them still load, and their lexical side is LEC)
 
 Saving writes a sibling temporary folder, fsyncs it, then swaps it in, so a crash leaves either
 the old or the new index, never a mix. On Linux the swap is one atomic ``renameat2(RENAME_EXCHANGE)``
@@ -65,6 +67,12 @@ ARRAYS: dict[str, tuple[str, int]] = {
     "post_indptr": ("int64", 1),
     "post_docs": ("int32", 1),
 }
+#: Arrays written when present and read when the manifest lists them (indexes saved before they
+#: existed still load; their lexical side is LEC, which does not need them).
+OPTIONAL_ARRAYS: dict[str, tuple[str, int]] = {
+    "doc_tf": ("uint16", 1),
+    "doc_len": ("int32", 1),
+}
 
 
 def _sha256(path: Path) -> str:
@@ -89,6 +97,7 @@ def _arrays_of(index: "SkillIndex") -> dict[str, np.ndarray]:
         "doc_terms": lex.doc_terms,
         "post_indptr": lex.post_indptr,
         "post_docs": lex.post_docs,
+        **({"doc_tf": lex.doc_tf, "doc_len": lex.doc_len} if lex.has_tf else {}),
     }
 
 
@@ -138,7 +147,7 @@ def _save_unlocked(index: "SkillIndex", directory: Path) -> None:
     try:
         entries: dict[str, Any] = {}
         for name, arr in _arrays_of(index).items():
-            dtype, ndim = ARRAYS[name]
+            dtype, ndim = ARRAYS.get(name) or OPTIONAL_ARRAYS[name]
             a = np.ascontiguousarray(arr, dtype=dtype)
             file = tmp / f"{name}.npy"
             with open(file, "wb") as fh:
@@ -298,7 +307,7 @@ def read_manifest(directory: Path) -> dict[str, Any]:
 
 
 def _load_array(directory: Path, name: str, entry: dict[str, Any], mmap: bool, verify: bool) -> np.ndarray:
-    dtype, ndim = ARRAYS[name]
+    dtype, ndim = ARRAYS.get(name) or OPTIONAL_ARRAYS[name]
     path = directory / entry["file"]
     if not path.is_file():
         raise IndexFormatError(f"{directory}: array file {entry['file']} is missing")
@@ -352,6 +361,9 @@ def _load_once(directory: Path, *, mmap: bool, verify: bool) -> "SkillIndex":
     try:
         entries = manifest["arrays"]
         arrays = {name: _load_array(directory, name, entries[name], mmap, verify) for name in ARRAYS}
+        for name in OPTIONAL_ARRAYS:
+            if name in entries:
+                arrays[name] = _load_array(directory, name, entries[name], mmap, verify)
         raw_vocab = (directory / "vocab.json").read_bytes()
         raw_skills = (directory / "skills.jsonl").read_bytes()
         if verify:
@@ -375,11 +387,21 @@ def _load_once(directory: Path, *, mmap: bool, verify: bool) -> "SkillIndex":
         (arrays["post_indptr"].shape == (len(vocab) + 1,), "post_indptr"),
         (arrays["idf"].shape == (len(vocab),), "idf"),
         (arrays["basis"].shape[1:] == (d,), "basis"),
+        ("doc_tf" not in arrays or arrays["doc_tf"].shape == arrays["doc_terms"].shape, "doc_tf"),
+        ("doc_len" not in arrays or arrays["doc_len"].shape == (n,), "doc_len"),
     ]
     for ok, name in checks:
         if not ok:
             raise IndexFormatError(f"{directory}: array {name} does not match {n} skills / {len(vocab)} terms")
-    lexicon = Lexicon(vocab, arrays["doc_indptr"], arrays["doc_terms"], arrays["post_indptr"], arrays["post_docs"])
+    if ("doc_tf" in arrays) != ("doc_len" in arrays):
+        raise IndexFormatError(f"{directory}: doc_tf and doc_len must be stored together")
+    if stats.lexical not in ("lec", "bm25"):
+        raise IndexFormatError(f"{directory}: unknown lexical side {stats.lexical!r} in the manifest")
+    if stats.lexical == "bm25" and "doc_tf" not in arrays:
+        raise IndexFormatError(f"{directory}: the index fuses BM25 but stores no term frequencies "
+                               "(doc_tf.npy / doc_len.npy); rebuild it with `skillsight index`")
+    lexicon = Lexicon(vocab, arrays["doc_indptr"], arrays["doc_terms"], arrays["post_indptr"],
+                      arrays["post_docs"], arrays.get("doc_tf"), arrays.get("doc_len"))
     index = SkillIndex(
         skills=skills, embeddings=arrays["embeddings"], embeddings_perp=arrays["embeddings_perp"],
         basis=arrays["basis"], singular_values=arrays["singular_values"], lexicon=lexicon,

@@ -1,13 +1,19 @@
-"""The lexical index: vocabulary, document→terms CSR (forward) and term→documents CSR (postings)."""
+"""The lexical index: vocabulary, document→terms CSR (forward) and term→documents CSR (postings),
+plus each document's term frequencies and length (for the BM25 lexical side, docs/ADAPTIVE.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from skillsight_fast.analyzer import analyze
+
+#: Largest stored term frequency (doc_tf is uint16; BM25's tf saturation makes the cap harmless:
+#: tf/(tf + k1·norm) differs from 1 by less than 1e-4 there).
+TF_MAX = np.iinfo(np.uint16).max
 
 
 @dataclass
@@ -22,6 +28,11 @@ class Lexicon:
         Sorted distinct term ids of each document.
     post_indptr, post_docs : int64 (V + 1,), int32 (nnz,)
         Sorted document rows containing each term.
+    doc_tf : uint16 (nnz,) or None
+        Term frequency of each entry of ``doc_terms`` (capped at ``TF_MAX``); None when the
+        lexicon was built from token sets (or loaded from an index saved without it).
+    doc_len : int32 (N,) or None
+        Number of analyzer tokens of each document (with repeats), the BM25 document length.
     """
 
     vocab: list[str]
@@ -29,6 +40,8 @@ class Lexicon:
     doc_terms: np.ndarray
     post_indptr: np.ndarray
     post_docs: np.ndarray
+    doc_tf: np.ndarray | None = None
+    doc_len: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self._term_ids: dict[str, int] | None = None
@@ -36,6 +49,11 @@ class Lexicon:
     @property
     def n_docs(self) -> int:
         return int(self.doc_indptr.shape[0] - 1)
+
+    @property
+    def has_tf(self) -> bool:
+        """True when term frequencies and document lengths are stored (the BM25 side needs them)."""
+        return self.doc_tf is not None and self.doc_len is not None
 
     @property
     def term_ids(self) -> dict[str, int]:
@@ -54,9 +72,24 @@ class Lexicon:
 
     @classmethod
     def build(cls, texts: Sequence[str], min_len: int = 2, max_len: int = 40) -> "Lexicon":
-        """Analyse ``texts`` and build the vocabulary and both CSR indexes."""
-        sets = [set(analyze(t, min_len, max_len)) for t in texts]
-        return cls.from_token_sets(sets)
+        """Analyse ``texts`` and build the vocabulary, both CSR indexes, term frequencies and lengths."""
+        return cls.from_token_counts([Counter(analyze(t, min_len, max_len)) for t in texts])
+
+    @classmethod
+    def from_token_counts(cls, counts: Sequence[Mapping[str, int]]) -> "Lexicon":
+        """Build from one token → count mapping per document (counts ≥ 1); keeps tf and lengths."""
+        lex = cls.from_token_sets([set(c) for c in counts])
+        ids = lex.term_ids
+        n = len(counts)
+        doc_len = np.fromiter((sum(c.values()) for c in counts), dtype=np.int64, count=n)
+        nnz = lex.doc_terms.shape[0]
+        flat_ids = np.fromiter((ids[t] for c in counts for t in c), dtype=np.int64, count=nnz)
+        flat_tf = np.fromiter((v for c in counts for v in c.values()), dtype=np.int64, count=nnz)
+        rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(lex.doc_indptr))
+        order = np.lexsort((flat_ids, rows))  # the same order as doc_terms (sorted ids per row)
+        lex.doc_tf = np.minimum(flat_tf[order], TF_MAX).astype(np.uint16)
+        lex.doc_len = np.minimum(doc_len, np.iinfo(np.int32).max).astype(np.int32)
+        return lex
 
     @classmethod
     def from_token_sets(cls, sets: Sequence[set[str]]) -> "Lexicon":

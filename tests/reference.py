@@ -52,6 +52,30 @@ def score_lexical_candidates(candidates, queries, docs, weights):
     return out
 
 
+def bm25(query_terms, doc_tf, doc_len, idf, k1=1.2, b=0.75, avgdl=1.0):
+    """Σ_{t∈Q∩d} idf(t)·tf·(k1 + 1) / (tf + k1·(1 − b + b·|d|/avgdl)); doc_tf: dict term -> tf."""
+    norm = k1 * (1.0 - b + b * float(doc_len) / avgdl)
+    out = 0.0
+    for t in query_terms:
+        tf = float(doc_tf.get(t, 0))
+        if tf > 0:
+            out += float(idf[t]) * tf * (k1 + 1.0) / (tf + norm)
+    return out
+
+
+def score_bm25_candidates(candidates, queries, docs_tf, doc_len, idf, k1=1.2, b=0.75, avgdl=None):
+    """queries: list of lists of term ids; docs_tf: list of dicts term id -> tf; doc_len: lengths."""
+    if avgdl is None:
+        avgdl = float(np.mean(doc_len)) if len(doc_len) else 1.0
+    avgdl = avgdl if avgdl > 0 else 1.0
+    out = np.zeros(candidates.shape)
+    for i, row in enumerate(candidates):
+        for c, d in enumerate(row):
+            if d >= 0:
+                out[i, c] = bm25(queries[i], docs_tf[d], doc_len[d], idf, k1, b, avgdl)
+    return out
+
+
 def score_lexical_all(queries, docs, weights):
     return np.array([[lexical_coverage(q, d, weights) for d in docs] for q in queries]).reshape(len(queries), len(docs))
 

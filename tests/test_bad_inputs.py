@@ -377,6 +377,20 @@ def _del_model(m: dict) -> None:
     del m["model"]
 
 
+def _drop_tf(m: dict) -> None:
+    """A BM25 index whose manifest lost its term frequencies."""
+    del m["arrays"]["doc_tf"], m["arrays"]["doc_len"]
+    m["stats"]["lexical"] = "bm25"
+
+
+def _short_doc_len(d: Path) -> None:
+    np.save(d / "doc_len.npy", np.zeros(1, np.int32))
+    import hashlib
+
+    digest = hashlib.sha256((d / "doc_len.npy").read_bytes()).hexdigest()
+    _rewrite_manifest(d, lambda m: m["arrays"]["doc_len"].update(sha256=digest, shape=[1]))
+
+
 # name -> (corrupt the folder, message); verify=False is checked separately where it differs
 BROKEN_INDEXES = {
     "missing folder": (lambda d: shutil.rmtree(d), "no such index"),
@@ -392,6 +406,10 @@ BROKEN_INDEXES = {
     "checksum mismatch": (_flip_byte, "checksum mismatch"),
     "tampered skills.jsonl": (lambda d: (d / "skills.jsonl").write_text('{"id": "evil"}\n'), "checksum mismatch"),
     "missing vocab.json": (lambda d: (d / "vocab.json").unlink(), "inconsistent index"),
+    "BM25 index without tf": (lambda d: _rewrite_manifest(d, _drop_tf), "stores no term frequencies"),
+    "doc_len of wrong length": (_short_doc_len, "array doc_len does not match"),
+    "unknown lexical side": (lambda d: _rewrite_manifest(d, lambda m: m["stats"].update(lexical="x")),
+                             "unknown lexical side"),
 }
 
 

@@ -20,6 +20,7 @@ from skillsight_fast.kernels import (
     fuse_topk,
     merge_candidates,
     project_out_background,
+    score_bm25_candidates,
     score_lexical_all,
     score_lexical_candidates,
     token_directions,
@@ -210,6 +211,41 @@ def test_lexical_kernels_match_reference(case):
     all_scores = score_lexical_all(flat, ptr, lex.post_indptr, lex.post_docs, w, n_docs)
     assert all_scores.shape == (len(queries), n_docs)
     np.testing.assert_allclose(all_scores, ref.score_lexical_all(queries, doc_sets, w), atol=1e-5)
+
+
+@st.composite
+def bm25_case(draw):
+    n_docs = draw(st.integers(0, 12))
+    vocab = draw(st.integers(1, 10))
+    tf = st.integers(1, 70_000) if draw(st.booleans()) else st.integers(1, 4)  # ties, and the uint16 cap
+    docs = [draw(st.dictionaries(st.integers(0, vocab - 1), tf, max_size=vocab)) for _ in range(n_docs)]
+    docs.append({t: 1 for t in range(vocab)})  # every term occurs somewhere (the vocabulary is the union)
+    lex = Lexicon.from_token_counts([{f"t{t:02d}": f for t, f in d.items()} for d in docs])
+    docs_tf = [{lex.term_ids[f"t{t:02d}"]: min(f, 65535) for t, f in d.items()} for d in docs]
+    idf = np.asarray(draw(st.lists(st.one_of(st.just(0.0), st.floats(2.0**-10, 12, width=32)),
+                                   min_size=vocab, max_size=vocab)), np.float32)
+    n_q = draw(st.integers(0, 5))
+    queries = [draw(st.lists(st.integers(0, vocab - 1), unique=True, max_size=vocab)) for _ in range(n_q)]
+    ptr = np.zeros(n_q + 1, np.int64)
+    ptr[1:] = np.cumsum([len(q) for q in queries])
+    flat = np.asarray([t for q in queries for t in q], np.int32)
+    kc = draw(st.integers(0, 8))
+    cand = np.asarray(draw(st.lists(st.lists(st.integers(-1, len(docs) - 1), min_size=kc, max_size=kc),
+                                    min_size=n_q, max_size=n_q)), np.int64).reshape(n_q, kc)
+    k1 = draw(st.sampled_from([0.0, 1.2, 2.0]))
+    b = draw(st.sampled_from([0.0, 0.75, 1.0]))
+    return lex, docs_tf, idf, queries, flat, ptr, cand, k1, b
+
+
+@FUZZ
+@given(bm25_case())
+def test_bm25_kernel_matches_reference(case):
+    lex, docs_tf, idf, queries, flat, ptr, cand, k1, b = case
+    out = score_bm25_candidates(cand, flat, ptr, lex.doc_indptr, lex.doc_terms, lex.doc_tf, lex.doc_len, idf,
+                                k1=k1, b=b)
+    expect = ref.score_bm25_candidates(cand, queries, docs_tf, lex.doc_len, idf, k1, b)
+    assert out.shape == cand.shape and (out >= 0).all()
+    np.testing.assert_allclose(out, expect, rtol=1e-5, atol=1e-5)
 
 
 # ====================================================================== fusion

@@ -48,7 +48,24 @@ def test_search_contract(index):
 
     qp = project_out_background(q, index.basis)
     assert res.dense[0, 0] == pytest.approx(float(qp[0] @ index.embeddings_perp[j]), abs=1e-5)
-    assert 0 < res.lexical[0, 0] <= 1
+    assert index.stats.lexical == "bm25"  # the adaptive default fuses BM25 over the evidence tokens
+    assert res.lexical[0, 0] > 0
+    idf, avgdl = index.bm25_params
+    terms = index.lexicon.doc_term_ids(int(j))
+    q_ids = [index.lexicon.term_ids[t] for t in res.evidence[0][0]]
+    pos = np.searchsorted(terms, q_ids)
+    tf = index.lexicon.doc_tf[index.lexicon.doc_indptr[j] + pos].astype(np.float64)
+    norm = 1.2 * (1 - 0.75 + 0.75 * index.lexicon.doc_len[j] / avgdl)
+    assert res.lexical[0, 0] == pytest.approx(float((idf[q_ids] * tf * 2.2 / (tf + norm)).sum()), rel=1e-5)
+
+
+def test_paper_config_keeps_lec(index):
+    paper = SkillIndex.from_embeddings(
+        index.skills, index.embeddings, IndexConfig(adaptive=False), lexicon=index.lexicon)
+    assert paper.stats.lexical == "lec"
+    res = paper.search_vectors(index.encoder.encode(["compute the volume of an stl mesh"]),
+                               ["compute the volume of an stl mesh"], k=5)
+    assert ((res.lexical[0] >= 0) & (res.lexical[0] <= 1)).all() and res.lexical[0, 0] > 0
 
 
 def test_single_query_gives_2d_and_padding_when_k_exceeds_n(index):
@@ -94,6 +111,43 @@ def test_save_load_roundtrip_identical(index, tmp_path):
         assert loaded.config == index.config and loaded.stats == index.stats
     loaded = SkillIndex.load(tmp_path / "idx", mmap=True)
     assert not loaded.embeddings_perp.flags.writeable
+
+
+def test_saved_index_keeps_term_frequencies(index, tmp_path):
+    index.save(tmp_path / "idx")
+    manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
+    assert manifest["arrays"]["doc_tf"]["dtype"] == "uint16" and manifest["stats"]["lexical"] == "bm25"
+    loaded = SkillIndex.load(tmp_path / "idx", mmap=True)
+    np.testing.assert_array_equal(loaded.lexicon.doc_tf, index.lexicon.doc_tf)
+    np.testing.assert_array_equal(loaded.lexicon.doc_len, index.lexicon.doc_len)
+
+
+def test_index_saved_before_term_frequencies_loads_as_lec(tmp_path):
+    """An index written before doc_tf existed (no tf arrays, no stats.lexical) still loads: LEC."""
+    old = SkillIndex.build(toy_skills(10), HashEncoder(), IndexConfig(lexical="lec"))
+    d = old.save(tmp_path / "idx")
+    m = json.loads((d / "manifest.json").read_text())
+    del m["arrays"]["doc_tf"], m["arrays"]["doc_len"], m["stats"]["lexical"], m["config"]["lexical"]
+    (d / "manifest.json").write_text(json.dumps(m))
+    (d / "doc_tf.npy").unlink()
+    (d / "doc_len.npy").unlink()
+    loaded = SkillIndex.load(d, encoder=HashEncoder())
+    assert loaded.stats.lexical == "lec" and not loaded.lexicon.has_tf
+    queries = ["merge pdf pages", "docker compose deploy"]
+    np.testing.assert_array_equal(loaded.search(queries, k=5).ids, old.search(queries, k=5).ids)
+
+
+def test_bm25_needs_term_frequencies():
+    from skillsight_fast.lexicon import Lexicon
+
+    skills = toy_skills(0)
+    sets = Lexicon.from_token_sets([set(s.text.lower().split()) for s in skills])
+    with pytest.raises(SkillsightError, match="term frequencies"):
+        SkillIndex.from_embeddings(skills, HashEncoder().encode([s.text for s in skills]), lexicon=sets)
+    with pytest.raises(ValueError, match="lexical"):
+        IndexConfig(lexical="tfidf")
+    assert IndexConfig().lexical_side == "bm25" and IndexConfig(adaptive=False).lexical_side == "lec"
+    assert IndexConfig(adaptive=False, lexical="bm25").lexical_side == "bm25"
 
 
 def test_save_overwrites_previous_index(index, tmp_path):

@@ -11,6 +11,7 @@ from skillsight_fast.kernels import (
     fuse_topk,
     merge_candidates,
     project_out_background,
+    score_bm25_candidates,
     score_lexical_all,
     score_lexical_candidates,
     token_directions,
@@ -225,6 +226,113 @@ def test_lexical_rejects_bad_csr():
     with pytest.raises(ValueError):
         score_lexical_candidates(np.zeros((1, 1), np.int64), np.array([1], np.int32), np.array([0, 2]),
                                  np.array([0, 0]), np.zeros(0, np.int32), w)
+
+
+# ---------------------------------------------------------------- BM25
+def random_tf_lexicon(rng, n_docs, vocab, max_tf=5):
+    """A lexicon with term frequencies; returns it and each document's {term id: tf}."""
+    counts = []
+    for _ in range(n_docs):
+        terms = rng.choice(vocab, size=rng.integers(0, vocab + 1), replace=False)
+        counts.append({f"t{t}": int(rng.integers(1, max_tf + 1)) for t in terms})
+    lex = Lexicon.from_token_counts(counts)
+    docs_tf = [{lex.term_ids[t]: f for t, f in c.items()} for c in counts]
+    return lex, docs_tf
+
+
+def random_candidates(rng, n, n_docs, kc):
+    cand = np.stack([rng.permutation(np.arange(-3, n_docs))[:kc] if kc <= n_docs + 3 else
+                     np.concatenate([np.arange(n_docs), -np.ones(kc - n_docs, np.int64)]) for _ in range(n)])
+    return np.where(cand < 0, -1, cand).astype(np.int64)
+
+
+@pytest.mark.parametrize("n_docs,vocab,kc", [(12, 9, 5), (40, 30, 40), (5, 3, 8), (4, 5, 10)])
+def test_bm25_candidates_matches_reference(rng, n_docs, vocab, kc):
+    lex, docs_tf = random_tf_lexicon(rng, n_docs, vocab)
+    v = len(lex.vocab)
+    if v == 0:
+        pytest.skip("empty vocabulary drawn")
+    idf = (rng.random(v) * 3).astype(np.float32)
+    queries, flat, ptr = random_queries(rng, 6, v)
+    cand = random_candidates(rng, 6, n_docs, kc)  # kc > n_docs pads with -1
+    out = score_bm25_candidates(cand, flat, ptr, lex.doc_indptr, lex.doc_terms, lex.doc_tf, lex.doc_len, idf)
+    expect = ref.score_bm25_candidates(cand, queries, docs_tf, lex.doc_len, idf)
+    np.testing.assert_allclose(out, expect, rtol=1e-5, atol=1e-6)
+    assert out.dtype == np.float32 and (out[cand < 0] == 0).all()
+    for k1, b, avgdl in ((0.0, 0.75, None), (2.0, 0.0, None), (1.2, 1.0, 3.0)):
+        out = score_bm25_candidates(cand, flat, ptr, lex.doc_indptr, lex.doc_terms, lex.doc_tf, lex.doc_len,
+                                    idf, k1=k1, b=b, avgdl=avgdl)
+        expect = ref.score_bm25_candidates(cand, queries, docs_tf, lex.doc_len, idf, k1, b, avgdl)
+        np.testing.assert_allclose(out, expect, rtol=1e-5, atol=1e-6)
+
+
+def test_bm25_no_evidence_tokens_zero_idf_and_empty(rng):
+    lex, _ = random_tf_lexicon(rng, 5, 4)
+    idf = np.ones(len(lex.vocab), np.float32)
+    ptr = np.zeros(3, np.int64)
+    cand = np.arange(10, dtype=np.int64).reshape(2, 5) % 5
+    args = (lex.doc_indptr, lex.doc_terms, lex.doc_tf, lex.doc_len)
+    assert (score_bm25_candidates(cand, np.zeros(0, np.int32), ptr, *args, idf) == 0).all()
+    queries, flat, qptr = random_queries(rng, 2, len(lex.vocab), empty_every=10)
+    assert (score_bm25_candidates(cand, flat, qptr, *args, np.zeros_like(idf)) == 0).all()
+    assert score_bm25_candidates(np.zeros((2, 0), np.int64), flat, qptr, *args, idf).shape == (2, 0)
+    assert score_bm25_candidates(np.zeros((0, 3), np.int64), np.zeros(0, np.int32), np.zeros(1, np.int64),
+                                 *args, idf).shape == (0, 3)
+
+
+def test_bm25_ties_and_monotone_in_tf():
+    # two documents of equal length, identical term lists: equal scores; more occurrences score higher
+    lex = Lexicon.from_token_counts([{"aa": 1, "bb": 1}, {"aa": 1, "bb": 1}, {"aa": 3, "cc": 1}, {}])
+    idf = np.ones(len(lex.vocab), np.float32)
+    q = np.array([lex.term_ids["aa"]], np.int32)
+    cand = np.array([[0, 1, 2, 3]], np.int64)
+    out = score_bm25_candidates(cand, q, np.array([0, 1]), lex.doc_indptr, lex.doc_terms, lex.doc_tf,
+                                lex.doc_len, idf, b=0.0)
+    assert out[0, 0] == out[0, 1] < out[0, 2] and out[0, 3] == 0
+    assert lex.doc_len.tolist() == [2, 2, 4, 0]
+
+
+def test_bm25_readonly_memmaps_and_float64_inputs(rng, tmp_path):
+    lex, docs_tf = random_tf_lexicon(rng, 10, 6)
+    idf = rng.random(len(lex.vocab))  # float64: converted by the wrapper
+    queries, flat, ptr = random_queries(rng, 3, len(lex.vocab), empty_every=10)
+    arrays = {}
+    for name in ("doc_indptr", "doc_terms", "doc_tf", "doc_len"):
+        np.save(tmp_path / f"{name}.npy", getattr(lex, name))
+        arrays[name] = np.load(tmp_path / f"{name}.npy", mmap_mode="r")
+    cand = np.tile(np.arange(10, dtype=np.int64), (3, 1))
+    out = score_bm25_candidates(cand, flat, ptr, arrays["doc_indptr"], arrays["doc_terms"], arrays["doc_tf"],
+                                arrays["doc_len"], idf)
+    np.testing.assert_allclose(out, ref.score_bm25_candidates(cand, queries, docs_tf, lex.doc_len, idf),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_bm25_rejects_bad_inputs():
+    lex = Lexicon.from_token_counts([{"aa": 2}, {"bb": 1}])
+    idf = np.ones(2, np.float32)
+    q, p = np.array([0], np.int32), np.array([0, 1], np.int64)
+    cand = np.zeros((1, 1), np.int64)
+    with pytest.raises(ValueError, match="doc_tf"):
+        score_bm25_candidates(cand, q, p, lex.doc_indptr, lex.doc_terms, lex.doc_tf[:1], lex.doc_len, idf)
+    with pytest.raises(ValueError, match="doc_len"):
+        score_bm25_candidates(cand, q, p, lex.doc_indptr, lex.doc_terms, lex.doc_tf, lex.doc_len[:1], idf)
+    with pytest.raises(ValueError, match="candidate rows"):
+        score_bm25_candidates(cand + 2, q, p, lex.doc_indptr, lex.doc_terms, lex.doc_tf, lex.doc_len, idf)
+    with pytest.raises(ValueError, match="query term ids"):
+        score_bm25_candidates(cand, q + 5, p, lex.doc_indptr, lex.doc_terms, lex.doc_tf, lex.doc_len, idf)
+    with pytest.raises(ValueError, match="k1"):
+        score_bm25_candidates(cand, q, p, lex.doc_indptr, lex.doc_terms, lex.doc_tf, lex.doc_len, idf, b=2.0)
+
+
+def test_lexicon_term_frequencies_align_with_terms():
+    lex = Lexicon.build(["Merge PDF pdf files; merge again", "", "x yy yy yy"])
+    for row, text_counts in enumerate([{"merge": 2, "pdf": 2, "files": 1, "again": 1}, {}, {"yy": 3}]):
+        terms = lex.doc_term_ids(row)
+        tf = lex.doc_tf[lex.doc_indptr[row]:lex.doc_indptr[row + 1]]
+        assert {lex.vocab[t]: int(f) for t, f in zip(terms, tf)} == text_counts
+    assert lex.doc_len.tolist() == [6, 0, 3] and lex.doc_tf.dtype == np.uint16
+    big = Lexicon.from_token_counts([{"aa": 70_000}])
+    assert big.doc_tf.tolist() == [65535] and big.doc_len.tolist() == [70_000]
 
 
 # ---------------------------------------------------------------- fusion

@@ -25,6 +25,9 @@ def _assert_same_index(a, b):
     np.testing.assert_allclose(a.embeddings_perp, b.embeddings_perp, atol=1e-6)
     np.testing.assert_array_equal(a.generic, b.generic)
     assert a.lexicon.vocab == b.lexicon.vocab
+    np.testing.assert_array_equal(a.lexicon.doc_terms, b.lexicon.doc_terms)
+    np.testing.assert_array_equal(a.lexicon.doc_tf, b.lexicon.doc_tf)
+    np.testing.assert_array_equal(a.lexicon.doc_len, b.lexicon.doc_len)
     np.testing.assert_allclose(a.weights, b.weights, rtol=1e-6)
     assert a.stats.to_dict() == b.stats.to_dict()
     queries = ["merge pdf pages", "docker compose deploy", "stl mesh volume", "git rebase conflicts"]

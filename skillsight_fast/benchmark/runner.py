@@ -146,7 +146,6 @@ def bench_size(
         fuse_topk,
         project_out_background,
         score_lexical_all,
-        score_lexical_candidates,
     )
     from skillsight_fast.kernels._threads import n_threads
     from skillsight_fast.kernels.compressed import dense_topk_int8, quantize_int8
@@ -188,8 +187,7 @@ def bench_size(
     def a_lexical(r: int) -> None:
         i = q_of(r)
         qt, qptr = lex.query_terms([texts[i]], generic, cfg.min_token_len, cfg.max_token_len)
-        state["sl"] = score_lexical_candidates(state["cand"], qt, qptr, lex.doc_indptr, lex.doc_terms,
-                                               index.weights)
+        state["sl"] = index.score_lexical(state["cand"], qt, qptr)  # LEC or BM25, as the index fuses
 
     def a_fuse(r: int) -> None:
         fuse_topk(state["cand"], state["sd"], state["sl"], k, mode=cfg.fusion, weight=cfg.lexical_weight,
@@ -245,7 +243,7 @@ def bench_size(
             qp = project_out_background(qv[i : i + 1], basis, renormalize=cfg.renormalize)
             cand, sd = dense_topk_int8(qp, codes, scales, kc, docs=perp)
             qt, qptr = lex.query_terms([texts[i]], generic, cfg.min_token_len, cfg.max_token_len)
-            sl = score_lexical_candidates(cand, qt, qptr, lex.doc_indptr, lex.doc_terms, index.weights)
+            sl = index.score_lexical(cand, qt, qptr)
             fuse_topk(cand, sd, sl, k, mode=cfg.fusion, weight=cfg.lexical_weight, rrf_k=cfg.rrf_k)
 
         arms.update(dense_topk_int8=a_dense_int8, scoring_int8=a_scoring_int8)
@@ -320,13 +318,12 @@ def bench_size(
     bqp = project_out_background(bq, basis, renormalize=cfg.renormalize)
     bcand, bsd = dense_topk(bqp, perp, kc)
     bqt, bqptr = lex.query_terms(btexts, generic, cfg.min_token_len, cfg.max_token_len)
-    bsl = score_lexical_candidates(bcand, bqt, bqptr, lex.doc_indptr, lex.doc_terms, index.weights)
+    bsl = index.score_lexical(bcand, bqt, bqptr)
     batch_arms: dict[str, Callable[[], Any]] = {
         "project": lambda: project_out_background(bq, basis, renormalize=cfg.renormalize),
         "dense_topk": lambda: dense_topk(bqp, perp, kc),
-        "lexical": lambda: score_lexical_candidates(
-            bcand, *lex.query_terms(btexts, generic, cfg.min_token_len, cfg.max_token_len),
-            lex.doc_indptr, lex.doc_terms, index.weights),
+        "lexical": lambda: index.score_lexical(
+            bcand, *lex.query_terms(btexts, generic, cfg.min_token_len, cfg.max_token_len)),
         "fuse_topk": lambda: fuse_topk(bcand, bsd, bsl, k, mode=cfg.fusion, weight=cfg.lexical_weight,
                                        rrf_k=cfg.rrf_k),
         "scoring": lambda: index.search_vectors(bq, btexts, k, explain=False),

@@ -19,6 +19,9 @@ How a library of N skills is grown from a real one of N0 (documented in docs/SPE
 * The background basis of the real index is reused (it is a corpus statistic the resampling keeps;
   recomputing the token directions at a million rows costs minutes); df, idf, T_g (Otsu) and the
   LEC weights are recomputed from the synthetic lexicon.
+* **Term frequencies** (when the real index fuses BM25, ``IndexStats.lexical``): every synthetic
+  term has tf = 1 and a document's length is its number of distinct terms. The BM25 kernel's work
+  and memory traffic do not depend on the tf values, so this is enough for timing.
 """
 
 from __future__ import annotations
@@ -162,6 +165,9 @@ def scale_up(index, n_docs: int, *, seed: int = 0, keep: float = 0.85, new_share
     _invert(doc_indptr, doc_terms, post_indptr, post_docs)
     vocab = list(lex.vocab) + [f"zzsyn{i}" for i in range(max(n_new, 0))]
     lexicon = Lexicon(vocab, doc_indptr, doc_terms, post_indptr, post_docs)
+    if index.stats.lexical == "bm25":  # same kernel as the real index (tf values do not change its cost)
+        lexicon.doc_tf = np.ones(doc_terms.shape[0], np.uint16)
+        lexicon.doc_len = np.diff(doc_indptr).astype(np.int32)
 
     d = index.embeddings.shape[1]
     emb = np.empty((n_docs, d), np.float32)
@@ -194,7 +200,8 @@ def scale_up(index, n_docs: int, *, seed: int = 0, keep: float = 0.85, new_share
     stats = IndexStats(n_docs=n_docs, dim=d, vocab_size=n_terms,
                        otsu_tau=float(tau) if math.isfinite(tau) else float("inf"),
                        n_generic=int(generic.sum()), n_background_terms=0,
-                       effective_rank=index.stats.effective_rank, rank=int(index.basis.shape[0]))
+                       effective_rank=index.stats.effective_rank, rank=int(index.basis.shape[0]),
+                       lexical=index.stats.lexical)
     syn = SkillIndex(skills=metas, embeddings=emb, embeddings_perp=perp, basis=index.basis,
                      singular_values=index.singular_values, lexicon=lexicon, idf=idf, weights=weights,
                      generic=generic, config=index.config, stats=stats, model_id=index.model_id,

