@@ -34,6 +34,10 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default="all-MiniLM-L6-v2", help="encoder name, model folder or .onnx file")
     p.add_argument("--int8", action="store_true", help="use the int8-quantised encoder")
     p.add_argument("--strict", action="store_true", help="fail on the first broken skill instead of skipping it")
+    p.add_argument("--paper", action="store_true",
+                   help="the method exactly as the paper writes it (no adaptive rules: SBC always, LEC, weight 1)")
+    p.add_argument("--lexical", choices=("lec", "bm25"), default=None,
+                   help="lexical side fused with the dense score (default: bm25, or lec with --paper)")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or warnings")
     p.set_defaults(func=cmd_index)
@@ -49,7 +53,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     for problem in report.problems:
         if not args.quiet:
             print(f"skipped {problem}", file=sys.stderr)
-    config = IndexConfig(model=args.model, int8=args.int8)
+    config = IndexConfig(model=args.model, int8=args.int8, adaptive=not args.paper, lexical=args.lexical)
     encoder = load_encoder(args.model, int8=args.int8)
     from skillsight_fast.progress import ProgressEncoder, progress_enabled
 

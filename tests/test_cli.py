@@ -54,3 +54,20 @@ def test_errors_exit_nonzero_without_traceback(library, tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["search"])
     assert exc.value.code == 2
+
+
+@pytest.mark.parametrize("flags, adaptive, lexical", [
+    ([], True, "bm25"),
+    (["--paper"], False, "lec"),
+    (["--lexical", "lec"], True, "lec"),
+    (["--paper", "--lexical", "bm25"], False, "bm25"),
+])
+def test_index_flags_choose_the_method(library, tmp_path, capsys, flags, adaptive, lexical):
+    idx = tmp_path / "idx"
+    assert main(["index", str(library), "-o", str(idx), "-q", *flags]) == 0
+    capsys.readouterr()
+    assert main(["info", "-i", str(idx), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["config"]["adaptive"] is adaptive and info["stats"]["lexical"] == lexical
+    assert main(["search", "-i", str(idx), "merge pdf pages", "-k", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["hits"][0]["id"] == "pdf"
