@@ -1,0 +1,48 @@
+"""Issue 7, item 2: does mixing the name + description embedding into the document vector help?
+
+    python bench/exp_namedesc.py                          # the four datasets in data/
+    python bench/exp_namedesc.py skillsbench,sra_theoremqa
+
+For each dataset, the default `skillsight` index and raw dense retrieval are evaluated with three
+document vectors: the full text (name, description, body; the default), unit(full + name/description)
+(equal weights, nothing fitted), and name + description alone. Embeddings come from the evaluation
+cache (`skillsight eval` fills it). Prints R@10 / nDCG@10 in %, and whether Rule 1 turned SBC on.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from skillsight_fast.config import IndexConfig
+from skillsight_fast.evaluation.datasets import SHARED_DATASETS, load_dataset
+from skillsight_fast.evaluation.methods import EvalContext
+from skillsight_fast.evaluation.metrics import evaluate
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+
+
+def unit(x: np.ndarray) -> np.ndarray:
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def main() -> None:
+    names = sys.argv[1].split(",") if len(sys.argv) > 1 else list(SHARED_DATASETS)
+    print("| dataset | document vector | skillsight R@10 / nDCG@10 | dense R@10 / nDCG@10 | SBC on |")
+    print("|---|---|---|---|---|")
+    for name in names:
+        ds = load_dataset(DATA / name)
+        ctx = EvalContext(ds)
+        full, nd = ctx.doc_emb, ctx.namedesc_emb
+        for label, emb in (("full text", full), ("unit(full + name/desc)", unit(full + nd)), ("name/desc", nd)):
+            idx = ctx.index(IndexConfig(), embeddings=emb)
+            r = evaluate(ctx.search(idx), ds.gold)
+            d = evaluate(np.argsort(-(ctx.query_emb @ emb.T), axis=1)[:, :50], ds.gold)
+            print(f"| {name} | {label} | {100 * r['recall@10']:.1f} / {100 * r['ndcg@10']:.1f} | "
+                  f"{100 * d['recall@10']:.1f} / {100 * d['ndcg@10']:.1f} | {idx.stats.sbc_applied} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
