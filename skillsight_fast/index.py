@@ -448,11 +448,14 @@ class SkillIndex:
         return out
 
     # ------------------------------------------------------------------ persistence
-    def save(self, directory: str | Path) -> Path:
-        """Write the index atomically to ``directory`` (see :mod:`skillsight_fast.io`)."""
+    def save(self, directory: str | Path, extra_files: dict[str, bytes] | None = None) -> Path:
+        """Write the index atomically to ``directory`` (see :mod:`skillsight_fast.io`).
+
+        ``extra_files`` (file name -> bytes) are swapped in together with the index.
+        """
         from skillsight_fast.io import save_index
 
-        return save_index(self, Path(directory))
+        return save_index(self, Path(directory), extra_files)
 
     @classmethod
     def load(cls, directory: str | Path, *, mmap: bool = False, verify: bool = True,

@@ -121,8 +121,16 @@ def _write_file(path: Path, data: bytes) -> None:
         os.fsync(fh.fileno())
 
 
-def save_index(index: "SkillIndex", directory: Path) -> Path:
-    """Write ``index`` to ``directory`` atomically and return the folder."""
+def save_index(index: "SkillIndex", directory: Path, extra_files: dict[str, bytes] | None = None) -> Path:
+    """Write ``index`` to ``directory`` atomically and return the folder.
+
+    ``extra_files`` (plain file name -> bytes, e.g. ``calibration.json``) are written into the same
+    temporary folder, so they appear together with the index in the one swap.
+    """
+    for name in extra_files or {}:
+        if not name or "/" in name or "\\" in name or name.startswith(".") or name.endswith(".npy") or name in (MANIFEST, "vocab.json",
+                                                                                    "skills.jsonl", TEXTS):
+            raise ValueError(f"extra file name {name!r} is not a plain, free file name")
     directory = directory.expanduser().absolute()
     directory.parent.mkdir(parents=True, exist_ok=True)
     if directory.exists() and not directory.is_dir():
@@ -138,13 +146,15 @@ def save_index(index: "SkillIndex", directory: Path) -> Path:
     with _save_lock(directory.parent):
         _recover_unlocked(directory)
         _remove_leftovers(directory)
-        _save_unlocked(index, directory)
+        _save_unlocked(index, directory, extra_files or {})
     return directory
 
 
-def _save_unlocked(index: "SkillIndex", directory: Path) -> None:
+def _save_unlocked(index: "SkillIndex", directory: Path, extra_files: dict[str, bytes]) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-", dir=directory.parent))
     try:
+        for name, data in extra_files.items():
+            _write_file(tmp / name, data)
         entries: dict[str, Any] = {}
         for name, arr in _arrays_of(index).items():
             dtype, ndim = ARRAYS.get(name) or OPTIONAL_ARRAYS[name]

@@ -10,6 +10,7 @@ The result equals a full rebuild with the same encoder.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -20,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from skillsight_fast.calibrate import read_calibration, write_calibration
+from skillsight_fast.calibrate import CALIBRATION, read_calibration
 from skillsight_fast.skills import Skill
 
 logger = logging.getLogger(__name__)
@@ -102,10 +103,11 @@ def update_index(directory: str | os.PathLike[str], skills: Sequence[Skill], *, 
     new = SkillIndex.from_embeddings(skills, emb, old.config, model_id=old.model_id,
                                      model_checksum=old.model_checksum, encoder=encoder)
     calibration = read_calibration(directory)
-    new.save(Path(directory))
-    if calibration is not None:  # keep it, noting that the corpus changed since
+    extra = {}
+    if calibration is not None:  # keep it, noting that the corpus changed since; same swap as the index
         calibration["updated_after_calibration"] = True
-        write_calibration(directory, calibration)
+        extra[CALIBRATION] = json.dumps(calibration, indent=2).encode("utf-8")
+    new.save(Path(directory), extra_files=extra)
     report.seconds = round(time.perf_counter() - t0, 3)
     logger.info("update: %d added, %d changed, %d removed, %d encoded", len(report.added),
                 len(report.changed), len(report.removed), report.encoded)

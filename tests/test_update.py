@@ -110,3 +110,14 @@ def test_load_then_save_keeps_the_bodies(tmp_path):
     assert read_bodies(tmp_path / "b") == [s.body for s in skills]
     SkillIndex.load(tmp_path / "b").save(tmp_path / "b")  # in place, through the atomic swap
     assert read_bodies(tmp_path / "b") == [s.body for s in skills]
+
+
+def test_extra_files_are_swapped_in_with_the_index(tmp_path):
+    index = SkillIndex.build(toy_skills(), HashEncoder())
+    index.save(tmp_path / "idx", extra_files={"calibration.json": b'{"min_score": 0.5}'})
+    assert read_calibration(tmp_path / "idx")["min_score"] == 0.5
+    SkillIndex.load(tmp_path / "idx")  # the extra file does not upset the checksums
+    for bad in ("", "../x", "sub/x", ".hidden", "manifest.json", "embeddings.npy"):
+        with pytest.raises(ValueError):
+            index.save(tmp_path / "idx2", extra_files={bad: b"x"})
+    assert not (tmp_path / "idx2").exists()
