@@ -214,7 +214,7 @@ def plot(report: dict[str, Any], out: str | Path) -> None:
         raise SystemExit("the plot needs matplotlib: pip install 'skillsight-fast[plot]'") from exc
     rows = [e for e in report["sizes"] if e["dtype"] == "float32"]
     n = [e["n_docs"] for e in rows]
-    fig, ax = plt.subplots(figsize=(7.5, 5))
+    fig, ax = plt.subplots(figsize=(10, 5))
     series = [("scoring", "SkillSight scoring", "o-"), ("end_to_end", "SkillSight end to end (with encoding)", "o--"),
               ("dense_topk", "dense scan + top-K", "s-"), ("faiss_flat", "faiss IndexFlatIP", "^-"),
               ("bm25s", "bm25s", "v-"), ("dense_rerank", "Dense + Reranker (top-100)", "D-")]
@@ -233,7 +233,7 @@ def plot(report: dict[str, Any], out: str | Path) -> None:
     ax.set_ylabel("p50 latency per query, ms (1 thread)")
     ax.set_title(f"skillsight bench — {report['cpu']}")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="center right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)  # outside: no data hidden
     fig.tight_layout()
     fig.savefig(out, dpi=120)
     plt.close(fig)
