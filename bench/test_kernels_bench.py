@@ -54,13 +54,18 @@ def test_dense_topk_int8_rescored(benchmark, corpus, one_thread):
         [len(set(a) & set(b)) / K for a, b in zip(approx.tolist(), exact.tolist())]))
 
 
+def _one_query_candidates(corpus):
+    """The dense top-K candidates and the evidence tokens of the corpus' first query."""
+    q = project_out_background(corpus.queries[:1], corpus.basis)
+    cand, _ = dense_topk(q, corpus.perp, K)
+    return cand, corpus.q_terms[corpus.q_ptr[0]: corpus.q_ptr[1]]
+
+
 @pytest.mark.benchmark(group="lexical")
 def test_lexical_candidates_one_query(benchmark, corpus, one_thread):
     record_machine(benchmark, corpus)
-    q = project_out_background(corpus.queries[:1], corpus.basis)
-    cand, _ = dense_topk(q, corpus.perp, K)
+    cand, qt = _one_query_candidates(corpus)
     lex = corpus.lexicon
-    qt = corpus.q_terms[corpus.q_ptr[0]: corpus.q_ptr[1]]
     benchmark(score_lexical_candidates, cand, qt, np.array([0, qt.size]), lex.doc_indptr, lex.doc_terms,
               corpus.weights)
 
@@ -69,10 +74,8 @@ def test_lexical_candidates_one_query(benchmark, corpus, one_thread):
 def test_bm25_candidates_one_query(benchmark, corpus, one_thread):
     """The adaptive default's lexical side: the LEC kernel's binary searches plus a tf read per hit."""
     record_machine(benchmark, corpus)
-    q = project_out_background(corpus.queries[:1], corpus.basis)
-    cand, _ = dense_topk(q, corpus.perp, K)
+    cand, qt = _one_query_candidates(corpus)
     lex = corpus.lexicon
-    qt = corpus.q_terms[corpus.q_ptr[0]: corpus.q_ptr[1]]
     tf = np.random.default_rng(0).integers(1, 4, lex.doc_terms.shape[0]).astype(np.uint16)
     lengths = np.diff(lex.doc_indptr).astype(np.int32)
     benchmark(score_bm25_candidates, cand, qt, np.array([0, qt.size]), lex.doc_indptr, lex.doc_terms, tf,

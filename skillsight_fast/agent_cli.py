@@ -6,28 +6,13 @@ Registered into ``skillsight`` through ``cli.EXTENSIONS``; heavy imports stay in
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
-from typing import Any
 
+from skillsight_fast.cli import add_abstention_args, emit_json
 from skillsight_fast.errors import SkillsightError
 
 DEFAULT_OFFTOPIC = Path(__file__).resolve().parent.parent / "data" / "offtopic_queries.txt"
-
-
-def _emit_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
-    sys.stdout.flush()
-
-
-def _min_score(value: str) -> float:
-    from skillsight_fast.calibrate import parse_min_score
-
-    try:
-        return parse_min_score(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,12 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-i", "--index", required=True, metavar="DIR")
     p.add_argument("--host", default="127.0.0.1", help="HTTP address (default loopback 127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765; 0 picks a free one)")
-    p.add_argument("--min-score", type=_min_score, default=None, metavar="S",
-                   help="no hits for a task whose best fused score is below S ('none': off; "
-                        "default: the index's calibration)")
-    p.add_argument("--min-cosine", type=_min_score, default=None, metavar="C",
-                   help="no hits for a task whose best raw cosine q.d is below C (overrides --min-score "
-                        "and the calibration)")
+    add_abstention_args(p)
     p.add_argument("--mmap", action="store_true", help="memory-map the index")
     p.add_argument("--json", action="store_true", help="HTTP: print {url, n_skills} as JSON once ready")
     p.add_argument("-q", "--quiet", action="store_true", help="no startup message")
@@ -103,7 +83,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 0
     server = make_http_server(service, args.host, args.port)
     if args.json:
-        _emit_json({"url": server.url, "n_skills": len(service.index), "abstention": service.health()["abstention"]})
+        emit_json({"url": server.url, "n_skills": len(service.index), "abstention": service.health()["abstention"]})
     elif not args.quiet:
         print(f"skillsight serving {len(service.index)} skills on {server.url} (abstention {threshold}); "
               "GET /health, POST /search, GET /skill/<id>", file=sys.stderr)
@@ -139,7 +119,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if not args.dry_run:
         write_calibration(args.index, result)
     if args.json:
-        _emit_json(result)
+        emit_json(result)
         return 0
     print(f"calibrated {args.index} on {len(labelled)} answerable and {result['n_offtopic']} off-topic queries "
           f"({', '.join(f'{n} {c}' for n, c in result['n_offtopic_by_source'].items())})")
@@ -177,7 +157,7 @@ def cmd_update(args: argparse.Namespace) -> int:
     out = result.to_dict() | {"index": str(args.index), "dry_run": args.dry_run,
                               "skipped": [str(p) for p in report.problems]}
     if args.json:
-        _emit_json(out)
+        emit_json(out)
     elif not args.quiet:
         verb = "would update" if args.dry_run else "updated"
         print(f"{verb} {args.index}: {len(result.added)} added, {len(result.changed)} changed, "
@@ -196,7 +176,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     title = Path(args.data).name if args.data else ""
     summary = analyze(index, queries, args.output, title=title, max_queries=args.max_queries)
     if args.json:
-        _emit_json(summary)
+        emit_json(summary)
     elif not args.quiet:
         rec = summary["recall"]
         print(f"wrote {', '.join(summary['plots'])} and report.md to {args.output} "

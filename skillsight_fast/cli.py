@@ -23,8 +23,10 @@ EXTENSIONS: tuple[str, ...] = ("skillsight_fast.agent_cli", "skillsight_fast.eva
 EXAMPLE_TASK = "Extract the tables from a PDF report and save them as CSV files"
 
 
-def _emit_json(obj: Any) -> None:
+def emit_json(obj: Any) -> None:
+    """One JSON object per line on stdout, flushed (``serve --json`` signals readiness with it)."""
     sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
 
 
 def _add_index(sub: argparse._SubParsersAction) -> None:
@@ -66,7 +68,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         "seconds": round(time.perf_counter() - t0, 2), **index.stats.to_dict(),
     }
     if args.json:
-        _emit_json(summary)
+        emit_json(summary)
     elif not args.quiet:
         print(f"indexed {len(index)} skills into {args.output} in {summary['seconds']} s "
               f"(rank r = {index.stats.rank}, |T_g| = {index.stats.n_generic}, "
@@ -82,13 +84,18 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object per task")
     p.add_argument("--explain", action="store_true", help="show score components and evidence tokens")
     p.add_argument("--mmap", action="store_true", help="memory-map the index instead of reading it")
+    add_abstention_args(p)
+    p.set_defaults(func=cmd_search)
+
+
+def add_abstention_args(p: argparse.ArgumentParser) -> None:
+    """``--min-score`` / ``--min-cosine``, shared by ``search`` and ``serve``."""
     p.add_argument("--min-score", type=_min_score_arg, default=None, metavar="S",
                    help="no hits for a task whose best fused score is below S ('none': off; default: the "
                         "index's calibration, if any)")
     p.add_argument("--min-cosine", type=_min_score_arg, default=None, metavar="C",
                    help="no hits for a task whose best raw cosine q.d is below C (overrides --min-score "
                         "and the calibration)")
-    p.set_defaults(func=cmd_search)
 
 
 def _min_score_arg(value: str) -> float:
@@ -132,7 +139,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     for row, task in enumerate(args.task):
         hits = [h for h, keep in zip(hits_of(index, result, row), kept[row][result.ids[row] >= 0]) if keep]
         if args.json:
-            _emit_json({"query": task, "hits": [{k: h[k] for k in ("id", "name", "score", "dense", "lexical",
+            emit_json({"query": task, "hits": [{k: h[k] for k in ("id", "name", "score", "dense", "lexical",
                                                                   "evidence")} for h in hits]})
             continue
         print(f"task: {task}")
@@ -166,7 +173,7 @@ def cmd_info(args: argparse.Namespace) -> int:
             "package_version": m["package_version"], "n_skills": m["n_skills"], "model": m["model"],
             "stats": m["stats"], "config": m["config"]}
     if args.json:
-        _emit_json(info)
+        emit_json(info)
         return 0
     s = info["stats"]
     print(f"index {args.index}: {m['n_skills']} skills, format v{m['format_version']}")

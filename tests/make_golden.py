@@ -12,7 +12,6 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
 from tokenizers import Tokenizer
 
 HERE = Path(__file__).resolve().parent

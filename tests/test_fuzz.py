@@ -177,6 +177,19 @@ def test_dense_topk_matches_reference(n, n_docs, d, k, data):
 
 
 # ====================================================================== lexical
+def draw_queries(draw, vocab, n_docs):
+    """Up to 5 queries of unique term ids (CSR: lists, flat ids, offsets) and up to 8 candidates each."""
+    n_q = draw(st.integers(0, 5))
+    queries = [draw(st.lists(st.integers(0, vocab - 1), unique=True, max_size=vocab)) for _ in range(n_q)]
+    ptr = np.zeros(n_q + 1, np.int64)
+    ptr[1:] = np.cumsum([len(q) for q in queries])
+    flat = np.asarray([t for q in queries for t in q], np.int32)
+    kc = draw(st.integers(0, 8))
+    cand = np.asarray(draw(st.lists(st.lists(st.integers(-1, n_docs - 1), min_size=kc, max_size=kc),
+                                    min_size=n_q, max_size=n_q)), np.int64).reshape(n_q, kc)
+    return queries, flat, ptr, cand
+
+
 @st.composite
 def lexical_case(draw):
     n_docs = draw(st.integers(0, 12))
@@ -189,14 +202,7 @@ def lexical_case(draw):
     # reciprocal of their sum overflow to inf, a documented precondition of the kernels
     weights = np.asarray(draw(st.lists(st.one_of(st.just(0.0), st.floats(2.0**-10, 5, width=32)),
                                        min_size=vocab, max_size=vocab)), np.float32)
-    n_q = draw(st.integers(0, 5))
-    queries = [draw(st.lists(st.integers(0, vocab - 1), unique=True, max_size=vocab)) for _ in range(n_q)]
-    ptr = np.zeros(n_q + 1, np.int64)
-    ptr[1:] = np.cumsum([len(q) for q in queries])
-    flat = np.asarray([t for q in queries for t in q], np.int32)
-    kc = draw(st.integers(0, 8))
-    cand = np.asarray(draw(st.lists(st.lists(st.integers(-1, len(sets) - 1), min_size=kc, max_size=kc),
-                                    min_size=n_q, max_size=n_q)), np.int64).reshape(n_q, kc)
+    queries, flat, ptr, cand = draw_queries(draw, vocab, len(sets))
     return lex, doc_sets, weights, queries, flat, ptr, cand
 
 
@@ -224,14 +230,7 @@ def bm25_case(draw):
     docs_tf = [{lex.term_ids[f"t{t:02d}"]: min(f, 65535) for t, f in d.items()} for d in docs]
     idf = np.asarray(draw(st.lists(st.one_of(st.just(0.0), st.floats(2.0**-10, 12, width=32)),
                                    min_size=vocab, max_size=vocab)), np.float32)
-    n_q = draw(st.integers(0, 5))
-    queries = [draw(st.lists(st.integers(0, vocab - 1), unique=True, max_size=vocab)) for _ in range(n_q)]
-    ptr = np.zeros(n_q + 1, np.int64)
-    ptr[1:] = np.cumsum([len(q) for q in queries])
-    flat = np.asarray([t for q in queries for t in q], np.int32)
-    kc = draw(st.integers(0, 8))
-    cand = np.asarray(draw(st.lists(st.lists(st.integers(-1, len(docs) - 1), min_size=kc, max_size=kc),
-                                    min_size=n_q, max_size=n_q)), np.int64).reshape(n_q, kc)
+    queries, flat, ptr, cand = draw_queries(draw, vocab, len(docs))
     k1 = draw(st.sampled_from([0.0, 1.2, 2.0]))
     b = draw(st.sampled_from([0.0, 0.75, 1.0]))
     return lex, docs_tf, idf, queries, flat, ptr, cand, k1, b

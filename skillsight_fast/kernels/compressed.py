@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from skillsight_fast.kernels._flags import JIT, PARALLEL_JIT
+from skillsight_fast.kernels._flags import PARALLEL_JIT
 from skillsight_fast.kernels.topk import _heap_better, _heap_replace_root, _heap_sort_desc
 
 

@@ -25,6 +25,21 @@ def _prefetch_terms(candidates, i, c, doc_indptr, doc_terms):  # pragma: no cove
                 prefetch(doc_terms, p)
 
 
+@njit(inline="always", **JIT)
+def _find_term(doc_terms, lo, hi, t):  # pragma: no cover - jitted
+    """Position of term ``t`` in the sorted slice ``doc_terms[lo:hi]``, or -1 (binary search)."""
+    end = hi
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if doc_terms[mid] < t:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < end and doc_terms[lo] == t:
+        return lo
+    return -1
+
+
 @njit(**PARALLEL_JIT)
 def _score_lexical_candidates(
     candidates, q_terms, q_ptr, doc_indptr, doc_terms, weights, out
@@ -69,15 +84,7 @@ def _score_lexical_candidates(
             acc = np.float32(0.0)
             for p in range(a, b):
                 t = q_terms[p]
-                lo = lo0
-                hi = hi0
-                while lo < hi:
-                    mid = (lo + hi) >> 1
-                    if doc_terms[mid] < t:
-                        lo = mid + 1
-                    else:
-                        hi = mid
-                if lo < hi0 and doc_terms[lo] == t:
+                if _find_term(doc_terms, lo0, hi0, t) >= 0:
                     acc += weights[t]
             out[i, c] = acc / total
     return out
@@ -116,16 +123,9 @@ def _score_bm25_candidates(
             acc = 0.0
             for p in range(a, e):
                 t = q_terms[p]
-                lo = lo0
-                hi = hi0
-                while lo < hi:
-                    mid = (lo + hi) >> 1
-                    if doc_terms[mid] < t:
-                        lo = mid + 1
-                    else:
-                        hi = mid
-                if lo < hi0 and doc_terms[lo] == t:
-                    tf = np.float64(doc_tf[lo])
+                pos = _find_term(doc_terms, lo0, hi0, t)
+                if pos >= 0:
+                    tf = np.float64(doc_tf[pos])
                     acc += idf[t] * (tf * (k1 + 1.0)) / (tf + norm)
             out[i, c] = acc
     return out
