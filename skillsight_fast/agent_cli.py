@@ -141,7 +141,6 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_update(args: argparse.Namespace) -> int:
-    from skillsight_fast import SkillIndex
     from skillsight_fast.progress import ProgressEncoder, progress_enabled
     from skillsight_fast.skills import load_skills
     from skillsight_fast.update import update_index
@@ -150,10 +149,11 @@ def cmd_update(args: argparse.Namespace) -> int:
     if not args.quiet:
         for problem in report.problems:
             print(f"skipped {problem}", file=sys.stderr)
-    encoder = None
-    if progress_enabled(args.quiet) and not args.dry_run:
-        encoder = ProgressEncoder(SkillIndex.load(args.index).encoder, desc="encoding changed skills")
-    result = update_index(args.index, report.skills, encoder=encoder, dry_run=args.dry_run)
+    wrap = None
+    if progress_enabled(args.quiet):
+        def wrap(encoder):
+            return ProgressEncoder(encoder, desc="encoding changed skills")
+    result = update_index(args.index, report.skills, dry_run=args.dry_run, wrap_encoder=wrap)
     out = result.to_dict() | {"index": str(args.index), "dry_run": args.dry_run,
                               "skipped": [str(p) for p in report.problems]}
     if args.json:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from skillsight_fast.errors import SkillsightError
+from skillsight_fast.io import MANIFEST
 
 if TYPE_CHECKING:
     from skillsight_fast.index import SkillIndex
@@ -83,7 +84,7 @@ def read_calibration(directory: str | os.PathLike[str]) -> dict[str, Any] | None
 def write_calibration(directory: str | os.PathLike[str], data: dict[str, Any]) -> Path:
     """Write ``calibration.json`` into an index folder atomically (temp file + rename)."""
     directory = Path(directory).expanduser()
-    if not (directory / "manifest.json").is_file():
+    if not (directory / MANIFEST).is_file():
         raise SkillsightError(f"{directory}: not an index folder")
     fd, tmp = tempfile.mkstemp(prefix=".calibration.", suffix=".tmp", dir=directory)
     try:
@@ -126,12 +127,6 @@ def resolve_abstention(directory: str | os.PathLike[str], min_score: float | Non
     if cal is None:
         return None
     return Abstention(cal.get("signal", "score"), float(cal.get("threshold", cal.get("min_score"))))
-
-
-def resolve_min_score(directory: str | os.PathLike[str], value: float | None) -> float | None:
-    """Fused-score threshold only (kept for callers that know no other signal)."""
-    rule = resolve_abstention(directory, min_score=value)
-    return rule.threshold if rule is not None and rule.signal == "score" else None
 
 
 def hit_cosines(index: "SkillIndex", vectors: np.ndarray, ids: np.ndarray) -> np.ndarray:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from skillsight_fast.config import LEXICAL_SIDES
 from skillsight_fast.errors import SkillsightError
 
 #: Modules that add subcommands (each defines ``register(subparsers)``).
@@ -38,7 +39,7 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--strict", action="store_true", help="fail on the first broken skill instead of skipping it")
     p.add_argument("--paper", action="store_true",
                    help="the method exactly as the paper writes it (no adaptive rules: SBC always, LEC, weight 1)")
-    p.add_argument("--lexical", choices=("lec", "bm25"), default=None,
+    p.add_argument("--lexical", choices=LEXICAL_SIDES, default=None,
                    help="lexical side fused with the dense score (default: bm25, or lec with --paper)")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or warnings")

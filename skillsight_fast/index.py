@@ -22,7 +22,7 @@ from skillsight_fast.background import (
     otsu_threshold,
     select_background_terms,
 )
-from skillsight_fast.config import IndexConfig
+from skillsight_fast.config import LEXICAL_SIDES, IndexConfig
 from skillsight_fast.errors import EmbeddingError, ModelMismatchError, QueryError, SkillsightError
 from skillsight_fast.kernels import (
     dense_topk,
@@ -38,6 +38,18 @@ from skillsight_fast.skills import Skill
 from skillsight_fast.types import Encoder
 
 logger = logging.getLogger(__name__)
+
+
+def _remove_background(vectors: np.ndarray, basis: np.ndarray, renormalize: bool) -> np.ndarray:
+    """v − B Bᵀ v, or ``vectors`` themselves when there is nothing to remove.
+
+    With SBC off (r = 0, no re-normalising) the projection is the identity: sharing the array
+    spares a copy of the document matrix and a kernel launch per query batch. Nothing in the index
+    writes into either array.
+    """
+    if basis.shape[0] == 0 and not renormalize:
+        return vectors
+    return project_out_background(vectors, basis, renormalize=renormalize)
 
 #: Largest k a search accepts beyond the corpus size (results are padded up to k).
 MAX_K = 10_000
@@ -167,7 +179,7 @@ class SkillIndex:
         self.source_dir: Path | None = None
         self._encoder_lock = threading.Lock()  # many threads may search before the encoder is loaded
         self._bm25: tuple[np.ndarray, float] | None = None
-        if stats.lexical not in ("lec", "bm25"):
+        if stats.lexical not in LEXICAL_SIDES:
             raise SkillsightError(f"unknown lexical side {stats.lexical!r} (expected 'lec' or 'bm25')")
         if stats.lexical == "bm25" and not lexicon.has_tf:
             raise SkillsightError("the BM25 lexical side needs term frequencies and document lengths "
@@ -251,7 +263,7 @@ class SkillIndex:
 
             cal = calibrate(emb, bg.basis, lexicon, generic, config)
             basis, extra = cal.basis, cal.stats
-        perp = project_out_background(emb, basis, renormalize=config.renormalize)
+        perp = _remove_background(emb, basis, config.renormalize)
         weights = lec_weights(idf, df, n, config.beta)
         stats = IndexStats(
             n_docs=n, dim=int(emb.shape[1]), vocab_size=len(lexicon.vocab),
@@ -308,6 +320,12 @@ class SkillIndex:
             raise ModelMismatchError(f"encoder dimension {encoder.dim} != index dimension {self.stats.dim}")
 
     # ------------------------------------------------------------------ search
+    @property
+    def lexical_weight(self) -> float:
+        """Weight of the lexical term in the fusion: the adaptive one when recorded, else the config's."""
+        w = self.stats.lexical_weight
+        return self.config.lexical_weight if w is None else w
+
     @property
     def bm25_params(self) -> tuple[np.ndarray, float]:
         """(Lucene idf float32 (V,), mean document length) of the BM25 side, derived on first use."""
@@ -398,7 +416,7 @@ class SkillIndex:
             raise QueryError("query embedding contains NaN or infinity")
         cfg = self.config
         n_docs = len(self)
-        q_perp = project_out_background(q, self.basis, renormalize=cfg.renormalize)
+        q_perp = _remove_background(q, self.basis, cfg.renormalize)
         kc = min(n_docs, max(cfg.candidates, k))
         q_terms, q_ptr = self.lexicon.query_terms(texts, self.generic, cfg.min_token_len, cfg.max_token_len)
         if n_docs == 0:
@@ -419,7 +437,7 @@ class SkillIndex:
             s_dense[rows] = np.einsum("ij,ij->i", q_perp[rows[0]], self.embeddings_perp[cand[rows]])
         s_lex = self.score_lexical(cand, q_terms, q_ptr)
         ids, scores, pos = fuse_topk(cand, s_dense, s_lex, k, mode=cfg.fusion,
-                                     weight=cfg.lexical_weight if self.stats.lexical_weight is None else self.stats.lexical_weight,
+                                     weight=self.lexical_weight,
                                      rrf_k=cfg.rrf_k)
         rows = np.arange(len(texts))[:, None]
         safe = np.maximum(pos, 0)

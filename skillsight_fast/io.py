@@ -23,12 +23,12 @@ saves. Loading ignores those leftovers, and retries if a save swapped the folder
 
 from __future__ import annotations
 
-import logging
 import contextlib
 import ctypes
 import errno
 import hashlib
 import json
+import logging
 import os
 import shutil
 import sys
@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from skillsight_fast import __version__
-from skillsight_fast.config import IndexConfig
+from skillsight_fast.config import LEXICAL_SIDES, IndexConfig
 from skillsight_fast.errors import IndexFormatError
 
 if TYPE_CHECKING:
@@ -405,7 +405,7 @@ def _load_once(directory: Path, *, mmap: bool, verify: bool) -> "SkillIndex":
             raise IndexFormatError(f"{directory}: array {name} does not match {n} skills / {len(vocab)} terms")
     if ("doc_tf" in arrays) != ("doc_len" in arrays):
         raise IndexFormatError(f"{directory}: doc_tf and doc_len must be stored together")
-    if stats.lexical not in ("lec", "bm25"):
+    if stats.lexical not in LEXICAL_SIDES:
         raise IndexFormatError(f"{directory}: unknown lexical side {stats.lexical!r} in the manifest")
     if stats.lexical == "bm25" and "doc_tf" not in arrays:
         raise IndexFormatError(f"{directory}: the index fuses BM25 but stores no term frequencies "

@@ -112,11 +112,9 @@ class ProgressEncoder:
     others are called on chunks of :data:`CHUNK` texts.
     """
 
-    def __init__(self, encoder: Any, *, desc: str = "encoding", enabled: bool = True,
-                 stream: IO[str] | None = None) -> None:
+    def __init__(self, encoder: Any, *, desc: str = "encoding", stream: IO[str] | None = None) -> None:
         self.inner = encoder
         self.desc = desc
-        self.enabled = enabled
         self.stream = stream
 
     def __getattr__(self, name: str) -> Any:
@@ -124,7 +122,7 @@ class ProgressEncoder:
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         texts = list(texts)
-        if not self.enabled or len(texts) <= 1:
+        if len(texts) <= 1:
             return self.inner.encode(texts)
         with Progress(len(texts), self.desc, enabled=True, stream=self.stream) as bar:
             if _accepts_progress(self.inner.encode):

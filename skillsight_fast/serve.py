@@ -28,6 +28,7 @@ from urllib.parse import unquote, urlsplit
 
 from skillsight_fast.calibrate import Abstention, filter_hits, hit_cosines
 from skillsight_fast.errors import QueryError, SkillsightError
+from skillsight_fast.skills import MAX_SKILL_BYTES, SKILL_FILE
 
 logger = logging.getLogger(__name__)
 
@@ -35,8 +36,6 @@ logger = logging.getLogger(__name__)
 MAX_SERVE_K = 100
 #: Largest accepted HTTP request body (bytes).
 MAX_BODY_BYTES = 64 * 1024
-#: Largest SKILL.md returned by get_skill (bytes).
-MAX_SKILL_BYTES = 4 * 1024 * 1024
 #: Loopback addresses (anything else is reachable from other machines).
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -157,7 +156,7 @@ class SkillService:
 def _read_skill_file(path: str) -> str | None:
     p = Path(path)
     try:
-        if p.name != "SKILL.md" or not p.is_file() or p.stat().st_size > MAX_SKILL_BYTES:
+        if p.name != SKILL_FILE or not p.is_file() or p.stat().st_size > MAX_SKILL_BYTES:
             return None
         return p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):

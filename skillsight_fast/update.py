@@ -14,7 +14,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,7 @@ class UpdateReport:
 
 
 def update_index(directory: str | os.PathLike[str], skills: Sequence[Skill], *, encoder: Any = None,
-                 dry_run: bool = False) -> UpdateReport:
+                 dry_run: bool = False, wrap_encoder: Callable[[Any], Any] | None = None) -> UpdateReport:
     """Bring the index in ``directory`` in line with ``skills`` and save it atomically.
 
     Parameters
@@ -59,6 +59,9 @@ def update_index(directory: str | os.PathLike[str], skills: Sequence[Skill], *, 
         Defaults to the index's own model (checked against the manifest).
     dry_run : bool
         Only report what would change.
+    wrap_encoder : callable, optional
+        Applied to the encoder just before the changed skills are encoded (e.g. a progress bar),
+        so the caller need not load the index or the model itself.
 
     Returns
     -------
@@ -98,7 +101,8 @@ def update_index(directory: str | os.PathLike[str], skills: Sequence[Skill], *, 
         if row is not None:
             emb[i] = old.embeddings[row]
     if todo:
-        emb[todo] = old.encoder.encode([skills[i].text for i in todo])
+        enc = old.encoder if wrap_encoder is None else wrap_encoder(old.encoder)
+        emb[todo] = enc.encode([skills[i].text for i in todo])
     report.encoded = len(todo)
     new = SkillIndex.from_embeddings(skills, emb, old.config, model_id=old.model_id,
                                      model_checksum=old.model_checksum, encoder=encoder)

@@ -190,7 +190,7 @@ def bench_size(
         state["sl"] = index.score_lexical(state["cand"], qt, qptr)  # LEC or BM25, as the index fuses
 
     def a_fuse(r: int) -> None:
-        fuse_topk(state["cand"], state["sd"], state["sl"], k, mode=cfg.fusion, weight=cfg.lexical_weight,
+        fuse_topk(state["cand"], state["sd"], state["sl"], k, mode=cfg.fusion, weight=index.lexical_weight,
                   rrf_k=cfg.rrf_k)
 
     def a_scoring(r: int) -> None:
@@ -244,7 +244,7 @@ def bench_size(
             cand, sd = dense_topk_int8(qp, codes, scales, kc, docs=perp)
             qt, qptr = lex.query_terms([texts[i]], generic, cfg.min_token_len, cfg.max_token_len)
             sl = index.score_lexical(cand, qt, qptr)
-            fuse_topk(cand, sd, sl, k, mode=cfg.fusion, weight=cfg.lexical_weight, rrf_k=cfg.rrf_k)
+            fuse_topk(cand, sd, sl, k, mode=cfg.fusion, weight=index.lexical_weight, rrf_k=cfg.rrf_k)
 
         arms.update(dense_topk_int8=a_dense_int8, scoring_int8=a_scoring_int8)
     ivf = None
@@ -324,7 +324,7 @@ def bench_size(
         "dense_topk": lambda: dense_topk(bqp, perp, kc),
         "lexical": lambda: index.score_lexical(
             bcand, *lex.query_terms(btexts, generic, cfg.min_token_len, cfg.max_token_len)),
-        "fuse_topk": lambda: fuse_topk(bcand, bsd, bsl, k, mode=cfg.fusion, weight=cfg.lexical_weight,
+        "fuse_topk": lambda: fuse_topk(bcand, bsd, bsl, k, mode=cfg.fusion, weight=index.lexical_weight,
                                        rrf_k=cfg.rrf_k),
         "scoring": lambda: index.search_vectors(bq, btexts, k, explain=False),
         "faiss_flat": lambda: flat.search(bq, k),
