@@ -24,14 +24,14 @@ import skillsight_fast.models as models
 from fakes import HashEncoder, toy_skills
 from skillsight_fast import SkillIndex
 from skillsight_fast import kernels
-from skillsight_fast.kernels import fusion, lexical, projection, stats, topk
+from skillsight_fast.kernels import compressed, fusion, lexical, projection, stats, topk
 
 N_THREADS = 8
 needs_jit = pytest.mark.skipif(numba.config.DISABLE_JIT, reason="NUMBA_DISABLE_JIT: no dispatchers or layers")
 
 
 def dispatchers():
-    for module in (fusion, lexical, projection, stats, topk):
+    for module in (compressed, fusion, lexical, projection, stats, topk):
         for name, obj in vars(module).items():
             if isinstance(obj, numba.core.registry.CPUDispatcher) and obj.__module__ == module.__name__:
                 yield f"{module.__name__}.{name}", obj

@@ -85,11 +85,10 @@ def _write_jsonl(path: Path, rows) -> None:
             fh.write(json.dumps(r) + "\n")
 
 
-@pytest.fixture()
-def tiny_dataset(tmp_path, monkeypatch):
+def _write_dataset(tmp_path, monkeypatch, n_extra):
     folder = tmp_path / "tiny"
     folder.mkdir()
-    skills = toy_skills(n_extra=30, seed=1)
+    skills = toy_skills(n_extra=n_extra, seed=1)
     _write_jsonl(folder / "corpus.jsonl.gz",
                  [{"id": s.id, "name": s.name, "description": s.description, "body": s.body} for s in skills])
     _write_jsonl(folder / "queries.jsonl.gz", [{"id": i, "text": t, "gold": g} for i, t, g in QUERIES])
@@ -100,6 +99,18 @@ def tiny_dataset(tmp_path, monkeypatch):
 
     monkeypatch.setattr(methods, "load_encoder", lambda *a, **k: enc)
     return folder, enc
+
+
+@pytest.fixture()
+def tiny_dataset(tmp_path, monkeypatch):
+    """40 documents (10 topical + 30 distractors), 6 queries."""
+    return _write_dataset(tmp_path, monkeypatch, n_extra=30)
+
+
+@pytest.fixture()
+def deeper_dataset(tmp_path, monkeypatch):
+    """More documents than the evaluation depth (50), so recall@50 can fail."""
+    return _write_dataset(tmp_path, monkeypatch, n_extra=110)
 
 
 FAST_METHODS = ["bm25", "tfidf", "dense", "abtt", "sbc", "lec", "dense+lec", "bm25+sbc", "rrf",
@@ -117,12 +128,13 @@ def test_load_dataset_composes_and_drops_missing_gold(tiny_dataset):
 
 
 @pytest.mark.parametrize("method", FAST_METHODS)
-def test_each_method_runs_and_ranks_the_obvious_gold(tiny_dataset, method):
+def test_each_method_runs_and_ranks_the_obvious_gold(deeper_dataset, method):
     from skillsight_fast.evaluation.datasets import load_dataset
     from skillsight_fast.evaluation.methods import METHODS, EvalContext
     from skillsight_fast.evaluation.metrics import DEPTH, evaluate
 
-    ds = load_dataset(tiny_dataset[0])
+    ds = load_dataset(deeper_dataset[0])
+    assert len(ds.docs) > DEPTH  # otherwise every ranking holds every document and recall@50 is 1
     ctx = EvalContext(ds)
     ranked = METHODS[method](ctx)
     assert ranked.shape == (6, DEPTH) and ranked.dtype == np.int64

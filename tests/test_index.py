@@ -237,3 +237,21 @@ def test_otsu_and_effective_rank():
     assert effective_rank(np.array([1.0, 1.0, 1.0, 1.0])) == 4
     assert effective_rank(np.array([5.0, 0.0])) == 1
     assert effective_rank(np.zeros(3)) == 0
+
+
+@pytest.mark.skipif(__import__("numba").config.DISABLE_JIT, reason="no dispatchers without the JIT")
+@pytest.mark.parametrize("mmap", [False, True])
+def test_warmup_compiles_every_signature_a_search_uses(tmp_path, mmap):
+    from skillsight_fast.kernels import fusion, lexical, projection, topk
+    from skillsight_fast.kernels.warmup import warmup_kernels
+
+    for lexical_side in ("lec", "bm25"):
+        SkillIndex.build(toy_skills(n_extra=20), HashEncoder(),
+                         IndexConfig(lexical=lexical_side)).save(tmp_path / lexical_side)
+        index = SkillIndex.load(tmp_path / lexical_side, mmap=mmap, encoder=HashEncoder())
+        warmup_kernels(index.stats.dim)
+        kernels = [f for m in (fusion, lexical, projection, topk) for f in vars(m).values()
+                   if hasattr(f, "signatures") and f.__module__ == m.__name__]
+        before = {f: len(f.signatures) for f in kernels}
+        index.search(["merge pdf pages", "docker compose deploy"], k=3)
+        assert {f: len(f.signatures) for f in kernels} == before  # nothing compiled on the first query

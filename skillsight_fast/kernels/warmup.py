@@ -20,15 +20,21 @@ def warmup_kernels(dim: int = 8) -> None:
     basis[0, 0] = 1.0
     for renorm in (False, True):
         q = project_out_background(docs[:2], basis, renormalize=renorm)
-    cand, s = dense_topk(q, docs, 3)
-    indptr = np.array([0, 1, 2, 3, 4], np.int64)
-    terms = np.array([0, 1, 0, 1], np.int32)
     qt, qp = np.array([0, 1], np.int32), np.array([0, 1, 2], np.int64)
-    w = np.ones(2, np.float32)
-    lex = score_lexical_candidates(cand, qt, qp, indptr, terms, w)
-    score_bm25_candidates(cand, qt, qp, indptr, terms, np.ones(4, np.uint16), np.ones(4, np.int32), w)
-    post_ptr, post_docs = np.array([0, 2, 4], np.int64), np.array([0, 2, 1, 3], np.int32)
-    score_lexical_all(qt, qp, post_ptr, post_docs, w, 4)
+    # index-side arrays twice: writable (loaded) and read-only (memory-mapped), which Numba types apart
+    for writable in (True, False):
+        d = docs.copy()
+        indptr = np.array([0, 1, 2, 3, 4], np.int64)
+        terms = np.array([0, 1, 0, 1], np.int32)
+        tf, dl = np.ones(4, np.uint16), np.ones(4, np.int32)
+        w = np.ones(2, np.float32)
+        post_ptr, post_docs = np.array([0, 2, 4], np.int64), np.array([0, 2, 1, 3], np.int32)
+        for a in (d, indptr, terms, tf, dl, w, post_ptr, post_docs):
+            a.setflags(write=writable)
+        cand, s = dense_topk(q, d, 3)
+        lex = score_lexical_candidates(cand, qt, qp, indptr, terms, w)
+        score_bm25_candidates(cand, qt, qp, indptr, terms, tf, dl, np.ones(2, np.float32))  # idf: computed, writable
+        score_lexical_all(qt, qp, post_ptr, post_docs, w, 4)
     for mode in ("eq15", "convex", "rrf", "dense", "lexical"):
         fuse_topk(cand, s, lex, 2, mode=mode)
     merge_candidates(cand, cand)
