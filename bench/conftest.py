@@ -52,7 +52,9 @@ class Corpus:
         n_vocab = int(20_000 * (n_docs / 3_434) ** 0.6)
         indptr, terms = _zipf_sets(rng, n_docs, n_vocab, 150)
         post_ptr, post_docs = invert(indptr, terms, n_vocab)
-        lexicon = Lexicon([f"t{i}" for i in range(n_vocab)], indptr, terms, post_ptr, post_docs)
+        # term frequencies as the default (BM25) index stores them; their values do not change the kernels' cost
+        lexicon = Lexicon([f"t{i}" for i in range(n_vocab)], indptr, terms, post_ptr, post_docs,
+                          rng.integers(1, 4, terms.shape[0]).astype(np.uint16), np.diff(indptr).astype(np.int32))
         df = lexicon.df()
         idf = idf_from_df(df, n_docs)
         self.generic = (df >= 2) & (idf <= np.quantile(idf[df >= 2], 0.1))
@@ -62,7 +64,7 @@ class Corpus:
         self.queries /= np.linalg.norm(self.queries, axis=1, keepdims=True)
         self.texts = [" ".join(f"t{t}" for t in rng.integers(0, n_vocab, 60)) for _ in range(64)]
         self.q_terms, self.q_ptr = lexicon.query_terms(self.texts, self.generic)
-        stats = IndexStats(n_docs, DIM, n_vocab, 0.0, int(self.generic.sum()), 0, 1, 1)
+        stats = IndexStats(n_docs, DIM, n_vocab, 0.0, int(self.generic.sum()), 0, 1, 1, lexical="bm25")
         self.index = SkillIndex(
             skills=[SkillMeta(f"s{i}", f"s{i}", "", "", "") for i in range(n_docs)], embeddings=emb,
             embeddings_perp=self.perp, basis=self.basis, singular_values=np.ones(1, np.float32),

@@ -19,7 +19,7 @@ import numpy as np
 from skillsight_fast.config import IndexConfig
 from skillsight_fast.evaluation.datasets import SHARED_DATASETS, load_dataset
 from skillsight_fast.evaluation.methods import EvalContext
-from skillsight_fast.evaluation.metrics import evaluate
+from skillsight_fast.evaluation.metrics import DEPTH, evaluate, topk_from_scores
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 
@@ -39,7 +39,7 @@ def main() -> None:
         for label, emb in (("full text", full), ("unit(full + name/desc)", unit(full + nd)), ("name/desc", nd)):
             idx = ctx.index(IndexConfig(), embeddings=emb)
             r = evaluate(ctx.search(idx), ds.gold)
-            d = evaluate(np.argsort(-(ctx.query_emb @ emb.T), axis=1)[:, :50], ds.gold)
+            d = evaluate(topk_from_scores(ctx.query_emb @ emb.T, DEPTH, tiebreak=ctx.tiebreak), ds.gold)
             print(f"| {name} | {label} | {100 * r['recall@10']:.1f} / {100 * r['ndcg@10']:.1f} | "
                   f"{100 * d['recall@10']:.1f} / {100 * d['ndcg@10']:.1f} | {idx.stats.sbc_applied} |", flush=True)
 

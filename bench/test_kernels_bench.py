@@ -76,10 +76,8 @@ def test_bm25_candidates_one_query(benchmark, corpus, one_thread):
     record_machine(benchmark, corpus)
     cand, qt = _one_query_candidates(corpus)
     lex = corpus.lexicon
-    tf = np.random.default_rng(0).integers(1, 4, lex.doc_terms.shape[0]).astype(np.uint16)
-    lengths = np.diff(lex.doc_indptr).astype(np.int32)
-    benchmark(score_bm25_candidates, cand, qt, np.array([0, qt.size]), lex.doc_indptr, lex.doc_terms, tf,
-              lengths, corpus.weights)
+    benchmark(score_bm25_candidates, cand, qt, np.array([0, qt.size]), lex.doc_indptr, lex.doc_terms, lex.doc_tf,
+              lex.doc_len, corpus.weights)
 
 
 @pytest.mark.benchmark(group="fusion")

@@ -1,4 +1,5 @@
-"""Kernel paths taken only by long inputs: the bitset lexical path and the batched dense tiles."""
+"""Long inputs: lexical scoring of long queries (many binary searches, prefetching past the
+end of short candidate lists) and the batched dense tiles (partial tiles and blocks)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ def rng():
     return np.random.default_rng(2024)
 
 
-@pytest.mark.parametrize("q_len", [11, 12, 40, 150])
+@pytest.mark.parametrize("q_len", [12, 40, 150])
 def test_lexical_candidates_long_queries_match_reference(rng, q_len):
     vocab = 300
     sets = [set(rng.choice(vocab, size=rng.integers(0, 120), replace=False).tolist()) for _ in range(60)]

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from skillsight_fast.background import bm25_idf
 from skillsight_fast.kernels._flags import JIT
 
 logger = logging.getLogger(__name__)
@@ -94,12 +95,11 @@ def bm25_retriever(index, k1: float = 1.5, b: float = 0.75):
 
     lex = index.lexicon
     n = len(index)
-    df = np.diff(lex.post_indptr).astype(np.float64)
-    idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
+    idf = bm25_idf(lex.df(), n)
     dl = np.diff(lex.doc_indptr).astype(np.float64)
     norm = 1.0 / (1.0 + k1 * (1.0 - b + b * dl / max(dl.mean(), 1.0)))
-    term_of_posting = np.repeat(np.arange(df.shape[0], dtype=np.int32), np.diff(lex.post_indptr))
-    data = idf.astype(np.float32)[term_of_posting]  # bm25s "lucene": idf · tf / (tf + k1 (1 - b + b dl/avgdl))
+    term_of_posting = np.repeat(np.arange(idf.shape[0], dtype=np.int32), np.diff(lex.post_indptr))
+    data = idf[term_of_posting]  # bm25s "lucene": idf · tf / (tf + k1 (1 - b + b dl/avgdl))
     del term_of_posting
     data *= norm.astype(np.float32)[lex.post_docs]
     retriever = bm25s.BM25(k1=k1, b=b)
@@ -164,8 +164,8 @@ def bench_size(
     flat = faiss.IndexFlatIP(dim)
     flat.add(index.embeddings)
     retriever = bm25_retriever(index)
-    bm25_ids = [[int(t) for t in lex.query_terms([q], np.zeros(len(lex.vocab), bool))[0]] or [0]
-                for q in texts]
+    no_exclusion = np.zeros(len(lex.vocab), bool)  # bm25s sees every query token
+    bm25_ids = [[int(t) for t in lex.query_terms([q], no_exclusion)[0]] or [0] for q in texts]
     _ = lex.term_ids
     qp_all = project_out_background(qv, basis, renormalize=cfg.renormalize)
     timings = Timings()
@@ -312,8 +312,7 @@ def bench_size(
     nb = min(batch, nq)
     reps_b = 3 if n_docs < 500_000 else 1
     bq = qv[:nb]
-    btexts = [texts[i % nq] for i in range(bq.shape[0])]
-    nb = bq.shape[0]
+    btexts = texts[:nb]
     throughput: dict[str, dict[str, float]] = {}
     bqp = project_out_background(bq, basis, renormalize=cfg.renormalize)
     bcand, bsd = dense_topk(bqp, perp, kc)

@@ -79,6 +79,7 @@ class EvalContext:
     rerank_max_length: int = 256
     encoder: Any = None
     notes: dict[str, Any] = field(default_factory=dict)
+    _indexes: dict[Any, Any] = field(default_factory=dict, repr=False)
 
     # -------------------------------------------------------------- shared inputs
     @property
@@ -146,18 +147,27 @@ class EvalContext:
         return out
 
     def index(self, config: Any = None, embeddings: np.ndarray | None = None) -> Any:
-        """A SkillIndex over the cached embeddings (the lexicon is shared across configs)."""
+        """A SkillIndex over the cached embeddings (the lexicon is shared across configs).
+
+        Indexes over the document embeddings are built once per configuration and reused (several
+        methods and every ablation axis start from the paper's configuration).
+        """
         from skillsight_fast.config import IndexConfig
         from skillsight_fast.index import SkillIndex
 
-        return SkillIndex.from_embeddings(
-            self.dataset.docs, self.doc_emb if embeddings is None else embeddings, config or IndexConfig(),
+        config = config or IndexConfig()
+        if embeddings is None and config in self._indexes:
+            return self._indexes[config]
+        index = SkillIndex.from_embeddings(
+            self.dataset.docs, self.doc_emb if embeddings is None else embeddings, config,
             lexicon=self.lexicon, model_id=self.enc.model_id, model_checksum="",
         )
+        if embeddings is None:
+            self._indexes[config] = index
+        return index
 
-    def search(self, index: Any, k: int = DEPTH, queries: np.ndarray | None = None) -> np.ndarray:
-        q = self.query_emb if queries is None else queries
-        return index.search_vectors(q, self.dataset.query_texts, k, explain=False).ids
+    def search(self, index: Any, k: int = DEPTH) -> np.ndarray:
+        return index.search_vectors(self.query_emb, self.dataset.query_texts, k, explain=False).ids
 
 
 # ------------------------------------------------------------------ methods
