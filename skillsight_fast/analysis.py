@@ -125,9 +125,11 @@ def analyze(index: "SkillIndex", queries: Sequence["Query"] | None, out_dir: str
     basis = np.asarray(index.basis, np.float32)
     d = np.asarray(index.embeddings, np.float32)
 
-    # background energy
-    e_docs = ((d @ basis.T) ** 2).sum(axis=1)
-    e_q = ((q @ basis.T) ** 2).sum(axis=1)
+    # background energy e_B(v) = ‖Bᵀv‖² (the coordinates are reused by the score split below)
+    qb = q @ basis.T
+    db = d @ basis.T
+    e_docs = (db ** 2).sum(axis=1)
+    e_q = (qb ** 2).sum(axis=1)
 
     # ranks, recall vs depth, share ahead
     ranks = gold_ranks(index, q, texts, gold)
@@ -138,8 +140,6 @@ def analyze(index: "SkillIndex", queries: Sequence["Query"] | None, out_dir: str
 
     # score split for gold, hardest negative and a random skill
     rng = np.random.default_rng(seed)
-    qb = q @ basis.T
-    db = d @ basis.T
     from skillsight_fast.kernels import project_out_background
 
     q_perp = project_out_background(q, index.basis, renormalize=False)
@@ -149,9 +149,8 @@ def analyze(index: "SkillIndex", queries: Sequence["Query"] | None, out_dir: str
     for i, g in enumerate(gold):
         raw = d @ q[i]
         g_best = int(g[np.argmax(raw[g])])
-        masked = raw.copy()
-        masked[g] = -np.inf
-        neg = int(np.argmax(masked)) if n_docs > g.size else g_best
+        raw[g] = -np.inf  # raw is this query's own array: mask the gold skills in place
+        neg = int(np.argmax(raw)) if n_docs > g.size else g_best
         rnd = int(rng.integers(n_docs))
         for name, j in (("gold", g_best), ("hardest non-gold", neg), ("random", rnd)):
             parts[name][0].append(float(qb[i] @ db[j]))
@@ -221,7 +220,7 @@ def analyze(index: "SkillIndex", queries: Sequence["Query"] | None, out_dir: str
     plt.close(fig)
 
     def at(m: str, k: int) -> float:
-        return float(np.mean([np.mean(r <= k) for r in ranks[m]]) * 100)
+        return float(_recall_curve(ranks[m], np.array([k]))[0] * 100)
 
     summary: dict[str, Any] = {
         "data": source, "n_queries": len(texts), "n_docs": n_docs, "rank": rank,

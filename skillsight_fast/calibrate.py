@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from skillsight_fast.errors import SkillsightError
-from skillsight_fast.io import MANIFEST
+from skillsight_fast.io import write_index_file
 
 if TYPE_CHECKING:
     from skillsight_fast.index import SkillIndex
@@ -82,21 +81,8 @@ def read_calibration(directory: str | os.PathLike[str]) -> dict[str, Any] | None
 
 
 def write_calibration(directory: str | os.PathLike[str], data: dict[str, Any]) -> Path:
-    """Write ``calibration.json`` into an index folder atomically (temp file + rename)."""
-    directory = Path(directory).expanduser()
-    if not (directory / MANIFEST).is_file():
-        raise SkillsightError(f"{directory}: not an index folder")
-    fd, tmp = tempfile.mkstemp(prefix=".calibration.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, directory / CALIBRATION)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return directory / CALIBRATION
+    """Write ``calibration.json`` into an index folder atomically, under the index's save lock."""
+    return write_index_file(Path(directory), CALIBRATION, json.dumps(data, indent=2).encode("utf-8"))
 
 
 def parse_min_score(value: str) -> float:

@@ -53,7 +53,7 @@ logger = logging.getLogger(__name__)
 
 #: Optional: one JSON string (the skill's Markdown body) per row; read on demand by read_bodies().
 TEXTS = "texts.jsonl"
-# name -> (dtype, number of dimensions, memory-mappable)
+# name -> (dtype, number of dimensions)
 ARRAYS: dict[str, tuple[str, int]] = {
     "embeddings": ("float32", 2),
     "embeddings_perp": ("float32", 2),
@@ -73,6 +73,8 @@ OPTIONAL_ARRAYS: dict[str, tuple[str, int]] = {
     "doc_tf": ("uint16", 1),
     "doc_len": ("int32", 1),
 }
+#: Every array the format knows, required or optional.
+ALL_ARRAYS = ARRAYS | OPTIONAL_ARRAYS
 
 
 def _sha256(path: Path) -> str:
@@ -128,16 +130,14 @@ def save_index(index: "SkillIndex", directory: Path, extra_files: dict[str, byte
     temporary folder, so they appear together with the index in the one swap.
     """
     for name in extra_files or {}:
-        if not name or "/" in name or "\\" in name or name.startswith(".") or name.endswith(".npy") or name in (MANIFEST, "vocab.json",
-                                                                                    "skills.jsonl", TEXTS):
-            raise ValueError(f"extra file name {name!r} is not a plain, free file name")
+        _check_side_file_name(name)
     directory = directory.expanduser().absolute()
     directory.parent.mkdir(parents=True, exist_ok=True)
     if directory.exists() and not directory.is_dir():
         raise IndexFormatError(f"{directory} exists and is not a folder")
     if directory.is_dir() and any(directory.iterdir()) and not (directory / MANIFEST).is_file():
         raise IndexFormatError(f"{directory} is a non-empty folder that holds no index; refusing to overwrite it")
-    if getattr(index, "bodies", None) is None and getattr(index, "source_dir", None) is not None:
+    if index.bodies is None and index.source_dir is not None:
         # a loaded index keeps its bodies on disk only: carry them into the new folder
         try:
             index.bodies = read_bodies(index.source_dir)
@@ -157,7 +157,7 @@ def _save_unlocked(index: "SkillIndex", directory: Path, extra_files: dict[str, 
             _write_file(tmp / name, data)
         entries: dict[str, Any] = {}
         for name, arr in _arrays_of(index).items():
-            dtype, ndim = ARRAYS.get(name) or OPTIONAL_ARRAYS[name]
+            dtype, ndim = ALL_ARRAYS[name]
             a = np.ascontiguousarray(arr, dtype=dtype)
             file = tmp / f"{name}.npy"
             with open(file, "wb") as fh:
@@ -173,9 +173,9 @@ def _save_unlocked(index: "SkillIndex", directory: Path, extra_files: dict[str, 
             for s in index.skills
         ).encode("utf-8")
         _write_file(tmp / "skills.jsonl", skills)
-        bodies = getattr(index, "bodies", None)
-        if bodies is not None and len(bodies) == len(index.skills):
-            texts = "".join(json.dumps(b, ensure_ascii=False) + "\n" for b in bodies).encode("utf-8")
+        texts = None
+        if index.bodies is not None and len(index.bodies) == len(index.skills):
+            texts = "".join(json.dumps(b, ensure_ascii=False) + "\n" for b in index.bodies).encode("utf-8")
             _write_file(tmp / TEXTS, texts)
         manifest = {
             "format": "skillsight-fast-index",
@@ -191,7 +191,7 @@ def _save_unlocked(index: "SkillIndex", directory: Path, extra_files: dict[str, 
                 "skills.jsonl": hashlib.sha256(skills).hexdigest(),
             },
         }
-        if (tmp / TEXTS).is_file():
+        if texts is not None:
             manifest["files"][TEXTS] = hashlib.sha256(texts).hexdigest()
         _write_file(tmp / MANIFEST, json.dumps(manifest, indent=2, allow_nan=True).encode("utf-8"))
         _fsync_dir(tmp)
@@ -199,6 +199,37 @@ def _save_unlocked(index: "SkillIndex", directory: Path, extra_files: dict[str, 
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _check_side_file_name(name: str) -> None:
+    """A side file must be a plain name that no part of the index format uses."""
+    if (not name or "/" in name or "\\" in name or name.startswith(".") or name.endswith(".npy")
+            or name in (MANIFEST, "vocab.json", "skills.jsonl", TEXTS)):
+        raise ValueError(f"extra file name {name!r} is not a plain, free file name")
+
+
+def write_index_file(directory: Path, name: str, data: bytes) -> Path:
+    """Write one small side file (e.g. ``calibration.json``) into an existing index folder.
+
+    Written to a temporary file and renamed, under the same lock as :func:`save_index`, so a
+    concurrent save or update cannot swap the folder away in between and drop the file.
+    """
+    directory = directory.expanduser().absolute()
+    _check_side_file_name(name)
+    with _save_lock(directory.parent):
+        if not (directory / MANIFEST).is_file():
+            raise IndexFormatError(f"{directory}: not an index folder")
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, directory / name)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    return directory / name
 
 
 @contextlib.contextmanager
@@ -317,7 +348,7 @@ def read_manifest(directory: Path) -> dict[str, Any]:
 
 
 def _load_array(directory: Path, name: str, entry: dict[str, Any], mmap: bool, verify: bool) -> np.ndarray:
-    dtype, ndim = ARRAYS.get(name) or OPTIONAL_ARRAYS[name]
+    dtype, ndim = ALL_ARRAYS[name]
     path = directory / entry["file"]
     if not path.is_file():
         raise IndexFormatError(f"{directory}: array file {entry['file']} is missing")
