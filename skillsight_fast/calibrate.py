@@ -126,19 +126,18 @@ def hit_cosines(index: "SkillIndex", vectors: np.ndarray, ids: np.ndarray) -> np
     return out
 
 
-def filter_hits(result: Any, cosines: np.ndarray, rule: Abstention | None) -> np.ndarray:
-    """bool (n, k): the hits of ``result`` that are returned.
+def task_passes(result: Any, cosines: np.ndarray, rule: Abstention | None) -> np.ndarray:
+    """bool (n,): the tasks that keep their hits (abstention is decided per task, on its best hit).
 
-    All real hits of a task whose best hit reaches the rule's threshold, none of the others
-    (all real hits when rule is None).
+    A task passes when its best real hit reaches the rule's threshold; every task passes when rule
+    is None. A task that passes keeps all its real hits, one that does not gets none.
     """
     real = result.ids >= 0
     if rule is None:
-        return real
+        return np.ones(result.ids.shape[0], bool)
     values = np.where(real, np.nan_to_num(cosines if rule.signal == "cosine" else result.scores, nan=-np.inf),
                       -np.inf)
-    passes = values.max(axis=1, initial=-np.inf) >= rule.threshold
-    return real & passes[:, None]
+    return values.max(axis=1, initial=-np.inf) >= rule.threshold
 
 
 # ---------------------------------------------------------------------- measuring

@@ -109,7 +109,7 @@ def _min_score_arg(value: str) -> float:
 
 
 def hits_of(index: Any, result: Any, row: int) -> list[dict[str, Any]]:
-    """JSON-able hits of one result row."""
+    """JSON-able hits of one result row (the CLI and the servers build their answers from these)."""
     hits = []
     for j, rank in zip(result.ids[row].tolist(), range(result.ids.shape[1])):
         if j < 0:
@@ -127,18 +127,18 @@ def hits_of(index: Any, result: Any, row: int) -> list[dict[str, Any]]:
 def cmd_search(args: argparse.Namespace) -> int:
     from skillsight_fast import SkillIndex
     from skillsight_fast._startup import without_scipy_probe
-    from skillsight_fast.calibrate import filter_hits, hit_cosines, resolve_abstention
+    from skillsight_fast.calibrate import hit_cosines, resolve_abstention, task_passes
 
-    # undecodable argv bytes arrive as lone surrogates, which cannot be printed: use U+FFFD
-    args.task = [t.encode("utf-8", "surrogatepass").decode("utf-8", "replace") for t in args.task]
+    # validated and cleaned once (lone surrogates from undecodable argv bytes become U+FFFD, printable)
+    args.task = SkillIndex.check_queries(args.task)
     index = SkillIndex.load(args.index, mmap=args.mmap)
     vectors = index.encode_queries(args.task)
     with without_scipy_probe():  # a one-shot process: skip Numba's BLAS probe (see _startup.py)
         result = index.search_vectors(vectors, args.task, args.k)
     rule = resolve_abstention(args.index, args.min_score, args.min_cosine)
-    kept = filter_hits(result, hit_cosines(index, vectors, result.ids), rule)
+    passes = task_passes(result, hit_cosines(index, vectors, result.ids), rule)
     for row, task in enumerate(args.task):
-        hits = [h for h, keep in zip(hits_of(index, result, row), kept[row][result.ids[row] >= 0]) if keep]
+        hits = hits_of(index, result, row) if passes[row] else []
         if args.json:
             emit_json({"query": task, "hits": [{k: h[k] for k in ("id", "name", "score", "dense", "lexical",
                                                                   "evidence")} for h in hits]})

@@ -346,7 +346,8 @@ class SkillIndex:
                                         self.weights)
 
     @staticmethod
-    def _check_queries(queries: str | Sequence[str]) -> list[str]:
+    def check_queries(queries: str | Sequence[str]) -> list[str]:
+        """The queries as a list, validated (QueryError), lone surrogates replaced by U+FFFD."""
         if isinstance(queries, str):
             queries = [queries]
         out = list(queries)
@@ -373,7 +374,7 @@ class SkillIndex:
 
     def encode_queries(self, queries: str | Sequence[str]) -> np.ndarray:
         """Validate and encode queries, float32 (n, d)."""
-        texts = self._check_queries(queries)
+        texts = self.check_queries(queries)
         return self.encoder.encode(texts) if texts else np.zeros((0, self.stats.dim), np.float32)
 
     def search(self, queries: str | Sequence[str], k: int = 10) -> SearchResult:
@@ -391,7 +392,7 @@ class SkillIndex:
         QueryError
             Empty or over-long query, k < 1 or absurdly large.
         """
-        texts = self._check_queries(queries)
+        texts = self.check_queries(queries)
         k = self._check_k(k)
         vectors = self.encoder.encode(texts) if texts else np.zeros((0, self.stats.dim), np.float32)
         return self.search_vectors(vectors, texts, k)

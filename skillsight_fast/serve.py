@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from skillsight_fast.calibrate import Abstention, filter_hits, hit_cosines
+from skillsight_fast.calibrate import Abstention, hit_cosines, task_passes
+from skillsight_fast.cli import hits_of
 from skillsight_fast.errors import QueryError, SkillsightError
 from skillsight_fast.skills import MAX_SKILL_BYTES, SKILL_FILE
 
@@ -93,19 +94,14 @@ class SkillService:
             vectors = self.index.encode_queries([task])
             result = self.index.search_vectors(vectors, [task], min(k, max(len(self.index), 1)))
         cosines = hit_cosines(self.index, vectors, result.ids)
-        kept = filter_hits(result, cosines, self.abstention)
         hits = []
-        for rank, j in enumerate(result.ids[0].tolist()):
-            if not kept[0, rank]:
-                continue
-            meta = self.index.skills[j]
-            hits.append({
-                "id": meta.id, "name": meta.name, "description": meta.description, "path": meta.path,
-                "score": round(float(result.scores[0, rank]), 6), "cosine": round(float(cosines[0, rank]), 6),
-                "dense": round(float(result.dense[0, rank]), 6),
-                "lexical": round(float(result.lexical[0, rank]), 6),
-                "evidence": result.evidence[0][rank] if result.evidence else [],
-            })
+        if task_passes(result, cosines, self.abstention)[0]:
+            for rank, h in enumerate(hits_of(self.index, result, 0)):  # real hits come first in a row
+                hits.append({
+                    "id": h["id"], "name": h["name"], "description": h["description"], "path": h["path"],
+                    "score": round(h["score"], 6), "cosine": round(float(cosines[0, rank]), 6),
+                    "dense": round(h["dense"], 6), "lexical": round(h["lexical"], 6), "evidence": h["evidence"],
+                })
         return {"query": task, "abstention": self._rule(), "hits": hits}
 
     def _rule(self) -> dict[str, Any] | None:
