@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -78,33 +79,35 @@ class Lexicon:
     @classmethod
     def from_token_counts(cls, counts: Sequence[Mapping[str, int]]) -> "Lexicon":
         """Build from one token → count mapping per document (counts ≥ 1); keeps tf and lengths."""
-        lex = cls.from_token_sets([set(c) for c in counts])
-        ids = lex.term_ids
-        n = len(counts)
-        doc_len = np.fromiter((sum(c.values()) for c in counts), dtype=np.int64, count=n)
-        nnz = lex.doc_terms.shape[0]
-        flat_ids = np.fromiter((ids[t] for c in counts for t in c), dtype=np.int64, count=nnz)
-        flat_tf = np.fromiter((v for c in counts for v in c.values()), dtype=np.int64, count=nnz)
-        rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(lex.doc_indptr))
-        order = np.lexsort((flat_ids, rows))  # the same order as doc_terms (sorted ids per row)
-        lex.doc_tf = np.minimum(flat_tf[order], TF_MAX).astype(np.uint16)
-        lex.doc_len = np.minimum(doc_len, np.iinfo(np.int32).max).astype(np.int32)
-        return lex
+        return cls._from_docs(counts, with_tf=True)
 
     @classmethod
     def from_token_sets(cls, sets: Sequence[set[str]]) -> "Lexicon":
         """Build from one token set per document."""
-        vocab = sorted(set().union(*sets)) if sets else []
+        return cls._from_docs(sets, with_tf=False)
+
+    @classmethod
+    def _from_docs(cls, docs: Sequence[Any], *, with_tf: bool) -> "Lexicon":
+        """One pass over the documents' distinct tokens (sets, or token → count mappings when
+        ``with_tf``): vocabulary, both CSR indexes, and the term frequencies in ``doc_terms`` order."""
+        vocab = sorted(set().union(*docs)) if docs else []
         ids = {t: i for i, t in enumerate(vocab)}
-        lengths = np.fromiter((len(s) for s in sets), dtype=np.int64, count=len(sets))
-        doc_indptr = np.zeros(len(sets) + 1, dtype=np.int64)
+        lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
+        doc_indptr = np.zeros(len(docs) + 1, dtype=np.int64)
         np.cumsum(lengths, out=doc_indptr[1:])
-        flat = np.fromiter((ids[t] for s in sets for t in s), dtype=np.int32, count=int(doc_indptr[-1]))
-        rows = np.repeat(np.arange(len(sets), dtype=np.int64), lengths)
-        doc_terms = flat[np.lexsort((flat, rows))]
+        nnz = int(doc_indptr[-1])
+        flat = np.fromiter((ids[t] for d in docs for t in d), dtype=np.int32, count=nnz)
+        rows = np.repeat(np.arange(len(docs), dtype=np.int64), lengths)
+        order = np.lexsort((flat, rows))  # sorted term ids within each document
+        doc_terms = flat[order]
         post_indptr, post_docs = invert(doc_indptr, doc_terms, len(vocab))
         lex = cls(vocab, doc_indptr, doc_terms, post_indptr, post_docs)
         lex._term_ids = ids
+        if with_tf:
+            flat_tf = np.fromiter((v for d in docs for v in d.values()), dtype=np.int64, count=nnz)
+            doc_len = np.fromiter((sum(d.values()) for d in docs), dtype=np.int64, count=len(docs))
+            lex.doc_tf = np.minimum(flat_tf[order], TF_MAX).astype(np.uint16)
+            lex.doc_len = np.minimum(doc_len, np.iinfo(np.int32).max).astype(np.int32)
         return lex
 
     def query_terms(self, texts: Sequence[str], exclude: np.ndarray, min_len: int = 2,
