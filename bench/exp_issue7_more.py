@@ -1,0 +1,143 @@
+"""Issue 7, third round: three pre-declared attempts to close the gap to RRF, chosen on the fit sets.
+
+    python bench/exp_issue7_more.py                       # all three, the four datasets in data/
+    python bench/exp_issue7_more.py sbc-off skillsbench,sra_theoremqa
+
+Each experiment was declared (grid and selection rule) before it was run on metatool or gorilla_hf;
+docs/ADAPTIVE.md ("Tried and dropped") has the declarations and the tables this prints. Embeddings come
+from the evaluation cache (``skillsight eval`` fills it). Everything scores through the index's own
+kernels (``dense_topk``, ``SkillIndex.score_lexical``, ``score_lexical_candidates``, ``fuse_topk``).
+
+``sbc-off``
+    Which lexical side and weight complement a raw-cosine dense side (the branch Rule 1 takes when it
+    switches SBC off)? Fitted on the fit sets with the dense side forced to raw cosine. Grid: lexical
+    side {lec, bm25-ev, bm25-all} x w in {0.25, 0.5, 1}. Also printed on the name + description corpora
+    of the fit sets (``short``), for information.
+``prf``
+    Dense pseudo-relevance feedback (Rocchio) on the default's dense side:
+    q' = unit(q + beta * mean of the top-m documents of the first pass), m in {3, 10}, beta in {0.5, 1}.
+``mix``
+    unit(full + name/description) document vectors with Rule 1 read on the full-text vectors, so the
+    representation change cannot flip the decision (the flip is what dropped the mix in round one).
+
+Selection rule of all three (the one Rule 3 used): fit score = mean over skillsbench and sra_theoremqa
+of (R@10 + nDCG@10) / 2; a variant replaces the default only if it is at least as good on *both* fit sets.
+Prints R@10 / nDCG@10 in %.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from skillsight_fast.config import IndexConfig
+from skillsight_fast.evaluation.datasets import SHARED_DATASETS, load_dataset
+from skillsight_fast.evaluation.methods import EvalContext
+from skillsight_fast.evaluation.metrics import DEPTH, evaluate
+from skillsight_fast.kernels import dense_topk, fuse_topk, project_out_background, score_lexical_candidates
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+
+
+def unit(x: np.ndarray) -> np.ndarray:
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def fmt(r: dict[str, float]) -> str:
+    return f"{100 * r['recall@10']:.1f} / {100 * r['ndcg@10']:.1f}"
+
+
+def lexical_sides(idx, texts: list[str], cand: np.ndarray) -> dict[str, np.ndarray]:
+    """LEC, BM25 over the evidence tokens (the default) and BM25 over all known query tokens."""
+    cfg = idx.config
+    lex = idx.lexicon
+    ev_t, ev_p = lex.query_terms(texts, idx.generic, cfg.min_token_len, cfg.max_token_len)
+    all_t, all_p = lex.query_terms(texts, np.zeros_like(idx.generic), cfg.min_token_len, cfg.max_token_len)
+    return {
+        "lec": score_lexical_candidates(cand, ev_t, ev_p, lex.doc_indptr, lex.doc_terms, idx.weights),
+        "bm25-ev": idx.score_lexical(cand, ev_t, ev_p),
+        "bm25-all": idx.score_lexical(cand, all_t, all_p),
+    }
+
+
+def sbc_off(ctx: EvalContext, short: bool = False) -> list[str]:
+    ds = ctx.dataset
+    docs = ctx.namedesc_emb if short else ctx.doc_emb
+    idx = ctx.index(IndexConfig(), embeddings=docs) if short else ctx.index(IndexConfig())
+    assert idx.stats.lexical == "bm25"
+    kc = min(len(idx), idx.config.candidates)
+    cand, s_dense = dense_topk(ctx.query_emb, np.ascontiguousarray(docs), kc)  # raw cosine: SBC forced off
+    sides = lexical_sides(idx, ds.query_texts, cand)
+    row = [f"{'on' if idx.stats.sbc_applied else 'off'}", fmt(evaluate(cand[:, :DEPTH], ds.gold))]
+    for s_lex in sides.values():
+        for w in (0.25, 0.5, 1.0):
+            ids, _, _ = fuse_topk(cand, s_dense, s_lex, DEPTH, mode="eq15", weight=w)
+            row.append(fmt(evaluate(ids, ds.gold)))
+    return row
+
+
+def prf(ctx: EvalContext) -> list[str]:
+    ds = ctx.dataset
+    idx = ctx.index(IndexConfig())
+    cfg = idx.config
+    q = project_out_background(ctx.query_emb, idx.basis)
+    qt, qp = idx.lexicon.query_terms(ds.query_texts, idx.generic, cfg.min_token_len, cfg.max_token_len)
+    kc = min(len(idx), cfg.candidates)
+
+    def run(qv: np.ndarray) -> str:
+        cand, s = dense_topk(np.ascontiguousarray(qv, np.float32), idx.embeddings_perp, kc)
+        ids, _, _ = fuse_topk(cand, s, idx.score_lexical(cand, qt, qp), DEPTH, mode="eq15",
+                              weight=idx.lexical_weight)
+        return fmt(evaluate(ids, ds.gold))
+
+    row = [run(q)]
+    first, _ = dense_topk(q, idx.embeddings_perp, 10)
+    for m in (3, 10):
+        feedback = idx.embeddings_perp[first[:, :m]].mean(1)
+        row += [run(unit(q + beta * feedback)) for beta in (0.5, 1.0)]
+    return row
+
+
+def mix(ctx: EvalContext) -> list[str]:
+    ds = ctx.dataset
+    base = ctx.index(IndexConfig())
+    on = base.stats.sbc_applied
+    vectors = unit(ctx.doc_emb + ctx.namedesc_emb)
+    mixed = ctx.index(IndexConfig() if on else IndexConfig(rank=0), embeddings=vectors)
+    return [f"{'on' if on else 'off'}", fmt(evaluate(ctx.search(base), ds.gold)),
+            fmt(evaluate(ctx.search(mixed), ds.gold))]
+
+
+HEADERS = {
+    "sbc-off": ["Rule 1 would say (forced off here)", "dense"]
+    + [f"{s} w={w}" for s in ("lec", "bm25-ev", "bm25-all") for w in (0.25, 0.5, 1)],
+    "prf": ["default"] + [f"m={m} β={b}" for m in (3, 10) for b in (0.5, 1)],
+    "mix": ["Rule 1 on the full text", "default (full text)", "unit(full + name/desc)"],
+}
+
+
+def main() -> None:
+    exps = sys.argv[1].split(",") if len(sys.argv) > 1 else list(HEADERS)
+    names = sys.argv[2].split(",") if len(sys.argv) > 2 else list(SHARED_DATASETS)
+    for exp in exps:
+        print(f"\n### {exp}\n\n| dataset | " + " | ".join(HEADERS[exp]) + " |")
+        print("|---" * (len(HEADERS[exp]) + 1) + "|")
+        for name in names:
+            ctx = EvalContext(load_dataset(DATA / name))
+            if exp == "sbc-off":
+                print(f"| {name} | " + " | ".join(sbc_off(ctx)) + " |", flush=True)
+                if name in ("skillsbench", "sra_theoremqa"):
+                    import dataclasses
+
+                    short = dataclasses.replace(ctx.dataset, docs=[dataclasses.replace(d, body="")
+                                                                   for d in ctx.dataset.docs])
+                    print(f"| {name} (name + description) | " + " | ".join(sbc_off(EvalContext(short), True))
+                          + " |", flush=True)
+            else:
+                print(f"| {name} | " + " | ".join({"prf": prf, "mix": mix}[exp](ctx)) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
