@@ -1,4 +1,4 @@
-"""Issue 7, third round: three pre-declared attempts to close the gap to RRF, chosen on the fit sets.
+"""Issue 7, third round: five pre-declared attempts to close the gap to RRF, chosen on the fit sets.
 
     python bench/exp_issue7_more.py                       # all three, the four datasets in data/
     python bench/exp_issue7_more.py sbc-off skillsbench,sra_theoremqa
@@ -19,8 +19,15 @@ kernels (``dense_topk``, ``SkillIndex.score_lexical``, ``score_lexical_candidate
 ``mix``
     unit(full + name/description) document vectors with Rule 1 read on the full-text vectors, so the
     representation change cannot flip the decision (the flip is what dropped the mix in round one).
+``local-idf``
+    BM25 whose idf is counted inside the K = 300 dense candidates (the set Eq. 15 re-ranks) instead of
+    the corpus, over {evidence tokens Q', all known query tokens} x w in {0.25, 0.5}.
+``fallback``
+    Per query, the evidence support (LEC-weighted share of Q' found in the dense top-10; 0 for an
+    empty Q'). Below 0.5 the lexical query falls back to all known query tokens. (A) w = 0.25 for every
+    query; (B) w = 0.5 for the fallback queries.
 
-Selection rule of all three (the one Rule 3 used): fit score = mean over skillsbench and sra_theoremqa
+Selection rule of all five (the one Rule 3 used): fit score = mean over skillsbench and sra_theoremqa
 of (R@10 + nDCG@10) / 2; a variant replaces the default only if it is at least as good on *both* fit sets.
 Prints R@10 / nDCG@10 in %.
 """
@@ -29,6 +36,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -110,12 +118,81 @@ def mix(ctx: EvalContext) -> list[str]:
             fmt(evaluate(ctx.search(mixed), ds.gold))]
 
 
+def candidate_tf(idx) -> Any:
+    """Term frequencies as a scipy CSC matrix (N, V), float64."""
+    import scipy.sparse as sp
+
+    lex = idx.lexicon
+    rows = np.repeat(np.arange(len(idx)), np.diff(lex.doc_indptr))
+    return sp.csr_matrix((lex.doc_tf.astype(np.float64), (rows, lex.doc_terms)),
+                         shape=(len(idx), len(lex.vocab))).tocsc()
+
+
+def default_candidates(ctx: EvalContext, idx) -> tuple[np.ndarray, np.ndarray]:
+    q = project_out_background(ctx.query_emb, idx.basis)
+    return dense_topk(q, idx.embeddings_perp, min(len(idx), idx.config.candidates))
+
+
+def local_idf(ctx: EvalContext) -> list[str]:
+    ds = ctx.dataset
+    idx = ctx.index(IndexConfig())
+    cfg, lex = idx.config, idx.lexicon
+    tf = candidate_tf(idx)
+    dl = lex.doc_len.astype(np.float64)
+    avgdl, k1, b = dl.mean(), 1.2, 0.75
+    cand, s = default_candidates(ctx, idx)
+    row = [fmt(evaluate(ctx.search(idx), ds.gold))]
+    for exclude in (idx.generic, np.zeros_like(idx.generic)):
+        qt, qp = lex.query_terms(ds.query_texts, exclude, cfg.min_token_len, cfg.max_token_len)
+        s_lex = np.zeros(cand.shape, np.float32)
+        for i in range(len(ds.queries)):
+            toks = qt[qp[i] : qp[i + 1]]
+            c = cand[i][cand[i] >= 0]
+            if toks.size == 0 or c.size == 0:
+                continue
+            m = tf[:, toks][c].toarray()  # (K, |q|)
+            df_c = (m > 0).sum(0)
+            idf_c = np.log(1 + (c.size - df_c + 0.5) / (df_c + 0.5))
+            norm = k1 * (1 - b + b * dl[c] / avgdl)
+            s_lex[i, : c.size] = ((m * (k1 + 1) / (m + norm[:, None])) * idf_c).sum(1)
+        for w in (0.25, 0.5):
+            row.append(fmt(evaluate(fuse_topk(cand, s, s_lex, DEPTH, mode="eq15", weight=w)[0], ds.gold)))
+    return row
+
+
+def fallback(ctx: EvalContext) -> list[str]:
+    ds = ctx.dataset
+    idx = ctx.index(IndexConfig())
+    cfg, lex = idx.config, idx.lexicon
+    present = candidate_tf(idx) > 0
+    cand, s = default_candidates(ctx, idx)
+    ev_t, ev_p = lex.query_terms(ds.query_texts, idx.generic, cfg.min_token_len, cfg.max_token_len)
+    all_t, all_p = lex.query_terms(ds.query_texts, np.zeros_like(idx.generic), cfg.min_token_len,
+                                   cfg.max_token_len)
+    support = np.zeros(len(ds.queries))
+    for i in range(len(ds.queries)):
+        toks = ev_t[ev_p[i] : ev_p[i + 1]]
+        if toks.size:
+            hit = present[:, toks][cand[i, :10]].toarray().any(0)
+            support[i] = (idx.weights[toks] * hit).sum() / idx.weights[toks].sum()
+    falls = support < 0.5
+    s_lex = np.where(falls[:, None], idx.score_lexical(cand, all_t, all_p),
+                     idx.score_lexical(cand, ev_t, ev_p))
+    a = fuse_topk(cand, s, s_lex, DEPTH, mode="eq15", weight=0.25)[0]
+    b = np.where(falls[:, None], fuse_topk(cand, s, s_lex, DEPTH, mode="eq15", weight=0.5)[0], a)
+    return [f"{support.mean():.2f}", f"{falls.mean():.2f}", fmt(evaluate(ctx.search(idx), ds.gold)),
+            fmt(evaluate(a, ds.gold)), fmt(evaluate(b, ds.gold))]
+
+
 HEADERS = {
     "sbc-off": ["Rule 1 would say (forced off here)", "dense"]
     + [f"{s} w={w}" for s in ("lec", "bm25-ev", "bm25-all") for w in (0.25, 0.5, 1)],
     "prf": ["default"] + [f"m={m} β={b}" for m in (3, 10) for b in (0.5, 1)],
     "mix": ["Rule 1 on the full text", "default (full text)", "unit(full + name/desc)"],
+    "local-idf": ["default"] + [f"local {q} w={w}" for q in ("Q'", "all") for w in (0.25, 0.5)],
+    "fallback": ["mean support", "fallback share", "default", "(A) w=0.25", "(B) w=0.5 on fallback"],
 }
+RUNNERS = {"prf": prf, "mix": mix, "local-idf": local_idf, "fallback": fallback}
 
 
 def main() -> None:
@@ -136,7 +213,7 @@ def main() -> None:
                     print(f"| {name} (name + description) | " + " | ".join(sbc_off(EvalContext(short), True))
                           + " |", flush=True)
             else:
-                print(f"| {name} | " + " | ".join({"prf": prf, "mix": mix}[exp](ctx)) + " |", flush=True)
+                print(f"| {name} | " + " | ".join(RUNNERS[exp](ctx)) + " |", flush=True)
 
 
 if __name__ == "__main__":
