@@ -1,4 +1,4 @@
-"""Issue 7, third round: five pre-declared attempts to close the gap to RRF, chosen on the fit sets.
+"""Issue 7, third round: six pre-declared attempts to close the gap to RRF, chosen on the fit sets.
 
     python bench/exp_issue7_more.py                       # all three, the four datasets in data/
     python bench/exp_issue7_more.py sbc-off skillsbench,sra_theoremqa
@@ -26,8 +26,13 @@ kernels (``dense_topk``, ``SkillIndex.score_lexical``, ``score_lexical_candidate
     Per query, the evidence support (LEC-weighted share of Q' found in the dense top-10; 0 for an
     empty Q'). Below 0.5 the lexical query falls back to all known query tokens. (A) w = 0.25 for every
     query; (B) w = 0.5 for the fallback queries.
+``coherence``
+    Splits T_g into boilerplate and topical tokens by the coherence of the documents containing each
+    token, kappa_t = (df_t ||g_t||^2 - 1) / (df_t - 1) (mean pairwise cosine; g_t is the token
+    direction the background estimate already computes), with an Otsu threshold over T_g. Only the
+    boilerplate part is dropped from the lexical query; BM25 x w in {0.25, 0.5}, and LEC at w = 0.25.
 
-Selection rule of all five (the one Rule 3 used): fit score = mean over skillsbench and sra_theoremqa
+Selection rule of all six (the one Rule 3 used): fit score = mean over skillsbench and sra_theoremqa
 of (R@10 + nDCG@10) / 2; a variant replaces the default only if it is at least as good on *both* fit sets.
 Prints R@10 / nDCG@10 in %.
 """
@@ -184,6 +189,29 @@ def fallback(ctx: EvalContext) -> list[str]:
             fmt(evaluate(a, ds.gold)), fmt(evaluate(b, ds.gold))]
 
 
+def coherence(ctx: EvalContext) -> list[str]:
+    from skillsight_fast.background import otsu_threshold, token_directions
+
+    ds = ctx.dataset
+    idx = ctx.index(IndexConfig())
+    cfg, lex = idx.config, idx.lexicon
+    tg = np.flatnonzero(idx.generic)
+    g = token_directions(tg, lex.post_indptr, lex.post_docs, ctx.doc_emb).astype(np.float64)
+    df = lex.df()[tg].astype(np.float64)
+    kappa = (df * (g * g).sum(1) - 1) / (df - 1)
+    boilerplate = np.zeros_like(idx.generic)
+    boilerplate[tg[kappa <= otsu_threshold(kappa)]] = True
+    cand, s = default_candidates(ctx, idx)
+    qt, qp = lex.query_terms(ds.query_texts, boilerplate, cfg.min_token_len, cfg.max_token_len)
+    bm25 = idx.score_lexical(cand, qt, qp)
+    lec = score_lexical_candidates(cand, qt, qp, lex.doc_indptr, lex.doc_terms, idx.weights)
+    row = [f"{tg.size} / {int(boilerplate.sum())}", fmt(evaluate(ctx.search(idx), ds.gold))]
+    for w in (0.25, 0.5):
+        row.append(fmt(evaluate(fuse_topk(cand, s, bm25, DEPTH, mode="eq15", weight=w)[0], ds.gold)))
+    row.append(fmt(evaluate(fuse_topk(cand, s, lec, DEPTH, mode="eq15", weight=0.25)[0], ds.gold)))
+    return row
+
+
 HEADERS = {
     "sbc-off": ["Rule 1 would say (forced off here)", "dense"]
     + [f"{s} w={w}" for s in ("lec", "bm25-ev", "bm25-all") for w in (0.25, 0.5, 1)],
@@ -191,8 +219,9 @@ HEADERS = {
     "mix": ["Rule 1 on the full text", "default (full text)", "unit(full + name/desc)"],
     "local-idf": ["default"] + [f"local {q} w={w}" for q in ("Q'", "all") for w in (0.25, 0.5)],
     "fallback": ["mean support", "fallback share", "default", "(A) w=0.25", "(B) w=0.5 on fallback"],
+    "coherence": ["T_g size / boilerplate", "default", "bm25 w=0.25", "bm25 w=0.5", "lec w=0.25"],
 }
-RUNNERS = {"prf": prf, "mix": mix, "local-idf": local_idf, "fallback": fallback}
+RUNNERS = {"prf": prf, "mix": mix, "local-idf": local_idf, "fallback": fallback, "coherence": coherence}
 
 
 def main() -> None:
