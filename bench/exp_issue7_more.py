@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from skillsight_fast.background import BM25_B, BM25_K1
 from skillsight_fast.config import IndexConfig
 from skillsight_fast.evaluation.datasets import SHARED_DATASETS, load_dataset
 from skillsight_fast.evaluation.methods import EvalContext
@@ -144,7 +145,7 @@ def local_idf(ctx: EvalContext) -> list[str]:
     cfg, lex = idx.config, idx.lexicon
     tf = candidate_tf(idx)
     dl = lex.doc_len.astype(np.float64)
-    avgdl, k1, b = dl.mean(), 1.2, 0.75
+    avgdl, k1, b = idx.bm25_params[1], BM25_K1, BM25_B  # the index's own BM25 constants
     cand, s = default_candidates(ctx, idx)
     row = [fmt(evaluate(ctx.search(idx), ds.gold))]
     for exclude in (idx.generic, np.zeros_like(idx.generic)):

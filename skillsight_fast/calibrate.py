@@ -80,9 +80,14 @@ def read_calibration(directory: str | os.PathLike[str]) -> dict[str, Any] | None
     return data
 
 
+def calibration_bytes(data: dict[str, Any]) -> bytes:
+    """The bytes of ``calibration.json`` (shared by ``write_calibration`` and ``update``'s swap)."""
+    return json.dumps(data, indent=2).encode("utf-8")
+
+
 def write_calibration(directory: str | os.PathLike[str], data: dict[str, Any]) -> Path:
     """Write ``calibration.json`` into an index folder atomically, under the index's save lock."""
-    return write_index_file(Path(directory), CALIBRATION, json.dumps(data, indent=2).encode("utf-8"))
+    return write_index_file(Path(directory), CALIBRATION, calibration_bytes(data))
 
 
 def parse_min_score(value: str) -> float:

@@ -242,10 +242,7 @@ class SkillIndex:
                     raise SkillsightError("texts are needed to build the lexical index from SkillMeta")
                 texts = [s.text for s in skills]  # type: ignore[union-attr]
             lexicon = Lexicon.build(texts, config.min_token_len, config.max_token_len)
-        side = config.lexical_side
-        if side == "bm25" and not lexicon.has_tf:
-            raise SkillsightError("lexical='bm25' needs a lexicon with term frequencies "
-                                  "(Lexicon.build, not Lexicon.from_token_sets)")
+        side = config.lexical_side  # a BM25 side without term frequencies is refused by __init__
         n = len(metas)
         df = lexicon.df()
         idf = idf_from_df(df, n)

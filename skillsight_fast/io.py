@@ -220,11 +220,9 @@ def write_index_file(directory: Path, name: str, data: bytes) -> Path:
         if not (directory / MANIFEST).is_file():
             raise IndexFormatError(f"{directory}: not an index folder")
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+        os.close(fd)
         try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
+            _write_file(Path(tmp), data)
             os.replace(tmp, directory / name)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

@@ -10,7 +10,6 @@ The result equals a full rebuild with the same encoder.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -21,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from skillsight_fast.calibrate import CALIBRATION, read_calibration
+from skillsight_fast.calibrate import CALIBRATION, calibration_bytes, read_calibration
 from skillsight_fast.skills import Skill
 
 logger = logging.getLogger(__name__)
@@ -110,7 +109,7 @@ def update_index(directory: str | os.PathLike[str], skills: Sequence[Skill], *, 
     extra = {}
     if calibration is not None:  # keep it, noting that the corpus changed since; same swap as the index
         calibration["updated_after_calibration"] = True
-        extra[CALIBRATION] = json.dumps(calibration, indent=2).encode("utf-8")
+        extra[CALIBRATION] = calibration_bytes(calibration)
     new.save(Path(directory), extra_files=extra)
     report.seconds = round(time.perf_counter() - t0, 3)
     logger.info("update: %d added, %d changed, %d removed, %d encoded", len(report.added),

@@ -26,6 +26,25 @@ def _prefetch_terms(candidates, i, c, doc_indptr, doc_terms):  # pragma: no cove
 
 
 @njit(inline="always", **JIT)
+def _start_prefetch(candidates, i, doc_indptr, doc_terms):  # pragma: no cover - jitted
+    """Prefetch the term lists of query ``i``'s first ``_PREFETCH_AHEAD`` candidates."""
+    for c in range(min(candidates.shape[1], _PREFETCH_AHEAD)):
+        _prefetch_terms(candidates, i, c, doc_indptr, doc_terms)
+
+
+@njit(inline="always", **JIT)
+def _candidate_span(candidates, i, c, doc_indptr, doc_terms):  # pragma: no cover - jitted
+    """(doc, lo, hi): candidate ``c`` of query ``i`` and its sorted terms ``doc_terms[lo:hi]``
+    (doc = -1 for padding). Prefetches the candidate ``_PREFETCH_AHEAD`` further on, so the two
+    candidate-scoring kernels walk their candidates the same way."""
+    _prefetch_terms(candidates, i, c + _PREFETCH_AHEAD, doc_indptr, doc_terms)
+    doc = candidates[i, c]
+    if doc < 0:
+        return doc, doc_indptr[0], doc_indptr[0]
+    return doc, doc_indptr[doc], doc_indptr[doc + 1]
+
+
+@njit(inline="always", **JIT)
 def _find_term(doc_terms, lo, hi, t):  # pragma: no cover - jitted
     """Position of term ``t`` in the sorted slice ``doc_terms[lo:hi]``, or -1 (binary search)."""
     end = hi
@@ -68,19 +87,14 @@ def _score_lexical_candidates(
         for p in range(a, b):
             total += weights[q_terms[p]]
         if total <= 0.0:
-            for c in range(kc):
-                out[i, c] = 0.0
+            out[i, :] = 0.0
             continue
-        for c in range(min(kc, _PREFETCH_AHEAD)):
-            _prefetch_terms(candidates, i, c, doc_indptr, doc_terms)
+        _start_prefetch(candidates, i, doc_indptr, doc_terms)
         for c in range(kc):
-            _prefetch_terms(candidates, i, c + _PREFETCH_AHEAD, doc_indptr, doc_terms)
-            doc = candidates[i, c]
+            doc, lo0, hi0 = _candidate_span(candidates, i, c, doc_indptr, doc_terms)
             if doc < 0:
                 out[i, c] = 0.0
                 continue
-            lo0 = doc_indptr[doc]
-            hi0 = doc_indptr[doc + 1]
             acc = np.float32(0.0)
             for p in range(a, b):
                 t = q_terms[p]
@@ -106,19 +120,14 @@ def _score_bm25_candidates(
         a = q_ptr[i]
         e = q_ptr[i + 1]
         if e <= a:
-            for c in range(kc):
-                out[i, c] = 0.0
+            out[i, :] = 0.0
             continue
-        for c in range(min(kc, _PREFETCH_AHEAD)):
-            _prefetch_terms(candidates, i, c, doc_indptr, doc_terms)
+        _start_prefetch(candidates, i, doc_indptr, doc_terms)
         for c in range(kc):
-            _prefetch_terms(candidates, i, c + _PREFETCH_AHEAD, doc_indptr, doc_terms)
-            doc = candidates[i, c]
+            doc, lo0, hi0 = _candidate_span(candidates, i, c, doc_indptr, doc_terms)
             if doc < 0:
                 out[i, c] = 0.0
                 continue
-            lo0 = doc_indptr[doc]
-            hi0 = doc_indptr[doc + 1]
             norm = k1 * (1.0 - b + b * doc_len[doc] / avgdl)
             acc = 0.0
             for p in range(a, e):
@@ -165,6 +174,13 @@ def _check_queries(q_terms: np.ndarray, q_ptr: np.ndarray, n_terms: int) -> tupl
     return qt, qp
 
 
+def _check_candidates(candidates: np.ndarray, qp: np.ndarray) -> np.ndarray:
+    cand = np.ascontiguousarray(candidates, dtype=np.int64)
+    if cand.ndim != 2 or cand.shape[0] != qp.shape[0] - 1:
+        raise ValueError(f"candidates {cand.shape} do not match {qp.shape[0] - 1} queries")
+    return cand
+
+
 def score_lexical_candidates(
     candidates: np.ndarray,
     q_terms: np.ndarray,
@@ -193,9 +209,7 @@ def score_lexical_candidates(
     """
     w = np.ascontiguousarray(weights, dtype=np.float32)
     qt, qp = _check_queries(q_terms, q_ptr, w.shape[0])
-    cand = np.ascontiguousarray(candidates, dtype=np.int64)
-    if cand.ndim != 2 or cand.shape[0] != qp.shape[0] - 1:
-        raise ValueError(f"candidates {cand.shape} do not match {qp.shape[0] - 1} queries")
+    cand = _check_candidates(candidates, qp)
     out = np.zeros(cand.shape, dtype=np.float32)
     if cand.size == 0:
         return out
@@ -247,9 +261,7 @@ def score_bm25_candidates(
     """
     w = np.ascontiguousarray(idf, dtype=np.float32)
     qt, qp = _check_queries(q_terms, q_ptr, w.shape[0])
-    cand = np.ascontiguousarray(candidates, dtype=np.int64)
-    if cand.ndim != 2 or cand.shape[0] != qp.shape[0] - 1:
-        raise ValueError(f"candidates {cand.shape} do not match {qp.shape[0] - 1} queries")
+    cand = _check_candidates(candidates, qp)
     indptr = np.ascontiguousarray(doc_indptr, dtype=np.int64)
     terms = np.ascontiguousarray(doc_terms, dtype=np.int32)
     tf = np.ascontiguousarray(doc_tf, dtype=np.uint16)
