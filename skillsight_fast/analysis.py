@@ -120,7 +120,7 @@ def analyze(index: "SkillIndex", queries: Sequence["Query"] | None, out_dir: str
         raise SkillsightError("none of the queries has a gold skill in this index (wrong --data?)")
     texts = [qq.text for qq, _ in kept]
     gold = [g for _, g in kept]
-    q = index.encode_queries(texts)
+    q = index.encode(texts)
     n_docs = len(index)
     basis = np.asarray(index.basis, np.float32)
     d = np.asarray(index.embeddings, np.float32)

@@ -174,7 +174,7 @@ def score_queries(index: "SkillIndex", queries: Sequence["Query"], k: int = 10,
     for start in range(0, len(queries), batch):
         part = list(queries[start : start + batch])
         texts = [q.text for q in part]
-        vectors = index.encode_queries(texts)
+        vectors = index.encode(texts)
         res = index.search_vectors(vectors, texts, k, explain=False)
         scores[start : start + len(part)] = res.scores
         cosines[start : start + len(part)] = np.nan_to_num(hit_cosines(index, vectors, res.ids), nan=-np.inf)

@@ -360,7 +360,7 @@ class SkillIndex:
             out[i] = q.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
         return out
 
-    def _check_k(self, k: int) -> int:
+    def check_k(self, k: int) -> int:
         if not isinstance(k, (int, np.integer)) or isinstance(k, bool):
             raise QueryError(f"k must be an integer, got {k!r}")
         if k <= 0:
@@ -369,7 +369,7 @@ class SkillIndex:
             raise QueryError(f"k = {k} is too large (at most {max(MAX_K, len(self))})")
         return int(k)
 
-    def encode_queries(self, queries: str | Sequence[str]) -> np.ndarray:
+    def encode(self, queries: str | Sequence[str]) -> np.ndarray:
         """Validate and encode queries, float32 (n, d)."""
         texts = self.check_queries(queries)
         return self.encoder.encode(texts) if texts else np.zeros((0, self.stats.dim), np.float32)
@@ -390,7 +390,7 @@ class SkillIndex:
             Empty or over-long query, k < 1 or absurdly large.
         """
         texts = self.check_queries(queries)
-        k = self._check_k(k)
+        k = self.check_k(k)
         vectors = self.encoder.encode(texts) if texts else np.zeros((0, self.stats.dim), np.float32)
         return self.search_vectors(vectors, texts, k)
 
@@ -406,7 +406,7 @@ class SkillIndex:
         explain : bool
             Also collect the matched evidence tokens per hit (skip for raw speed).
         """
-        k = self._check_k(k)
+        k = self.check_k(k)
         q = np.ascontiguousarray(np.atleast_2d(vectors), dtype=np.float32)
         if q.shape[0] != len(texts) or q.shape[1] != self.stats.dim:
             raise QueryError(f"query vectors {q.shape} do not match {len(texts)} texts of dim {self.stats.dim}")

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from skillsight_fast.calibrate import Abstention, hit_cosines, task_passes
-from skillsight_fast.cli import hits_of
+from skillsight_fast.calibrate import Abstention
+from skillsight_fast.find import find_skills
 from skillsight_fast.errors import QueryError, SkillsightError
 from skillsight_fast.skills import MAX_SKILL_BYTES, SKILL_FILE
 
@@ -90,19 +90,8 @@ class SkillService:
             raise QueryError("'task' must be a string")
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_SERVE_K:
             raise QueryError(f"'k' must be an integer from 1 to {MAX_SERVE_K}, got {k!r}")
-        with self._lock:  # the encoder and tokenizer are shared by all request threads
-            vectors = self.index.encode_queries([task])
-            result = self.index.search_vectors(vectors, [task], min(k, max(len(self.index), 1)))
-        cosines = hit_cosines(self.index, vectors, result.ids)
-        hits = []
-        if task_passes(result, cosines, self.abstention)[0]:
-            for rank, h in enumerate(hits_of(self.index, result, 0)):  # real hits come first in a row
-                hits.append({
-                    "id": h["id"], "name": h["name"], "description": h["description"], "path": h["path"],
-                    "score": round(h["score"], 6), "cosine": round(float(cosines[0, rank]), 6),
-                    "dense": round(h["dense"], 6), "lexical": round(h["lexical"], 6), "evidence": h["evidence"],
-                })
-        return {"query": task, "abstention": self._rule(), "hits": hits}
+        answer = find_skills(self.index, [task], k, abstention=self.abstention, lock=self._lock)[0]
+        return answer.to_dict(digits=6)
 
     def _rule(self) -> dict[str, Any] | None:
         return self.abstention.to_dict() if self.abstention is not None else None

@@ -54,7 +54,7 @@ def test_gold_ranks_match_a_brute_force_ranking():
     index = SkillIndex.build(toy_skills(n_extra=30), HashEncoder())
     texts = ["merge pdf pages", "git rebase"]
     gold = [np.array([0, 1]), np.array([3])]
-    q = index.encode_queries(texts)
+    q = index.encode(texts)
     ranks = gold_ranks(index, q, texts, gold)
     raw = q @ index.embeddings.T
     for i, g in enumerate(gold):

@@ -1,4 +1,4 @@
-"""``skillsight bench``: kernel and end-to-end speed against faiss, bm25s and Dense + Reranker.
+"""Speed measurements behind ``skillsight bench``: kernels and end to end against faiss, bm25s and Dense + Reranker.
 
 See docs/SPEED.md for the method, the corpora and the latest numbers. Heavy imports stay inside
 the handler, so registering the subcommand costs nothing at start-up.
@@ -6,43 +6,10 @@ the handler, so registering the subcommand costs nothing at start-up.
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 DEFAULT_SIZES = ("real", "26000", "100000", "1000000")
 QUICK_SIZES = ("real", "26000")
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add the ``bench`` subcommand."""
-    p = sub.add_parser("bench", help="measure kernel and end-to-end speed (docs/SPEED.md)")
-    p.add_argument("--sizes", nargs="+", default=None, metavar="N",
-                   help="library sizes: 'real' (the corpus itself) or a number of skills "
-                        f"(synthetic scale-up); default {' '.join(DEFAULT_SIZES)}")
-    p.add_argument("--quick", action="store_true", help=f"sizes {' '.join(QUICK_SIZES)}, few repetitions (< 1 min)")
-    p.add_argument("--json", metavar="OUT", help="write the report (schema in docs/SPEED.md)")
-    p.add_argument("--details", metavar="OUT", help="write the full report (p95, throughput, recall, load)")
-    p.add_argument("--plot", metavar="OUT.png", help="write the scaling plot")
-    p.add_argument("-i", "--index", metavar="DIR", help="prebuilt index of the real corpus (else built and cached)")
-    p.add_argument("--corpus", nargs="+", default=["data/skillsbench"], metavar="SOURCE",
-                   help="skill sources of the real corpus (default data/skillsbench)")
-    p.add_argument("--queries", metavar="FILE", help="queries .jsonl(.gz) with a 'text' field "
-                   "(default: queries.jsonl.gz beside the first corpus source)")
-    p.add_argument("--reps", type=int, default=None, help="timed repetitions per arm")
-    p.add_argument("--rerank-reps", type=int, default=None, help="timed Dense + Reranker queries per size")
-    p.add_argument("--compressed-from", type=int, default=500_000, metavar="N",
-                   help="also time the int8 scan and a faiss IVF candidate stage from N skills on")
-    p.add_argument("--no-model", action="store_true",
-                   help="no encoder or cross-encoder: skip the encode, end-to-end and rerank arms")
-    p.add_argument("--seed", type=int, default=0)
-    p.set_defaults(func=cmd_bench)
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    """Handler of ``skillsight bench``."""
-    from skillsight_fast.benchmark.driver import run_from_args
-
-    return run_from_args(args)
 
 
 def __getattr__(name: str) -> Any:  # lazy access to the driver's public helpers

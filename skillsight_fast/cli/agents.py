@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from skillsight_fast.cli import add_abstention_args, emit_json
+from skillsight_fast.cli._common import add_abstention_args, emit_json
 from skillsight_fast.errors import SkillsightError
 
 DEFAULT_OFFTOPIC = Path(__file__).resolve().parent.parent / "data" / "offtopic_queries.txt"

@@ -1,0 +1,60 @@
+"""The ``skillsight`` command line: argparse only; each handler calls the public API.
+
+A leaf package: nothing in the library imports it. Each module here defines
+``register(subparsers)`` (see ``COMMANDS``); heavy imports stay inside handlers so a one-shot
+search starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from skillsight_fast.errors import SkillsightError
+
+#: Modules that add subcommands, in help order (each defines ``register(subparsers)``).
+COMMANDS: tuple[str, ...] = (
+    "skillsight_fast.cli.core", "skillsight_fast.cli.agents", "skillsight_fast.cli.evaluate",
+    "skillsight_fast.cli.bench",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser, core commands plus registered extensions."""
+    from skillsight_fast import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="skillsight", description="Find the right skills for a task, in a millisecond, on a CPU."
+    )
+    parser.add_argument("--version", action="version", version=f"skillsight-fast {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``skillsight``; returns the exit code (0 ok, 1 error, 2 usage)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.verbose:
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args) or 0)
+    except SkillsightError as exc:
+        print(f"skillsight: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("skillsight: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except OSError as exc:  # unwritable output folder, disk full, ...: a message, not a traceback
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"skillsight: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 1
+
