@@ -6,6 +6,7 @@ paired bootstrap intervals can be drawn), then averaged.
 
 - Recall@k = |gold ∩ top-k| / |gold|
 - Hit@k = 1 if gold ∩ top-k ≠ ∅
+- Completeness@k = 1 if gold ⊆ top-k (every gold document retrieved; 0 for an empty gold set)
 - MRR@k = 1 / rank of the first gold document within the top k (0 if none)
 - nDCG@k with binary gains: Σ_{i ≤ k, d_i ∈ gold} 1/log2(i + 1) / Σ_{i ≤ min(k, |gold|)} 1/log2(i + 1)
 """
@@ -46,6 +47,13 @@ def recall_at_k(ranked: np.ndarray, gold: Sequence[frozenset[int]], k: int) -> n
 def hit_at_k(ranked: np.ndarray, gold: Sequence[frozenset[int]], k: int) -> np.ndarray:
     """Per-query 1.0 if any gold document is in the top k."""
     return _hits(ranked, gold, k).any(1).astype(float)
+
+
+def completeness_at_k(ranked: np.ndarray, gold: Sequence[frozenset[int]], k: int) -> np.ndarray:
+    """Per-query 1.0 if every gold document is in the top k (0 for an empty gold set)."""
+    h = _hits(ranked, gold, k)
+    sizes = np.array([len(g) for g in gold])
+    return ((h.sum(1) >= sizes) & (sizes > 0)).astype(float)
 
 
 def mrr_at_k(ranked: np.ndarray, gold: Sequence[frozenset[int]], k: int) -> np.ndarray:

@@ -1,0 +1,116 @@
+"""Tool-search accuracy as a tool user reads it: Hit@1, Hit@5 and Completeness@5.
+
+Completeness@5 counts a task as answered only when *every* tool it needs is among the five
+offered (a multi-tool task with one tool missing cannot be done). Each method's mean carries a
+percentile bootstrap interval, and skillsight's difference to each other method a paired one.
+
+The tool datasets hold their tools in three shapes: metatool has descriptions only, gorilla_hf
+an API record (JSON), bfcl a JSON function schema. :func:`tool_docs` rewrites a dataset's
+documents into one of the tool texts of :mod:`skillsight_fast.tools.catalog`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from skillsight_fast.evaluation.datasets import Dataset
+from skillsight_fast.evaluation.metrics import bootstrap_diff, bootstrap_mean, completeness_at_k, hit_at_k
+from skillsight_fast.skills import Skill
+from skillsight_fast.tools.catalog import TOOL_TEXTS, tool_body
+
+#: The metrics of the tool-search table, in column order.
+TOOL_METRICS = ("hit@1", "hit@5", "complete@5")
+#: Methods compared (names of :mod:`skillsight_fast.evaluation.methods`).
+TOOL_METHODS = ("skillsight", "bm25", "dense")
+
+
+def tool_metrics(ranked: np.ndarray, gold: Sequence[frozenset[int]]) -> dict[str, np.ndarray]:
+    """Per-query Hit@1, Hit@5 and Completeness@5."""
+    return {"hit@1": hit_at_k(ranked, gold, 1), "hit@5": hit_at_k(ranked, gold, 5),
+            "complete@5": completeness_at_k(ranked, gold, 5)}
+
+
+def _record_schema(doc: Skill) -> tuple[Any, bool]:
+    """The input schema of a dataset document, and whether it has one at all."""
+    try:
+        rec = json.loads(doc.body)
+    except (json.JSONDecodeError, TypeError):
+        return None, False
+    if not isinstance(rec, dict):
+        return None, False
+    if isinstance(rec.get("parameters"), dict):  # bfcl: a JSON function schema
+        return rec["parameters"], True
+    if "api_arguments" in rec:  # gorilla_hf: the arguments are names (a list, a dict or a string)
+        args = rec["api_arguments"]
+        if isinstance(args, dict):
+            props = {str(k): {"description": v if isinstance(v, str) else json.dumps(v)} for k, v in args.items()}
+        elif isinstance(args, list):
+            props = {str(a): {} for a in args}
+        elif isinstance(args, str) and args.strip() and args.strip().upper() != "N/A":
+            props = {a.strip(): {} for a in args.split(",") if a.strip()}
+        else:
+            props = {}
+        return {"type": "object", "properties": props}, True
+    return None, False
+
+
+def tool_docs(dataset: Dataset, text: str) -> Dataset:
+    """The dataset with each document's body rewritten as the tool text ``text``.
+
+    ``schema`` keeps the dataset's own body (the whole JSON schema for bfcl, the whole API
+    record for gorilla_hf); ``params`` lists the parameters; ``description`` drops the body.
+    Documents without any schema (metatool) keep no body under ``description``/``params``.
+    """
+    if text not in TOOL_TEXTS:
+        raise ValueError(f"unknown tool text {text!r}")
+    docs = []
+    for d in dataset.docs:
+        schema, has = _record_schema(d)
+        if text == "schema":
+            body = d.body if has else ""
+        else:
+            body = tool_body(schema, text) if has else ""
+        docs.append(dataclasses.replace(d, body=body))
+    return dataclasses.replace(dataset, docs=docs)
+
+
+def has_schemas(dataset: Dataset) -> bool:
+    """Whether the dataset's documents carry parameter schemas (the variants differ)."""
+    return any(_record_schema(d)[1] for d in dataset.docs[:50])
+
+
+def summarise(per: dict[str, dict[str, np.ndarray]], *, reference: str = "skillsight", n_boot: int = 2000,
+              seed: int = 0) -> dict[str, Any]:
+    """Means with bootstrap intervals, and paired differences of ``reference`` to each method.
+
+    Parameters
+    ----------
+    per : {method: {metric: per-query array}}
+    """
+    out: dict[str, Any] = {"methods": {}, "paired": {}}
+    for m, vals in per.items():
+        out["methods"][m] = {k: {"mean": float(v.mean()), "ci": list(bootstrap_mean(v, n_boot=n_boot, seed=seed))}
+                             for k, v in vals.items()}
+    if reference in per:
+        for m in per:
+            if m == reference:
+                continue
+            out["paired"][f"{reference} - {m}"] = {
+                k: dict(zip(("diff", "low", "high"),
+                            bootstrap_diff(per[reference][k], per[m][k], n_boot=n_boot, seed=seed)))
+                for k in per[reference]}
+    return out
+
+
+def run_methods(dataset: Dataset, methods: Sequence[str] = TOOL_METHODS, **ctx_kwargs: Any
+                ) -> dict[str, dict[str, np.ndarray]]:
+    """Rank the dataset's queries with each method; per-query tool metrics per method."""
+    from skillsight_fast.evaluation.methods import METHODS, EvalContext
+
+    ctx = EvalContext(dataset=dataset, **ctx_kwargs)
+    return {m: tool_metrics(METHODS[m](ctx), dataset.gold) for m in methods}
