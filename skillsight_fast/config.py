@@ -9,6 +9,8 @@ from typing import Any
 BACKGROUND_TOKENS = ("low_idf", "all", "random", "high_idf")
 FUSIONS = ("eq15", "convex", "rrf", "dense", "lexical")
 LEXICAL_SIDES = ("lec", "bm25")
+#: Dense candidate scans (skillsight_fast.scan; kept here so the config imports nothing heavy).
+SCAN_CHOICES = ("exact", "int8", "ivf", "auto")
 #: Lexical side of the adaptive default (Rule 3 of docs/ADAPTIVE.md); adaptive=False is the paper's LEC.
 ADAPTIVE_LEXICAL = "bm25"
 
@@ -50,6 +52,15 @@ class IndexConfig:
         Constant of reciprocal rank fusion.
     seed : int
         Seed for the ``random`` background-token ablation.
+    scan : str
+        Dense candidate scan (:mod:`skillsight_fast.scan`): ``exact`` (float32), ``int8`` (int8
+        matrix, exact re-scoring of the survivors), ``ivf`` (faiss IVF cells) or ``auto`` (by
+        library size; the choice is recorded in the manifest's ``scan`` section).
+    int8_oversample : int
+        Survivors per candidate the int8 scan re-scores exactly.
+    ivf_nlist, ivf_nprobe : int or None
+        IVF cells and cells visited per query; None = the defaults of :mod:`skillsight_fast.scan`
+        (4√N cells, 64 visited).
     adaptive : bool
         Let label-free corpus statistics decide whether to apply SBC and scale the Eq. 15 lexical
         weight (:mod:`skillsight_fast.adaptive`, docs/ADAPTIVE.md). False = the paper as written.
@@ -76,6 +87,10 @@ class IndexConfig:
     lexical_weight: float = 1.0
     rrf_k: float = 60.0
     seed: int = 0
+    scan: str = "auto"
+    int8_oversample: int = 4
+    ivf_nlist: int | None = None
+    ivf_nprobe: int | None = None
     adaptive: bool = True
     lexical: str | None = None
 
@@ -90,6 +105,11 @@ class IndexConfig:
             raise ValueError("candidates must be >= 1, max_rank and lexical_candidates >= 0")
         if self.rank is not None and self.rank < 0:
             raise ValueError("rank must be >= 0")
+        if self.scan not in SCAN_CHOICES:
+            raise ValueError(f"scan must be one of {SCAN_CHOICES}")
+        if self.int8_oversample < 1 or (self.ivf_nlist is not None and self.ivf_nlist < 1) or (
+                self.ivf_nprobe is not None and self.ivf_nprobe < 1):
+            raise ValueError("int8_oversample, ivf_nlist and ivf_nprobe must be >= 1")
         if not 1 <= self.min_token_len <= self.max_token_len:
             raise ValueError("need 1 <= min_token_len <= max_token_len")
 

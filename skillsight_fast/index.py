@@ -25,7 +25,6 @@ from skillsight_fast.background import (
 from skillsight_fast.config import LEXICAL_SIDES, IndexConfig
 from skillsight_fast.errors import EmbeddingError, ModelMismatchError, QueryError, SkillsightError
 from skillsight_fast.kernels import (
-    dense_topk,
     fuse_topk,
     merge_candidates,
     project_out_background,
@@ -34,6 +33,7 @@ from skillsight_fast.kernels import (
     score_lexical_candidates,
 )
 from skillsight_fast.lexicon import Lexicon
+from skillsight_fast.scan import Scan, build_scan
 from skillsight_fast.skills import Skill
 from skillsight_fast.types import Encoder
 
@@ -158,6 +158,7 @@ class SkillIndex:
         model_id: str,
         model_checksum: str,
         encoder: Encoder | None = None,
+        scan: Scan | None = None,
     ) -> None:
         self.skills = skills
         self.embeddings = embeddings
@@ -173,6 +174,10 @@ class SkillIndex:
         self.model_id = model_id
         self.model_checksum = model_checksum
         self._encoder = encoder
+        #: The dense candidate stage (skillsight_fast.scan); exact float32 unless built otherwise.
+        self.scan: Scan = scan if scan is not None else build_scan("exact", embeddings_perp)
+        if self.scan.docs is not embeddings_perp:
+            raise SkillsightError("the scan must be built over the index's background-removed matrix")
         #: Markdown body per skill when built from Skill objects (saved as texts.jsonl; not loaded).
         self.bodies: list[str] | None = None
         #: The folder this index was loaded from (None when built in memory).
@@ -222,11 +227,14 @@ class SkillIndex:
         encoder: Encoder | None = None,
         texts: Sequence[str] | None = None,
         lexicon: Lexicon | None = None,
+        previous_scan: Scan | None = None,
     ) -> "SkillIndex":
         """Build from precomputed document embeddings (float32 (N, d), unit rows).
 
         ``texts`` (the analysed text per skill) is needed when ``skills`` are SkillMeta;
         a prebuilt ``lexicon`` over the same documents may be passed to skip analysis.
+        ``previous_scan`` (the scan of the index being updated) lets an IVF scan keep its trained
+        cells (:data:`skillsight_fast.scan.IVF_RETRAIN_FACTOR`).
         """
         config = config or IndexConfig()
         emb = np.ascontiguousarray(embeddings, dtype=np.float32)
@@ -274,6 +282,7 @@ class SkillIndex:
             singular_values=bg.singular_values, lexicon=lexicon, idf=idf, weights=weights,
             generic=generic, config=config, stats=stats, model_id=model_id,
             model_checksum=model_checksum, encoder=encoder,
+            scan=build_scan(config.scan, perp, config=config, previous=previous_scan),
         )
         if all(isinstance(s, Skill) for s in skills):
             index.bodies = [s.body for s in skills]  # type: ignore[union-attr]
@@ -421,7 +430,7 @@ class SkillIndex:
             cand = np.full((len(texts), 1), -1, np.int64)
             s_dense = np.full(cand.shape, -np.inf, np.float32)
         else:
-            cand, s_dense = dense_topk(q_perp, self.embeddings_perp, kc)
+            cand, s_dense = self.scan.candidates(q_perp, kc)
         if cfg.lexical_candidates and n_docs:  # admitted by LEC coverage, whichever side is fused
             lex_all = score_lexical_all(q_terms, q_ptr, self.lexicon.post_indptr,
                                         self.lexicon.post_docs, self.weights, n_docs)
@@ -462,6 +471,17 @@ class SkillIndex:
                 row.append([vocab[t] for t in qt[hit]])
             out.append(row)
         return out
+
+    def rebuild_scan(self, kind: str | None = None, **params: Any) -> Scan:
+        """Replace the dense candidate scan (``exact``, ``int8``, ``ivf`` or ``auto``) in place.
+
+        ``params`` are the scan fields of :class:`IndexConfig` (``int8_oversample``, ``ivf_nlist``,
+        ``ivf_nprobe``); the config records the new choice. Nothing is re-encoded.
+        """
+        self.config = self.config.replace(scan=kind or self.config.scan, **params)
+        self.scan = build_scan(self.config.scan, self.embeddings_perp, config=self.config,
+                               previous=self.scan)
+        return self.scan
 
     # ------------------------------------------------------------------ persistence
     def save(self, directory: str | Path, extra_files: dict[str, bytes] | None = None) -> Path:

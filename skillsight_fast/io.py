@@ -8,6 +8,9 @@ Layout of an index folder::
     skills.jsonl      one {id, name, description, path, sha256} per row
     texts.jsonl       optional: each skill's Markdown body, one JSON string per row
                       (indexes without it still load; see read_bodies)
+    scan_*            optional: the dense candidate scan's own arrays (scan_int8_codes.npy,
+                      scan_int8_scales.npy) or files (scan_ivf.faiss, faiss's own format), listed
+                      with their sha256 under the manifest's ``scan`` section (no section: exact)
     *.npy             the arrays (doc_tf.npy and doc_len.npy, the term frequencies and
                       document lengths of the BM25 lexical side, are optional: indexes saved
                       before them still load, and their lexical side is LEC)
@@ -73,8 +76,14 @@ OPTIONAL_ARRAYS: dict[str, tuple[str, int]] = {
     "doc_tf": ("uint16", 1),
     "doc_len": ("int32", 1),
 }
-#: Every array the format knows, required or optional.
+#: Every array the format knows, required or optional (the scan's arrays: skillsight_fast.scan).
 ALL_ARRAYS = ARRAYS | OPTIONAL_ARRAYS
+
+
+def _scan_arrays() -> dict[str, tuple[str, int]]:
+    from skillsight_fast.scan import SCAN_ARRAYS
+
+    return SCAN_ARRAYS
 
 
 def _sha256(path: Path) -> str:
@@ -150,6 +159,31 @@ def save_index(index: "SkillIndex", directory: Path, extra_files: dict[str, byte
     return directory
 
 
+def _save_array(folder: Path, name: str, arr: np.ndarray, dtype: str) -> dict[str, Any]:
+    """Write ``<name>.npy`` (fsynced) and return its manifest entry."""
+    a = arr if arr.dtype == np.dtype(dtype) and arr.flags.c_contiguous else np.ascontiguousarray(arr, dtype=dtype)
+    file = folder / f"{name}.npy"
+    with open(file, "wb") as fh:
+        np.save(fh, a, allow_pickle=False)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return {"file": file.name, "dtype": dtype, "shape": list(a.shape), "sha256": _sha256(file)}
+
+
+def _save_scan(index: "SkillIndex", folder: Path) -> dict[str, Any]:
+    """Write the scan's arrays and files; returns the manifest's ``scan`` section."""
+    scan = index.scan
+    specs = _scan_arrays()
+    arrays = {name: _save_array(folder, name, arr, specs[name][0]) for name, arr in scan.arrays().items()}
+    files: dict[str, Any] = {}
+    for name in scan.write_files(folder):
+        path = folder / name
+        with open(path, "rb+") as fh:
+            os.fsync(fh.fileno())
+        files[name] = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+    return {"kind": scan.kind, "params": scan.params(), "arrays": arrays, "files": files}
+
+
 def _save_unlocked(index: "SkillIndex", directory: Path, extra_files: dict[str, bytes]) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-", dir=directory.parent))
     try:
@@ -157,14 +191,8 @@ def _save_unlocked(index: "SkillIndex", directory: Path, extra_files: dict[str, 
             _write_file(tmp / name, data)
         entries: dict[str, Any] = {}
         for name, arr in _arrays_of(index).items():
-            dtype, ndim = ALL_ARRAYS[name]
-            a = np.ascontiguousarray(arr, dtype=dtype)
-            file = tmp / f"{name}.npy"
-            with open(file, "wb") as fh:
-                np.save(fh, a, allow_pickle=False)
-                fh.flush()
-                os.fsync(fh.fileno())
-            entries[name] = {"file": file.name, "dtype": dtype, "shape": list(a.shape), "sha256": _sha256(file)}
+            entries[name] = _save_array(tmp, name, arr, ALL_ARRAYS[name][0])
+        scan_section = _save_scan(index, tmp)
         vocab = json.dumps(index.lexicon.vocab, ensure_ascii=False).encode("utf-8")
         _write_file(tmp / "vocab.json", vocab)
         skills = "".join(
@@ -186,6 +214,7 @@ def _save_unlocked(index: "SkillIndex", directory: Path, extra_files: dict[str, 
             "stats": index.stats.to_dict(),
             "n_skills": len(index.skills),
             "arrays": entries,
+            "scan": scan_section,
             "files": {
                 "vocab.json": hashlib.sha256(vocab).hexdigest(),
                 "skills.jsonl": hashlib.sha256(skills).hexdigest(),
@@ -203,7 +232,7 @@ def _save_unlocked(index: "SkillIndex", directory: Path, extra_files: dict[str, 
 
 def _check_side_file_name(name: str) -> None:
     """A side file must be a plain name that no part of the index format uses."""
-    if (not name or "/" in name or "\\" in name or name.startswith(".") or name.endswith(".npy")
+    if (not name or "/" in name or "\\" in name or name.startswith((".", "scan_")) or name.endswith(".npy")
             or name in (MANIFEST, "vocab.json", "skills.jsonl", TEXTS)):
         raise ValueError(f"extra file name {name!r} is not a plain, free file name")
 
@@ -346,7 +375,7 @@ def read_manifest(directory: Path) -> dict[str, Any]:
 
 
 def _load_array(directory: Path, name: str, entry: dict[str, Any], mmap: bool, verify: bool) -> np.ndarray:
-    dtype, ndim = ALL_ARRAYS[name]
+    dtype, ndim = ALL_ARRAYS[name] if name in ALL_ARRAYS else _scan_arrays()[name]
     path = directory / entry["file"]
     if not path.is_file():
         raise IndexFormatError(f"{directory}: array file {entry['file']} is missing")
@@ -441,14 +470,45 @@ def _load_once(directory: Path, *, mmap: bool, verify: bool) -> "SkillIndex":
                                "(doc_tf.npy / doc_len.npy); rebuild it with `skillsight index`")
     lexicon = Lexicon(vocab, arrays["doc_indptr"], arrays["doc_terms"], arrays["post_indptr"],
                       arrays["post_docs"], arrays.get("doc_tf"), arrays.get("doc_len"))
+    scan = _load_scan(directory, manifest, arrays["embeddings_perp"], mmap=mmap, verify=verify)
     index = SkillIndex(
         skills=skills, embeddings=arrays["embeddings"], embeddings_perp=arrays["embeddings_perp"],
         basis=arrays["basis"], singular_values=arrays["singular_values"], lexicon=lexicon,
         idf=arrays["idf"], weights=arrays["weights"], generic=arrays["generic"], config=config,
-        stats=stats, model_id=model_id, model_checksum=model_checksum,
+        stats=stats, model_id=model_id, model_checksum=model_checksum, scan=scan,
     )
     index.source_dir = directory  # bodies (texts.jsonl) stay on disk; save() carries them over
     return index
+
+
+def _load_scan(directory: Path, manifest: dict[str, Any], perp: np.ndarray, *, mmap: bool, verify: bool) -> Any:
+    """The saved scan (exact when the manifest has no ``scan`` section: indexes saved before it)."""
+    from skillsight_fast.scan import SCAN_TYPES, restore_scan
+
+    section = manifest.get("scan") or {"kind": "exact"}
+    try:
+        kind = section["kind"]
+        params = dict(section.get("params") or {})
+        entries = dict(section.get("arrays") or {})
+        files = dict(section.get("files") or {})
+        if kind not in SCAN_TYPES:
+            raise IndexFormatError(f"{directory}: unknown scan {kind!r} in the manifest")
+        wanted = SCAN_TYPES[kind]
+        if set(entries) != set(wanted.ARRAYS) or set(files) != set(wanted.FILES):
+            raise IndexFormatError(f"{directory}: the {kind} scan lists arrays {sorted(entries)} and files "
+                                   f"{sorted(files)}, expected {sorted(wanted.ARRAYS)} and {sorted(wanted.FILES)}")
+        arrays = {name: _load_array(directory, name, entry, mmap, verify) for name, entry in entries.items()}
+        for name, entry in files.items():
+            path = directory / name
+            if not path.is_file():
+                raise IndexFormatError(f"{directory}: the {kind} scan's file {name} is missing")
+            if verify and _sha256(path) != entry.get("sha256"):
+                raise IndexFormatError(f"{path}: checksum mismatch (the file is corrupt or was changed)")
+    except IndexFormatError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise IndexFormatError(f"{directory}: malformed scan section ({type(exc).__name__}: {exc})") from None
+    return restore_scan(kind, perp, params, arrays, directory, mmap=mmap)
 
 
 def read_bodies(directory: Path) -> list[str] | None:

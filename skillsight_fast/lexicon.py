@@ -110,6 +110,60 @@ class Lexicon:
             lex.doc_len = np.minimum(doc_len, np.iinfo(np.int32).max).astype(np.int32)
         return lex
 
+    def reuse_rows(self, rows: np.ndarray, texts: Sequence[str], min_len: int = 2,
+                   max_len: int = 40) -> "Lexicon":
+        """A lexicon whose row i is this lexicon's row ``rows[i]``, or a fresh analysis where -1.
+
+        ``texts`` are the texts of the rows marked -1, in order. The result equals
+        :meth:`build` over the full new list of texts (same vocabulary, ids, CSR indexes, term
+        frequencies and lengths), but only the new texts are analysed: what an incremental update
+        costs is the analysis of the changed skills plus array work linear in the corpus.
+
+        Raises
+        ------
+        ValueError
+            This lexicon has no term frequencies (indexes saved before them: rebuild instead),
+            or ``texts`` does not match the number of -1 rows.
+        """
+        rows = np.asarray(rows, dtype=np.int64)
+        fresh_pos = np.flatnonzero(rows < 0)
+        if len(texts) != fresh_pos.size:
+            raise ValueError(f"{fresh_pos.size} new rows but {len(texts)} texts")
+        if not self.has_tf:
+            raise ValueError("the lexicon has no term frequencies to carry over; rebuild it")
+        fresh = Lexicon.build(texts, min_len, max_len)
+        kept = rows[rows >= 0]
+        old_len = np.diff(self.doc_indptr)
+        used = np.zeros(len(self.vocab), bool)
+        if kept.size:
+            starts, lens = self.doc_indptr[kept], old_len[kept]
+            used[self.doc_terms[_segments(starts, lens)]] = True
+        used_ids = np.flatnonzero(used)
+        vocab = sorted({self.vocab[t] for t in used_ids.tolist()} | set(fresh.vocab))
+        ids = {t: i for i, t in enumerate(vocab)}
+        old_map = np.full(len(self.vocab), -1, np.int32)
+        old_map[used_ids] = np.fromiter((ids[self.vocab[t]] for t in used_ids.tolist()), np.int32, used_ids.size)
+        fresh_map = np.fromiter((ids[t] for t in fresh.vocab), np.int32, len(fresh.vocab))
+        # one source array: this lexicon's entries, then the fresh ones, both in the new ids
+        # (both maps are increasing, so every row's terms stay sorted)
+        src_terms = np.concatenate([old_map[self.doc_terms], fresh_map[fresh.doc_terms]])
+        src_tf = np.concatenate([self.doc_tf, fresh.doc_tf])
+        src_len = np.concatenate([self.doc_len, fresh.doc_len])
+        n_old = self.n_docs
+        src_row = rows.copy()
+        src_row[fresh_pos] = n_old + np.arange(fresh_pos.size)
+        src_indptr = np.concatenate([self.doc_indptr[:-1], self.doc_indptr[-1] + fresh.doc_indptr])
+        lens = np.diff(src_indptr)[src_row]
+        doc_indptr = np.zeros(rows.size + 1, np.int64)
+        np.cumsum(lens, out=doc_indptr[1:])
+        take = _segments(src_indptr[src_row], lens)
+        doc_terms = src_terms[take]
+        post_indptr, post_docs = invert(doc_indptr, doc_terms, len(vocab))
+        lex = Lexicon(vocab, doc_indptr, doc_terms, post_indptr, post_docs, src_tf[take],
+                      src_len[src_row].astype(np.int32))
+        lex._term_ids = ids
+        return lex
+
     def query_terms(self, texts: Sequence[str], exclude: np.ndarray, min_len: int = 2,
                     max_len: int = 40) -> tuple[np.ndarray, np.ndarray]:
         """Evidence tokens Q' of each query in CSR form: known terms not flagged in ``exclude``.
@@ -130,6 +184,16 @@ class Lexicon:
                     out.append(j)
             ptr[i + 1] = len(out)
         return np.asarray(out, dtype=np.int32), ptr
+
+
+def _segments(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """Positions starts[0]..starts[0]+lens[0]-1, starts[1]..., concatenated, int64."""
+    total = int(lens.sum())
+    if total == 0:
+        return np.zeros(0, np.int64)
+    out_ptr = np.zeros(lens.size, np.int64)
+    np.cumsum(lens[:-1], out=out_ptr[1:])
+    return np.arange(total, dtype=np.int64) + np.repeat(starts - out_ptr, lens)
 
 
 def invert(indptr: np.ndarray, indices: np.ndarray, n_cols: int) -> tuple[np.ndarray, np.ndarray]:

@@ -2,7 +2,10 @@
 
 Every corpus statistic of SkillSight (df, IDF, Otsu's threshold, the generic tokens, the background
 subspace, the projected vectors, the LEC weights) depends on the whole corpus, so it is recomputed;
-only the encoder, by far the slowest step, is skipped for skills whose content is unchanged.
+the encoder, by far the slowest step, and the lexical analysis are skipped for skills whose content
+is unchanged (their stored embedding and lexicon row are reused, :meth:`Lexicon.reuse_rows`), and
+an IVF scan keeps its trained cells while the library stays within a factor 2 of the size they
+were trained at. What is left is linear array work over the corpus (the statistics refresh).
 A skill is unchanged when the SHA-256 of its indexed text (name, description, body) equals one
 stored in the index; its stored raw embedding is reused (even if its id or path changed).
 The result equals a full rebuild with the same encoder.
@@ -37,11 +40,13 @@ class UpdateReport:
     encoded: int = 0
     n_skills: int = 0
     seconds: float = 0.0
+    #: seconds per phase: load, compare, encode, rebuild (statistics and scan), save
+    phases: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"n_skills": self.n_skills, "added": self.added, "changed": self.changed,
                 "removed": self.removed, "unchanged": self.unchanged, "encoded": self.encoded,
-                "seconds": self.seconds}
+                "seconds": self.seconds, "phases": self.phases}
 
 
 def update_index(directory: str | os.PathLike[str], skills: Sequence[Skill], *, encoder: Any = None,
@@ -69,17 +74,26 @@ def update_index(directory: str | os.PathLike[str], skills: Sequence[Skill], *, 
     from skillsight_fast.index import SkillIndex
 
     t0 = time.perf_counter()
+    clock = [t0]
+
+    def phase(name: str) -> None:
+        now = time.perf_counter()
+        report.phases[name] = round(now - clock[0], 3)
+        clock[0] = now
+
     old = SkillIndex.load(directory)
     by_id = {m.id: m for m in old.skills}
     row_of_hash: dict[str, int] = {}
     for row, meta in enumerate(old.skills):
         row_of_hash.setdefault(meta.sha256, row)
     report = UpdateReport(n_skills=len(skills))
+    phase("load")
     new_ids = {s.id for s in skills}
     report.removed = [m.id for m in old.skills if m.id not in new_ids]
     todo: list[int] = []
+    hashes = [s.sha256 for s in skills]  # a property that hashes the text: computed once
     for i, s in enumerate(skills):
-        if s.sha256 in row_of_hash:
+        if hashes[i] in row_of_hash:
             report.unchanged += 1
             continue
         todo.append(i)
@@ -89,28 +103,37 @@ def update_index(directory: str | os.PathLike[str], skills: Sequence[Skill], *, 
     moved = any(by_id.get(s.id) is None or by_id[s.id].path != s.path for s in skills)
     nothing = not todo and not report.removed and not moved and [m.id for m in old.skills] == [
         s.id for s in skills]
+    phase("compare")
     if dry_run or nothing:
         report.seconds = round(time.perf_counter() - t0, 3)
         return report
     if encoder is not None:
         old.encoder = encoder  # checked against the index's model
+    rows = np.fromiter((row_of_hash.get(h, -1) for h in hashes), np.int64, len(skills))
     emb = np.empty((len(skills), old.stats.dim), np.float32)
-    for i, s in enumerate(skills):
-        row = row_of_hash.get(s.sha256)
-        if row is not None:
-            emb[i] = old.embeddings[row]
+    reused = rows >= 0
+    emb[reused] = old.embeddings[rows[reused]]
     if todo:
         enc = old.encoder if wrap_encoder is None else wrap_encoder(old.encoder)
         emb[todo] = enc.encode([skills[i].text for i in todo])
     report.encoded = len(todo)
-    new = SkillIndex.from_embeddings(skills, emb, old.config, model_id=old.model_id,
-                                     model_checksum=old.model_checksum, encoder=encoder)
+    phase("encode")
+    cfg = old.config
+    lexicon = None
+    if old.lexicon.has_tf:  # analyse only the new texts; older indexes without tf are re-analysed
+        lexicon = old.lexicon.reuse_rows(rows, [skills[i].text for i in todo], cfg.min_token_len,
+                                         cfg.max_token_len)
+    new = SkillIndex.from_embeddings(skills, emb, cfg, model_id=old.model_id,
+                                     model_checksum=old.model_checksum, encoder=encoder, lexicon=lexicon,
+                                     previous_scan=old.scan)
+    phase("rebuild")
     calibration = read_calibration(directory)
     extra = {}
     if calibration is not None:  # keep it, noting that the corpus changed since; same swap as the index
         calibration["updated_after_calibration"] = True
         extra[CALIBRATION] = calibration_bytes(calibration)
     new.save(Path(directory), extra_files=extra)
+    phase("save")
     report.seconds = round(time.perf_counter() - t0, 3)
     logger.info("update: %d added, %d changed, %d removed, %d encoded", len(report.added),
                 len(report.changed), len(report.removed), report.encoded)

@@ -7,11 +7,12 @@ import sys
 import time
 
 from skillsight_fast.cli._common import add_abstention_args, emit_json
-from skillsight_fast.config import LEXICAL_SIDES
+from skillsight_fast.config import LEXICAL_SIDES, SCAN_CHOICES
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add index, search, info and warmup."""
-    for add in (_add_index, _add_search, _add_info, _add_warmup):
+    for add in (_add_index, _add_search, _add_info, _add_rescan, _add_warmup):
         add(sub)
 
 
@@ -26,9 +27,39 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
                    help="the method exactly as the paper writes it (no adaptive rules: SBC always, LEC, weight 1)")
     p.add_argument("--lexical", choices=LEXICAL_SIDES, default=None,
                    help="lexical side fused with the dense score (default: bm25, or lec with --paper)")
+    add_scan_args(p)
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or warnings")
     p.set_defaults(func=cmd_index)
+
+
+def add_scan_args(p: argparse.ArgumentParser, default: str | None = "auto") -> None:
+    """``--scan`` and its parameters (``index`` and ``rescan``)."""
+    p.add_argument("--scan", choices=SCAN_CHOICES, default=default,
+                   help="dense candidate scan: exact float32, int8 matrix + exact re-scoring, faiss ivf "
+                        "(needs skillsight-fast[large]), or auto by library size (exact below 200k skills, "
+                        "int8 from 200k, ivf from 2M; docs/LARGE.md)" + (" (default auto)" if default else ""))
+    p.add_argument("--nlist", type=_positive, default=None, metavar="N", help="ivf: cells (default 4 sqrt(N))")
+    p.add_argument("--nprobe", type=_positive, default=None, metavar="N",
+                   help="ivf: cells visited per query (default 64)")
+    p.add_argument("--oversample", type=_positive, default=None, metavar="F",
+                   help="int8: survivors per candidate re-scored exactly (default 4)")
+
+
+def scan_params(args: argparse.Namespace) -> dict:
+    """The IndexConfig scan fields given on the command line."""
+    out = {"ivf_nlist": args.nlist, "ivf_nprobe": args.nprobe, "int8_oversample": args.oversample}
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _positive(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
+    return n
 
 
 def cmd_index(args: argparse.Namespace) -> int:
@@ -41,7 +72,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     for problem in report.problems:
         if not args.quiet:
             print(f"skipped {problem}", file=sys.stderr)
-    config = IndexConfig(model=args.model, int8=args.int8, adaptive=not args.paper, lexical=args.lexical)
+    config = IndexConfig(model=args.model, int8=args.int8, adaptive=not args.paper, lexical=args.lexical,
+                         scan=args.scan, **scan_params(args))
     encoder = load_encoder(args.model, int8=args.int8)
     from skillsight_fast.progress import ProgressEncoder, progress_enabled
 
@@ -52,13 +84,14 @@ def cmd_index(args: argparse.Namespace) -> int:
     summary = {
         "output": str(args.output), "n_skills": len(index), "skipped": [str(p) for p in report.problems],
         "seconds": round(time.perf_counter() - t0, 2), **index.stats.to_dict(),
+        "scan": index.scan.describe(),
     }
     if args.json:
         emit_json(summary)
     elif not args.quiet:
         print(f"indexed {len(index)} skills into {args.output} in {summary['seconds']} s "
               f"(rank r = {index.stats.rank}, |T_g| = {index.stats.n_generic}, "
-              f"{len(report.problems)} skipped)")
+              f"scan {index.scan.kind}, {len(report.problems)} skipped)")
     return 0
 
 
@@ -121,7 +154,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     m = read_manifest(Path(args.index))
     info = {"index": str(args.index), "format_version": m["format_version"],
             "package_version": m["package_version"], "n_skills": m["n_skills"], "model": m["model"],
-            "stats": m["stats"], "config": m["config"]}
+            "stats": m["stats"], "config": m["config"], "scan": scan_info(m)}
     if args.json:
         emit_json(info)
         return 0
@@ -130,7 +163,45 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"model {m['model']['id']} (dim {m['model']['dim']}, sha256 {m['model']['checksum'][:12]})")
     print(f"vocabulary {s['vocab_size']} terms; generic |T_g| = {s['n_generic']} (Otsu tau = {s['otsu_tau']:.3f})")
     print(f"background rank r = {s['rank']} (effective rank {s['effective_rank']})")
+    sc = info["scan"]
+    print(f"scan {sc['scan']}" + "".join(f", {k}={v}" for k, v in sc.items() if k not in ("scan", "files")))
     print("config " + ", ".join(f"{k}={v}" for k, v in m["config"].items()))
+    return 0
+
+
+def scan_info(manifest: dict) -> dict:
+    """The manifest's scan section for ``info``: kind, parameters, bytes on disk (no faiss needed)."""
+    import numpy as np
+
+    section = manifest.get("scan") or {"kind": "exact"}
+    sizes = [int(np.prod(e["shape"])) * np.dtype(e["dtype"]).itemsize for e in section.get("arrays", {}).values()]
+    sizes += [int(e.get("bytes", 0)) for e in section.get("files", {}).values()]
+    return {"scan": section.get("kind", "exact"), **section.get("params", {}), "scan_bytes": sum(sizes),
+            "files": sorted([*section.get("arrays", {}), *section.get("files", {})])}
+
+
+def _add_rescan(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("rescan", help="change an index's dense candidate scan (exact, int8, ivf) without re-encoding")
+    p.add_argument("-i", "--index", required=True, metavar="DIR")
+    add_scan_args(p, default=None)
+    p.add_argument("--json", action="store_true", help="print a JSON summary")
+    p.set_defaults(func=cmd_rescan)
+
+
+def cmd_rescan(args: argparse.Namespace) -> int:
+    from skillsight_fast import SkillIndex
+
+    t0 = time.perf_counter()
+    index = SkillIndex.load(args.index, mmap=True)  # the matrices are read once; the new scan is built from them
+    scan = index.rebuild_scan(args.scan, **scan_params(args))
+    index.save(args.index)
+    summary = {"index": str(args.index), "n_skills": len(index), **scan.describe(),
+               "seconds": round(time.perf_counter() - t0, 2)}
+    if args.json:
+        emit_json(summary)
+    else:
+        print(f"{args.index}: scan {scan.kind} over {len(index)} skills in {summary['seconds']} s "
+              f"({', '.join(f'{k}={v}' for k, v in scan.params().items()) or 'no parameters'})")
     return 0
 
 
