@@ -148,7 +148,6 @@ def bench_size(
         score_lexical_all,
     )
     from skillsight_fast.kernels._threads import n_threads
-    from skillsight_fast.kernels.compressed import dense_topk_int8, quantize_int8
 
     faiss.omp_set_num_threads(1)
     n_docs, dim = index.embeddings_perp.shape
@@ -230,43 +229,53 @@ def bench_size(
             index.search([texts[q_of(r)]], k)
 
         arms = {"encode": a_encode, **arms, "end_to_end": a_end_to_end}
-    codes = scales = None
-    if compressed:
-        codes, scales = quantize_int8(perp)
+    scan8 = ivf_scan = None
+    exact_scan = index.scan
+    if compressed:  # the index's own scan objects (skillsight_fast.scan), timed through the index
+        from skillsight_fast.scan import Int8Scan
+
+        scan8 = Int8Scan.build(perp)
 
         def a_dense_int8(r: int) -> None:
             i = q_of(r)
-            state["cand8"], state["sd8"] = dense_topk_int8(qp_all[i : i + 1], codes, scales, kc, docs=perp)
+            state["cand8"], state["sd8"] = scan8.candidates(qp_all[i : i + 1], kc)
 
         def a_scoring_int8(r: int) -> None:
             i = q_of(r)
-            qp = project_out_background(qv[i : i + 1], basis, renormalize=cfg.renormalize)
-            cand, sd = dense_topk_int8(qp, codes, scales, kc, docs=perp)
-            qt, qptr = lex.query_terms([texts[i]], generic, cfg.min_token_len, cfg.max_token_len)
-            sl = index.score_lexical(cand, qt, qptr)
-            fuse_topk(cand, sd, sl, k, mode=cfg.fusion, weight=index.lexical_weight, rrf_k=cfg.rrf_k)
+            index.scan = scan8
+            try:
+                index.search_vectors(qv[i : i + 1], [texts[i]], k, explain=False)
+            finally:
+                index.scan = exact_scan
 
         arms.update(dense_topk_int8=a_dense_int8, scoring_int8=a_scoring_int8)
-    ivf = None
     if approximate:
-        nlist = int(min(1024, max(16, np.sqrt(n_docs))))
-        quantizer = faiss.IndexFlatIP(dim)
-        ivf = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
-        ivf.cp.niter = 10  # k-means on 32 points per list: enough for a candidate stage, ~1 min
-        rng = np.random.default_rng(0)
-        sample = perp[np.sort(rng.choice(n_docs, min(n_docs, 32 * nlist), replace=False))]
+        from skillsight_fast.scan import IvfScan
+
         with n_threads(all_threads):
             faiss.omp_set_num_threads(all_threads)
-            t0 = time.perf_counter()
-            ivf.train(sample)
-            ivf.add(perp)
-            state["ivf_build_s"] = time.perf_counter() - t0
+            ivf_scan = IvfScan.build(perp, config=cfg)
+            state["ivf_build_s"] = ivf_scan.train_seconds
             faiss.omp_set_num_threads(1)
-        for nprobe in (8, 32):
+
+        def a_scoring_ivf(r: int) -> None:
+            i = q_of(r)
+            index.scan = ivf_scan
+            try:
+                index.search_vectors(qv[i : i + 1], [texts[i]], k, explain=False)
+            finally:
+                index.scan = exact_scan
+
+        arms["scoring_ivf"] = a_scoring_ivf
+        default_nprobe = ivf_scan.nprobe
+        for nprobe in sorted({8, 32, default_nprobe}):
             def a_ivf(r: int, nprobe: int = nprobe) -> None:
                 i = q_of(r)
-                ivf.nprobe = nprobe
-                ivf.search(qp_all[i : i + 1], kc)
+                ivf_scan.nprobe = nprobe
+                try:
+                    ivf_scan.candidates(qp_all[i : i + 1], kc)
+                finally:
+                    ivf_scan.nprobe = default_nprobe
 
             arms[f"ivf_nprobe{nprobe}"] = a_ivf
 
@@ -370,7 +379,7 @@ def bench_size(
     if compressed:
         exact_ids, _ = dense_topk(qp_all, perp, kc)
         with n_threads(all_threads):
-            ids8, _ = dense_topk_int8(qp_all, codes, scales, kc, docs=perp)
+            ids8, _ = scan8.candidates(qp_all, kc)
         p8 = dict(base_p50)
         p8["dense_topk"] = p50("dense_topk_int8")
         p8["scoring"] = p50("scoring_int8")
@@ -378,19 +387,24 @@ def bench_size(
             p8["end_to_end"] = round(base_p50["end_to_end"] - base_p50["scoring"] + p8["scoring"], 4)
         if base_p50["dense_rerank"] is not None:
             p8["dense_rerank"] = base_p50["dense_rerank"]
-        int8_bytes = codes.nbytes + scales.nbytes
+        int8_bytes = scan8.nbytes()
         entries.append({"n_docs": n_docs, "dim": dim, "dtype": "int8", "p50_ms": p8,
                         "floor_ms": round(int8_bytes / (bandwidth * 1e9) * 1e3, 4),
                         "detail": {"recall_at_K_vs_exact": round(_recall(ids8, exact_ids), 4),
-                                   "oversample": 4, "matrix_MB": round(int8_bytes / 1e6, 1),
+                                   "oversample": scan8.oversample, "matrix_MB": round(int8_bytes / 1e6, 1),
                                    "end_to_end_note": "end_to_end = float32 end_to_end - scoring + scoring_int8"}})
-        if ivf is not None:
+        if ivf_scan is not None:
             rec = {}
-            for nprobe in (8, 32):
-                ivf.nprobe = nprobe
-                _, ids_ivf = ivf.search(qp_all, kc)
+            default_nprobe = ivf_scan.nprobe
+            probes = sorted({8, 32, default_nprobe})
+            for nprobe in probes:
+                ivf_scan.nprobe = nprobe
+                ids_ivf, _ = ivf_scan.candidates(qp_all, kc)
                 rec[f"nprobe{nprobe}"] = round(_recall(ids_ivf, exact_ids), 4)
-            entries[0]["detail"]["ivf"] = {"nlist": ivf.nlist, "recall_at_K_vs_exact": rec,
-                                           "build_s": round(state["ivf_build_s"], 1),
-                                           "p50_ms": {f"nprobe{p}": p50(f"ivf_nprobe{p}") for p in (8, 32)}}
+            ivf_scan.nprobe = default_nprobe
+            entries[0]["detail"]["ivf"] = {"nlist": ivf_scan.nlist, "nprobe": ivf_scan.nprobe,
+                                           "recall_at_K_vs_exact": rec,
+                                           "build_s": round(state["ivf_build_s"] or 0.0, 1),
+                                           "scoring_p50_ms": p50("scoring_ivf"),
+                                           "p50_ms": {f"nprobe{p}": p50(f"ivf_nprobe{p}") for p in probes}}
     return entries
