@@ -38,6 +38,25 @@ def test_metrics_multiple_gold_hand_computed():
     assert np.allclose(M.ndcg_at_k(ranked, gold, 10), [dcg / idcg])
 
 
+def test_completeness_hand_computed():
+    # q0: gold {1, 2, 4} at ranks 2, 4 and 6; q1: single gold at rank 3; q2: gold never retrieved;
+    # q3: empty gold set (never complete)
+    ranked = np.array([[5, 1, 7, 2, 8, 4], [0, 3, 9, 6, 5, 1], [0, 1, 2, 3, 5, 6], [0, 1, 2, 3, 4, 5]])
+    gold = [frozenset({1, 2, 4}), frozenset({9}), frozenset({7}), frozenset()]
+    assert M.completeness_at_k(ranked, gold, 3).tolist() == [0, 1, 0, 0]
+    assert M.completeness_at_k(ranked, gold, 5).tolist() == [0, 1, 0, 0]
+    assert M.completeness_at_k(ranked, gold, 6).tolist() == [1, 1, 0, 0]
+    # completeness is recall == 1: never above Hit, never above Recall, equal for a single gold
+    r, h = M.recall_at_k(ranked, gold, 4), M.hit_at_k(ranked, gold, 4)
+    c = M.completeness_at_k(ranked, gold, 4)
+    assert (c <= r).all() and (c <= h).all() and c[1] == r[1] == h[1] == 1.0
+    assert r[0] == pytest.approx(2 / 3) and c[0] == 0.0 and h[0] == 1.0
+    # padding (-1) never completes a gold set
+    assert M.completeness_at_k(np.array([[-1, 3]]), [frozenset({-1, 3})], 2)[0] == 0.0
+    pq = M.per_query(ranked, gold)
+    assert pq["completeness@10"].tolist() == [1, 1, 0, 0] and pq["completeness@5"].tolist() == [0, 1, 0, 0]
+
+
 def test_metrics_gold_beyond_k_and_padding():
     ranked = np.array([[0, 1, 2, -1, -1]])
     gold = [frozenset({2})]
@@ -178,6 +197,13 @@ def test_eval_cli_json_has_exactly_the_required_keys(tiny_dataset, tmp_path, cap
         assert all(0.0 <= v <= 1.0 for v in r.values())
     assert "skillsight - dense" in obj["paired"]
     assert "| skillsight |" in (tmp_path / "r.md").read_text()
+    # per-query values, in query order, reproduce every mean
+    assert obj["query_ids"] == ["q1", "q2", "q3", "q4", "q5", "q6"]
+    assert set(obj["per_query"]) == set(obj["results"])
+    for m, pq in obj["per_query"].items():
+        assert set(pq) == set(M.METRIC_KEYS)
+        for k, v in pq.items():
+            assert len(v) == 6 and np.mean(v) == pytest.approx(obj["results"][m][k], abs=1e-6)
 
 
 def test_eval_cli_rejects_unknown_method(tiny_dataset, capsys):

@@ -17,7 +17,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--data", action="append", metavar="DIR", help="dataset folder (repeatable)")
     src.add_argument("--all", action="store_true",
-                     help="the four shared datasets under --data-root (skillsbench, sra_theoremqa, metatool, gorilla_hf)")
+                     help="the five shared datasets under --data-root (skillsbench, sra_theoremqa, bfcl, metatool, gorilla_hf)")
     p.add_argument("--data-root", metavar="DIR", help="folder holding the datasets (default: the checkout's data/)")
     p.add_argument("--methods", help="comma-separated methods (default: all); see skillsight_fast.evaluation.methods")
     p.add_argument("--json", metavar="OUT", help="write results as JSON")
@@ -43,10 +43,10 @@ def _table(objs: list[dict[str, Any]]) -> str:
     lines = []
     for obj in objs:
         lines.append(f"{obj['dataset']} ({obj['n_docs']:,} docs, {obj['n_queries']:,} queries)")
-        lines.append(f"  {'method':<18}{'R@1':>7}{'R@10':>7}{'R@50':>7}{'nDCG@10':>9}{'MRR@10':>8}   n")
+        lines.append(f"  {'method':<18}{'R@1':>7}{'R@10':>7}{'R@50':>7}{'nDCG@10':>9}{'MRR@10':>8}{'Cmp@10':>8}   n")
         for m, r in obj["results"].items():
             lines.append(f"  {m:<18}{100*r['recall@1']:>7.1f}{100*r['recall@10']:>7.1f}{100*r['recall@50']:>7.1f}"
-                         f"{100*r['ndcg@10']:>9.1f}{100*r['mrr@10']:>8.1f}   {obj['n_queries_by_method'][m]}")
+                         f"{100*r['ndcg@10']:>9.1f}{100*r['mrr@10']:>8.1f}{100*r['completeness@10']:>8.1f}   {obj['n_queries_by_method'][m]}")
     return "\n".join(lines)
 
 

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 import numpy as np
 
 #: The metrics written to ``--json`` (the exact key set of each method's entry).
-METRIC_KEYS = ("recall@1", "recall@5", "recall@10", "recall@50", "hit@1", "hit@10", "mrr@10", "ndcg@10")
+METRIC_KEYS = ("recall@1", "recall@5", "recall@10", "recall@50", "hit@1", "hit@10", "completeness@5",
+               "completeness@10", "mrr@10", "ndcg@10")
 #: Ranking depth every method must return.
 DEPTH = 50
 
@@ -81,6 +82,8 @@ def per_query(ranked: np.ndarray, gold: Sequence[frozenset[int]]) -> dict[str, n
         "recall@50": recall_at_k(ranked, gold, 50),
         "hit@1": hit_at_k(ranked, gold, 1),
         "hit@10": hit_at_k(ranked, gold, 10),
+        "completeness@5": completeness_at_k(ranked, gold, 5),
+        "completeness@10": completeness_at_k(ranked, gold, 10),
         "mrr@10": mrr_at_k(ranked, gold, 10),
         "ndcg@10": ndcg_at_k(ranked, gold, 10),
     }

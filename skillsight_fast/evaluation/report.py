@@ -33,13 +33,14 @@ def results_markdown(objs: list[dict[str, Any]]) -> str:
     out.append("")
     for o in objs:
         out.append(f"### {o['dataset']} ({o['n_docs']:,} docs, {o['n_queries']:,} queries)\n")
-        out.append("| method | R@1 | R@10 | R@50 | nDCG@10 | MRR@10 | Hit@10 | R@10 95% CI | n queries | s |")
-        out.append("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|")
+        out.append("| method | R@1 | R@10 | R@50 | nDCG@10 | MRR@10 | Hit@10 | Compl@10 | R@10 95% CI | n queries | s |")
+        out.append("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
         for m, r in o["results"].items():
             ci = o.get("ci", {}).get(m, {}).get("recall@10")
             ci_s = f"[{_pct(ci[0])}, {_pct(ci[1])}]" if ci else ""
             out.append(f"| {m} | {_pct(r['recall@1'])} | {_pct(r['recall@10'])} | {_pct(r['recall@50'])} | "
-                       f"{_pct(r['ndcg@10'])} | {_pct(r['mrr@10'])} | {_pct(r['hit@10'])} | {ci_s} | "
+                       f"{_pct(r['ndcg@10'])} | {_pct(r['mrr@10'])} | {_pct(r['hit@10'])} | "
+                       f"{_pct(r['completeness@10']) if 'completeness@10' in r else '–'} | {ci_s} | "
                        f"{o.get('n_queries_by_method', {}).get(m, o['n_queries'])} | {o.get('seconds', {}).get(m, '')} |")
         paired = o.get("paired", {})
         if paired:

@@ -30,7 +30,10 @@ def evaluate_dataset(ctx: EvalContext, methods: Sequence[str], *, n_boot: int = 
     dict
         ``dataset``, ``n_queries``, ``n_docs``, ``results`` {method: {metric: mean}} (the required
         keys), plus ``ci`` (bootstrap intervals), ``paired`` (differences with intervals),
-        ``stats`` (index / adaptive statistics), ``seconds`` and ``notes``.
+        ``stats`` (index / adaptive statistics), ``seconds``, ``notes``, and the per-query values:
+        ``query_ids`` (every query, in dataset order) and ``per_query`` {method: {metric: [value per
+        query]}} in that order (a method run on the first n queries only, e.g. ``dense+rerank``,
+        has n values, for ``query_ids[:n]``), so anyone can recompute intervals.
     """
     ds: Dataset = ctx.dataset
     results: dict[str, dict[str, float]] = {}
@@ -76,6 +79,8 @@ def evaluate_dataset(ctx: EvalContext, methods: Sequence[str], *, n_boot: int = 
         "stats": stats,
         "seconds": seconds,
         "notes": notes,
+        "query_ids": [q.id for q in ds.queries],
+        "per_query": {m: {k: [round(float(x), 6) for x in v] for k, v in pq.items()} for m, pq in per.items()},
         "_per_query": per,  # removed before writing JSON
     }
 
