@@ -18,7 +18,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _add_index(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("index", help="index skill libraries (SKILL.md trees, .jsonl files, dataset folders)")
-    p.add_argument("sources", nargs="+", metavar="SOURCE")
+    p.add_argument("sources", nargs="*", metavar="SOURCE")
+    p.add_argument("--mcp", action="append", default=[], metavar="'[NAME=]COMMAND ARGS...'",
+                   help="index the tools of an MCP server: a stdio command line or a streamable-HTTP URL, "
+                        "ids NAME/tool (repeatable)")
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="index folder to write")
     p.add_argument("--model", default="all-MiniLM-L6-v2", help="encoder name, model folder or .onnx file")
     p.add_argument("--int8", action="store_true", help="use the int8-quantised encoder")
@@ -67,8 +70,23 @@ def cmd_index(args: argparse.Namespace) -> int:
     from skillsight_fast.models import load_encoder
     from skillsight_fast.skills import load_skills
 
+    from skillsight_fast.errors import SkillFormatError
+    from skillsight_fast.skills import LoadReport
+
     t0 = time.perf_counter()
-    report = load_skills(args.sources, strict=args.strict)
+    if not args.sources and not args.mcp:
+        raise SkillFormatError("nothing to index: give a SOURCE or --mcp")
+    report = load_skills(args.sources, strict=args.strict) if args.sources else LoadReport()
+    if args.mcp:
+        from skillsight_fast.tools.catalog import parse_server_arg
+        from skillsight_fast.tools.mcp_source import read_mcp_tools
+
+        tools = read_mcp_tools([parse_server_arg(a) for a in args.mcp])
+        ids = {s.id for s in report.skills}
+        clash = next((s.id for s in tools if s.id in ids), None)
+        if clash is not None or len({s.id for s in tools}) != len(tools):
+            raise SkillFormatError(f"duplicate tool id {clash or 'among the servers'}: name the servers with NAME=")
+        report.skills.extend(tools)
     for problem in report.problems:
         if not args.quiet:
             print(f"skipped {problem}", file=sys.stderr)

@@ -1,0 +1,101 @@
+"""Reading the tools of live MCP servers with the official SDK client (stdio or streamable HTTP)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from typing import Any
+
+from skillsight_fast.errors import SkillFormatError, SkillsightError
+from skillsight_fast.skills import Skill
+from skillsight_fast.tools.catalog import DEFAULT_TOOL_TEXT, ServerConfig, Tool, tool_skill
+
+logger = logging.getLogger(__name__)
+
+#: Seconds a server may take to start and list its tools.
+LIST_TIMEOUT = 60.0
+
+
+def _sdk() -> Any:
+    try:
+        import mcp
+    except ImportError:
+        raise SkillsightError("reading MCP servers needs the official MCP SDK: "
+                              "pip install 'skillsight-fast[serve]'") from None
+    return mcp
+
+
+def _tool_of(server: str, t: Any) -> Tool:
+    schema = getattr(t, "input_schema", None)
+    if schema is None:
+        schema = getattr(t, "inputSchema", None)
+    return Tool(server=server, name=str(t.name), description=str(getattr(t, "description", "") or ""),
+                title=str(getattr(t, "title", "") or ""), input_schema=dict(schema or {}))
+
+
+async def list_server_tools(config: ServerConfig) -> list[Tool]:
+    """Start (or connect to) one server, read every page of ``tools/list``, and close it.
+
+    The tools' server name is ``config.name``, else the name the server reports, else the
+    command's file name.
+    """
+    import anyio
+
+    mcp = _sdk()
+    async with AsyncExitStack() as stack:
+        if config.url:
+            from mcp.client.streamable_http import streamable_http_client
+
+            streams = await stack.enter_async_context(streamable_http_client(config.url))
+        else:
+            from mcp.client.stdio import StdioServerParameters, stdio_client
+
+            params = StdioServerParameters(command=config.command, args=list(config.args),
+                                           env=dict(config.env) or None)
+            streams = await stack.enter_async_context(stdio_client(params, errlog=open(os.devnull, "w")))
+        read, write = streams[0], streams[1]
+        session = await stack.enter_async_context(mcp.ClientSession(read, write))
+        with anyio.fail_after(LIST_TIMEOUT):
+            init = await session.initialize()
+            info = getattr(init, "server_info", None) or getattr(init, "serverInfo", None)
+            name = config.name or (getattr(info, "name", "") or "") or os.path.basename(config.command)
+            tools: list[Tool] = []
+            cursor = None
+            while True:
+                if cursor is None:
+                    page = await session.list_tools()
+                else:
+                    page = await session.list_tools(params=mcp.types.PaginatedRequestParams(cursor=cursor))
+                tools += [_tool_of(name, t) for t in page.tools]
+                cursor = getattr(page, "next_cursor", None) or getattr(page, "nextCursor", None)
+                if not cursor:
+                    break
+        return tools
+
+
+def read_mcp_tools(configs: Sequence[ServerConfig], *, text: str = DEFAULT_TOOL_TEXT) -> list[Skill]:
+    """The tools of every server as skills (ids ``server/tool``), servers read one after another.
+
+    Raises
+    ------
+    SkillFormatError
+        A server cannot be started, does not answer in time, or fails to list its tools.
+    """
+    import anyio
+
+    skills: list[Skill] = []
+    for config in configs:
+        try:
+            tools = anyio.run(list_server_tools, config)
+        except SkillsightError:
+            raise
+        except (Exception, TimeoutError) as exc:  # spawn failure, protocol error, timeout
+            detail = str(exc) or type(exc).__name__
+            if isinstance(exc, BaseExceptionGroup):
+                detail = "; ".join(str(e) or type(e).__name__ for e in exc.exceptions)
+            raise SkillFormatError(f"MCP server {config.describe()!r}: cannot list its tools ({detail})") from None
+        logger.info("%s: %d tools", config.describe(), len(tools))
+        skills += [tool_skill(t, text) for t in tools]
+    return skills
