@@ -1,12 +1,17 @@
-"""Issue 7, item 2: does mixing the name + description embedding into the document vector help?
+"""Does mixing the name + description embedding into the document vector help?
 
-    python bench/exp_namedesc.py                          # the four datasets in data/
-    python bench/exp_namedesc.py skillsbench,sra_theoremqa
+    python experiments/namedesc_document_vector.py                          # the four datasets in data/
+    python experiments/namedesc_document_vector.py skillsbench,sra_theoremqa
 
 For each dataset, the default `skillsight` index and raw dense retrieval are evaluated with three
 document vectors: the full text (name, description, body; the default), unit(full + name/description)
 (equal weights, nothing fitted), and name + description alone. Embeddings come from the evaluation
 cache (`skillsight eval` fills it). Prints R@10 / nDCG@10 in %, and whether Rule 1 turned SBC on.
+
+Selection rule (declared before the confirm sets): adopt the mix only if it is at least as good as the
+full text on both fit sets (skillsbench, sra_theoremqa) on R@10.
+Result: +0.1 R@10 on the fit sets, but it flips Rule 1 on gorilla_hf (SBC on), which loses there;
+dropped (docs/ADAPTIVE.md, "Tried and dropped").
 """
 
 from __future__ import annotations
