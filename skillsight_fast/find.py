@@ -100,7 +100,7 @@ def hits_of(index: "SkillIndex", result: "SearchResult", row: int, cosines: np.n
 
 def find_skills(index: "SkillIndex", tasks: str | Sequence[str], k: int = 5, *,
                 abstention: Abstention | None = None, lock: threading.Lock | None = None,
-                **knobs: Any) -> list[Answer]:
+                allow_flagged: bool = False, **knobs: Any) -> list[Answer]:
     """Search, apply the abstention rule, and build the hit records of each task.
 
     Parameters
@@ -114,6 +114,9 @@ def find_skills(index: "SkillIndex", tasks: str | Sequence[str], k: int = 5, *,
         A task whose best hit falls below its threshold gets no hits (``abstained=True``).
     lock : threading.Lock, optional
         Held around the encoder (servers share one encoder between request threads).
+    allow_flagged : bool
+        False (default) leaves out the skills the index-time scan flagged (``index.flags``,
+        :mod:`skillsight_fast.injection`): what a hook or proxy injects into a prompt must use False.
     **knobs
         Query-time settings passed to :meth:`SkillIndex.search_vectors` (``candidates``,
         ``fusion``, ``lexical_weight``, ...).
@@ -130,6 +133,12 @@ def find_skills(index: "SkillIndex", tasks: str | Sequence[str], k: int = 5, *,
     cosines = hit_cosines(index, vectors, result.ids)
     passes = task_passes(result, cosines, abstention)
     rule = abstention.to_dict() if abstention is not None else None
+    if not allow_flagged:
+        flags = getattr(index, "flags", None) or []
+        flagged = np.array([bool(f) for f in flags] + [False], dtype=bool)  # index -1 (padding) -> False
+        if flagged[:-1].any():
+            drop = flagged[np.where(result.ids >= 0, result.ids, -1)]
+            result.ids = np.where(drop, -1, result.ids)
     return [Answer(query=t, hits=hits_of(index, result, i, cosines) if passes[i] else [],
                    abstained=not bool(passes[i]), abstention=rule)
             for i, t in enumerate(texts)]

@@ -182,6 +182,12 @@ class SkillIndex:
         self.bodies: list[str] | None = None
         #: The folder this index was loaded from (None when built in memory).
         self.source_dir: Path | None = None
+        #: sha256 of the texts.jsonl loaded with the index (bodies of another version are refused).
+        self.texts_sha256: str | None = None
+        #: Absolute folders the skills' SKILL.md files were read from (files are served only below them).
+        self.roots: list[str] = []
+        #: Per skill, the reasons the prompt-injection scan flagged it (skillsight_fast.injection); [] = clean.
+        self.flags: list[list[str]] = [[] for _ in skills]
         self._encoder_lock = threading.Lock()  # many threads may search before the encoder is loaded
         self._bm25: tuple[np.ndarray, float] | None = None
         if stats.lexical not in LEXICAL_SIDES:
@@ -285,7 +291,10 @@ class SkillIndex:
             scan=build_scan(config.scan, perp, config=config, previous=previous_scan),
         )
         if all(isinstance(s, Skill) for s in skills):
+            from skillsight_fast.injection import scan_skill
+
             index.bodies = [s.body for s in skills]  # type: ignore[union-attr]
+            index.flags = [scan_skill(s) for s in skills]  # type: ignore[arg-type]
         return index
 
     # ------------------------------------------------------------------ properties

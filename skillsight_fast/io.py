@@ -45,7 +45,9 @@ import numpy as np
 
 from skillsight_fast import __version__
 from skillsight_fast.config import LEXICAL_SIDES, IndexConfig
+from skillsight_fast import validate
 from skillsight_fast.errors import IndexFormatError
+from skillsight_fast.limits import is_regular_file, load_json, load_json_lines, read_regular_file
 
 if TYPE_CHECKING:
     from skillsight_fast.index import SkillIndex
@@ -78,6 +80,12 @@ OPTIONAL_ARRAYS: dict[str, tuple[str, int]] = {
 }
 #: Every array the format knows, required or optional (the scan's arrays: skillsight_fast.scan).
 ALL_ARRAYS = ARRAYS | OPTIONAL_ARRAYS
+#: Largest manifest.json read (bytes); a real one is a few KB (plus the scan's flags).
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024
+#: Largest vocab.json / skills.jsonl read (bytes).
+MAX_SIDE_BYTES = 4 * 1024**3
+#: Largest texts.jsonl read (bytes).
+MAX_TEXTS_BYTES = 16 * 1024**3
 
 
 def _scan_arrays() -> dict[str, tuple[str, int]]:
@@ -222,6 +230,13 @@ def _save_unlocked(index: "SkillIndex", directory: Path, extra_files: dict[str, 
         }
         if texts is not None:
             manifest["files"][TEXTS] = hashlib.sha256(texts).hexdigest()
+        manifest["roots"] = [str(r) for r in getattr(index, "roots", [])]
+        flags = getattr(index, "flags", None)
+        if flags is not None and len(flags) == len(index.skills):
+            from skillsight_fast.injection import SCAN_VERSION
+
+            manifest["injection_scan"] = {"version": SCAN_VERSION,
+                                "flagged": {str(i): list(r) for i, r in enumerate(flags) if r}}
         _write_file(tmp / MANIFEST, json.dumps(manifest, indent=2, allow_nan=True).encode("utf-8"))
         _fsync_dir(tmp)
         _swap_in(tmp, directory)
@@ -359,10 +374,8 @@ def read_manifest(directory: Path) -> dict[str, Any]:
         raise IndexFormatError(f"{directory}: no such index folder")
     if not path.is_file():
         raise IndexFormatError(f"{directory}: not an index (no {MANIFEST})")
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise IndexFormatError(f"{path}: unreadable manifest ({exc})") from None
+    raw = read_regular_file(path, MAX_MANIFEST_BYTES, error=IndexFormatError, what="the manifest")
+    manifest = load_json(raw, error=IndexFormatError, what=f"{path}: unreadable manifest", allow_constants=True)
     if not isinstance(manifest, dict) or manifest.get("format") != "skillsight-fast-index":
         raise IndexFormatError(f"{path}: not a skillsight-fast manifest")
     version = manifest.get("format_version")
@@ -371,25 +384,99 @@ def read_manifest(directory: Path) -> dict[str, Any]:
             f"{directory}: index format version {version!r}, this skillsight-fast reads version "
             f"{FORMAT_VERSION}; rebuild the index with `skillsight index`"
         )
+    check_manifest_schema(manifest, path)
     return manifest
+
+
+def check_manifest_schema(manifest: dict[str, Any], path: Path) -> None:
+    """The manifest's structure: the keys and value types every reader relies on (``info`` too)."""
+    def bad(what: str) -> IndexFormatError:
+        return IndexFormatError(f"{path}: malformed manifest ({what})")
+
+    for key, kind in (("package_version", str), ("model", dict), ("config", dict), ("stats", dict),
+                      ("arrays", dict), ("files", dict)):
+        if not isinstance(manifest.get(key), kind):
+            raise bad(f"{key!r} must be a JSON {'object' if kind is dict else 'string'}")
+    n = manifest.get("n_skills")
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise bad("'n_skills' must be a non-negative integer")
+    model = manifest["model"]
+    if not isinstance(model.get("id"), str) or not isinstance(model.get("checksum"), str):
+        raise bad("'model' needs string 'id' and 'checksum'")
+    if not isinstance(model.get("dim"), int) or isinstance(model.get("dim"), bool):
+        raise bad("'model.dim' must be an integer")
+    for name, entry in manifest["arrays"].items():
+        if name not in ALL_ARRAYS:
+            raise bad(f"unknown array {name!r}")
+        if (not isinstance(entry, dict) or entry.get("file") != f"{name}.npy"
+                or not isinstance(entry.get("shape"), list) or not isinstance(entry.get("sha256"), str)
+                or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in entry["shape"])):
+            raise bad(f"array entry {name!r} must be {{file: '{name}.npy', dtype, shape: [ints], sha256}}")
+    if manifest.get("scan") is not None and not isinstance(manifest["scan"], dict):
+        raise bad("'scan' must be a JSON object")
+    for fname, digest in manifest["files"].items():
+        if fname not in ("vocab.json", "skills.jsonl", TEXTS) or not isinstance(digest, str):
+            raise bad(f"unknown file entry {fname!r}")
+    stats = manifest["stats"]
+    for key in ("vocab_size", "n_generic", "rank", "effective_rank", "dim", "n_docs"):
+        if not isinstance(stats.get(key), int) or isinstance(stats.get(key), bool):
+            raise bad(f"'stats.{key}' must be an integer")
+    if not isinstance(stats.get("otsu_tau"), (int, float)) or isinstance(stats.get("otsu_tau"), bool):
+        raise bad("'stats.otsu_tau' must be a number")
+    roots = manifest.get("roots", [])
+    if not isinstance(roots, list) or not all(isinstance(r, str) for r in roots):
+        raise bad("'roots' must be a list of strings")
 
 
 def _load_array(directory: Path, name: str, entry: dict[str, Any], mmap: bool, verify: bool) -> np.ndarray:
     dtype, ndim = ALL_ARRAYS[name] if name in ALL_ARRAYS else _scan_arrays()[name]
-    path = directory / entry["file"]
+    file = entry.get("file") if isinstance(entry, dict) else None
+    # a plain file name inside the folder: a manifest must not point a load outside it
+    if (not isinstance(file, str) or not file.endswith(".npy") or "/" in file or "\\" in file
+            or file.startswith(".") or "\x00" in file):
+        raise IndexFormatError(f"{directory}: malformed manifest (array {name!r} file {file!r})")
+    path = directory / file
     if not path.is_file():
-        raise IndexFormatError(f"{directory}: array file {entry['file']} is missing")
+        raise IndexFormatError(f"{directory}: array file {name}.npy is missing")
+    if not is_regular_file(path):
+        raise IndexFormatError(f"{path}: not a regular file")
     if verify and _sha256(path) != entry.get("sha256"):
         raise IndexFormatError(f"{path}: checksum mismatch (the file is corrupt or was changed)")
+    _check_npy_header(path, dtype, ndim, entry)
     try:
         arr = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
+    except (ValueError, OSError, EOFError, MemoryError) as exc:
         raise IndexFormatError(f"{path}: unreadable or truncated array ({exc})") from None
     if arr.dtype != np.dtype(dtype) or arr.ndim != ndim or list(arr.shape) != list(entry["shape"]):
         raise IndexFormatError(
             f"{path}: expected {dtype} {tuple(entry['shape'])}, found {arr.dtype} {arr.shape}"
         )
     return arr
+
+
+def _check_npy_header(path: Path, dtype: str, ndim: int, entry: dict[str, Any]) -> None:
+    """The .npy header declares the manifest's dtype and shape, and the file holds that many bytes
+    (a header claiming 4 TiB is refused before anything is allocated or mapped)."""
+    try:
+        with open(path, "rb") as fh:
+            version = np.lib.format.read_magic(fh)
+            if version == (1, 0):
+                shape, fortran, found = np.lib.format.read_array_header_1_0(fh)
+            elif version in ((2, 0), (3, 0)):
+                shape, fortran, found = np.lib.format.read_array_header_2_0(fh)
+            else:
+                raise ValueError(f"unknown .npy version {version}")
+            offset = fh.tell()
+        size = os.path.getsize(path)
+    except (ValueError, OSError, EOFError, SyntaxError) as exc:
+        raise IndexFormatError(f"{path}: unreadable or truncated array ({exc})") from None
+    if found != np.dtype(dtype) or len(shape) != ndim or list(shape) != list(entry["shape"]):
+        raise IndexFormatError(f"{path}: expected {dtype} {tuple(entry['shape'])}, found {found} {shape}")
+    if fortran and ndim > 1:
+        raise IndexFormatError(f"{path}: Fortran-ordered array (expected C order)")
+    need = offset + int(np.prod(shape, dtype=np.float64)) * found.itemsize
+    if size < need:
+        raise IndexFormatError(f"{path}: truncated array ({size:,} bytes, the header needs {need:,})")
 
 
 def _identity(directory: Path) -> tuple[int, int, int] | None:
@@ -400,20 +487,24 @@ def _identity(directory: Path) -> tuple[int, int, int] | None:
         return None
 
 
+#: Loads retried when a save swapped the folder mid-read (each retry waits 10-50 ms).
+_LOAD_ATTEMPTS = 20
+
+
 def load_index(directory: Path, *, mmap: bool = False, verify: bool = True) -> "SkillIndex":
     """Load an index folder; every inconsistency raises :class:`IndexFormatError`.
 
     A save that swaps the folder while it is being read would give a mix of two indexes; the
-    folder's identity is checked before and after, and the load retried (up to 5 times).
+    folder's identity is checked before and after, and the load retried (up to 20 times).
     """
-    for attempt in range(5):
+    for attempt in range(_LOAD_ATTEMPTS):
         before = _identity(directory.expanduser())
         try:
             index = _load_once(directory, mmap=mmap, verify=verify)
         except IndexFormatError:
-            if attempt == 4 or _identity(directory.expanduser()) == before:
+            if attempt == _LOAD_ATTEMPTS - 1 or _identity(directory.expanduser()) == before:
                 raise
-            time.sleep(0.01 * (attempt + 1))
+            time.sleep(0.01 * min(attempt + 1, 5))
             continue
         if _identity(directory.expanduser()) == before:
             return index
@@ -432,18 +523,31 @@ def _load_once(directory: Path, *, mmap: bool, verify: bool) -> "SkillIndex":
         for name in OPTIONAL_ARRAYS:
             if name in entries:
                 arrays[name] = _load_array(directory, name, entries[name], mmap, verify)
-        raw_vocab = (directory / "vocab.json").read_bytes()
-        raw_skills = (directory / "skills.jsonl").read_bytes()
+        raw_vocab = read_regular_file(directory / "vocab.json", MAX_SIDE_BYTES, error=IndexFormatError,
+                                      what="vocab.json")
+        raw_skills = read_regular_file(directory / "skills.jsonl", MAX_SIDE_BYTES, error=IndexFormatError,
+                                       what="skills.jsonl")
         if verify:
             for fname, raw in (("vocab.json", raw_vocab), ("skills.jsonl", raw_skills)):
                 if hashlib.sha256(raw).hexdigest() != manifest["files"][fname]:
                     raise IndexFormatError(f"{directory / fname}: checksum mismatch")
-        vocab = json.loads(raw_vocab)
-        skills = [SkillMeta(**json.loads(line)) for line in raw_skills.decode("utf-8").splitlines() if line]
+        vocab = load_json(raw_vocab, error=IndexFormatError, what=str(directory / "vocab.json"), max_depth=1)
+        try:
+            lines = raw_skills.decode("utf-8").split("\n")  # not splitlines(): U+2028 is a character
+        except UnicodeDecodeError as exc:
+            raise IndexFormatError(f"{directory / 'skills.jsonl'}: not valid UTF-8 (byte {exc.start})") from None
+        records = load_json_lines(lines, error=IndexFormatError, what=str(directory / "skills.jsonl"))
+        if len(records) != manifest["n_skills"]:
+            raise IndexFormatError(f"{directory}: skills.jsonl has {len(records)} rows, the manifest "
+                                   f"{manifest['n_skills']}")
+        validate.check_index_contents(arrays, vocab, records, manifest["stats"], manifest["config"])
+        skills = [SkillMeta(**rec) for rec in records]
         config = IndexConfig.from_dict(manifest["config"])
         stats = IndexStats(**manifest["stats"])
         model_id, model_checksum = str(manifest["model"]["id"]), str(manifest["model"]["checksum"])
-    except IndexFormatError:
+    except IndexFormatError as exc:
+        if str(exc).startswith(("array ", "vocab.json:", "skills.jsonl:", "manifest ")):
+            raise IndexFormatError(f"{directory}: {exc}") from None
         raise
     except (KeyError, TypeError, ValueError, OSError) as exc:
         raise IndexFormatError(f"{directory}: inconsistent index ({type(exc).__name__}: {exc})") from None
@@ -478,6 +582,10 @@ def _load_once(directory: Path, *, mmap: bool, verify: bool) -> "SkillIndex":
         stats=stats, model_id=model_id, model_checksum=model_checksum, scan=scan,
     )
     index.source_dir = directory  # bodies (texts.jsonl) stay on disk; save() carries them over
+    # read_bodies checks texts.jsonl against this digest: bodies of another version are refused
+    index.texts_sha256 = manifest["files"].get(TEXTS)
+    index.roots = list(manifest.get("roots", []))
+    index.flags = _read_flags(manifest, len(skills), directory)
     return index
 
 
@@ -511,21 +619,53 @@ def _load_scan(directory: Path, manifest: dict[str, Any], perp: np.ndarray, *, m
     return restore_scan(kind, perp, params, arrays, directory, mmap=mmap)
 
 
-def read_bodies(directory: Path) -> list[str] | None:
-    """The skills' Markdown bodies saved in ``texts.jsonl``, or None when the index has none."""
+def _read_flags(manifest: dict[str, Any], n: int, directory: Path) -> list[list[str]]:
+    """Per skill, the reasons the index-time scan flagged it (empty lists when none or not scanned)."""
+    section = manifest.get("injection_scan")
+    flags = section.get("flagged", {}) if isinstance(section, dict) else {}
+    out: list[list[str]] = [[] for _ in range(n)]
+    if not isinstance(flags, dict):
+        raise IndexFormatError(f"{directory}: malformed manifest ('injection_scan.flagged' must be an object)")
+    for row, reasons in flags.items():
+        if (not row.isdigit() or int(row) >= n or not isinstance(reasons, list)
+                or not all(isinstance(r, str) for r in reasons)):
+            raise IndexFormatError(f"{directory}: malformed manifest (injection_scan entry {row!r})")
+        out[int(row)] = list(reasons)
+    return out
+
+
+def read_bodies(directory: Path, expected_sha256: str | None = None) -> list[str] | None:
+    """The skills' Markdown bodies saved in ``texts.jsonl``, or None when the index has none.
+
+    Parameters
+    ----------
+    directory : path
+    expected_sha256 : str, optional
+        The digest of ``texts.jsonl`` recorded when the index was loaded
+        (``SkillIndex.texts_sha256``): if the folder has been replaced since (an ``update``), the
+        bodies belong to another version and :class:`IndexFormatError` is raised instead of
+        mixing two versions.
+    """
     directory = directory.expanduser()
     path = directory / TEXTS
-    if not path.is_file():
+    if not path.exists():
+        if expected_sha256 is not None:
+            raise IndexFormatError(f"{path}: gone since the index was loaded (the folder was replaced)")
         return None
     manifest = read_manifest(directory)
-    raw = path.read_bytes()
+    raw = read_regular_file(path, MAX_TEXTS_BYTES, error=IndexFormatError, what=TEXTS)
     expected = manifest.get("files", {}).get(TEXTS)
-    if expected is not None and hashlib.sha256(raw).hexdigest() != expected:
+    digest = hashlib.sha256(raw).hexdigest()
+    if expected is not None and digest != expected:
         raise IndexFormatError(f"{path}: checksum mismatch")
+    if expected_sha256 is not None and digest != expected_sha256:
+        raise IndexFormatError(f"{path}: the index folder was replaced since the index was loaded "
+                               "(another version's texts); reload the index")
     try:
-        bodies = [json.loads(line) for line in raw.decode("utf-8").splitlines() if line]
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise IndexFormatError(f"{path}: unreadable ({exc})") from None
+        lines = raw.decode("utf-8").split("\n")
+    except UnicodeDecodeError as exc:
+        raise IndexFormatError(f"{path}: unreadable (not UTF-8 at byte {exc.start})") from None
+    bodies = load_json_lines(lines, error=IndexFormatError, what=str(path))
     if len(bodies) != manifest.get("n_skills") or not all(isinstance(b, str) for b in bodies):
         raise IndexFormatError(f"{path}: does not match the {manifest.get('n_skills')} skills of the index")
     return bodies

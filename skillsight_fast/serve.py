@@ -69,8 +69,14 @@ class SkillService:
         self.abstention = abstention
         self._row_of = {m.id: i for i, m in enumerate(self.index.skills)}
         self._lock = threading.Lock()
-        self._bodies: list[str] | None = None
-        self._bodies_read = False
+        # read with the index, pinned to the texts.jsonl digest it was loaded with: a later
+        # `update` replacing the folder can never make the server mix two versions
+        from skillsight_fast.io import read_bodies
+
+        self._bodies: list[str] | None = (
+            self.index.bodies if self.index.bodies is not None
+            else read_bodies(self.directory, getattr(self.index, "texts_sha256", None)))
+        self._bodies_read = True
 
     def warm(self) -> None:
         """Compile every kernel and run the encoder once, so the first request is fast."""
@@ -121,7 +127,7 @@ class SkillService:
             raise UnknownSkillError(f"unknown skill id {skill_id!r}")
         row = self._row_of[skill_id]
         meta = self.index.skills[row]
-        text = _read_skill_file(meta.path) if meta.path else None
+        text = _read_skill_file(meta.path, meta.sha256, getattr(self.index, "roots", [])) if meta.path else None
         source = "file"
         if text is None:
             body = self._stored_body(row)
@@ -138,12 +144,34 @@ class SkillService:
                 "abstention": self._rule()}
 
 
-def _read_skill_file(path: str) -> str | None:
+def _read_skill_file(path: str, sha256: str, roots: list[str]) -> str | None:
+    """The SKILL.md at ``path`` if it is still under an indexed root and still holds the indexed text.
+
+    Anything else (a relative path from an old index, a JSONL record pointing elsewhere, a file
+    replaced by a symlink to a private file, an edited file) gives None: the caller serves the
+    indexed text instead and says so (``source: "index"``).
+    """
+    import os
+
+    from skillsight_fast.errors import SkillFormatError
+    from skillsight_fast.skills import read_skill_file
+
     p = Path(path)
+    if p.name != SKILL_FILE or not p.is_absolute():
+        return None
+    real = os.path.realpath(p)
+    # the roots the library was read from, when recorded (`skillsight index` records them; an index
+    # built through the API may not: then the content check below is what protects)
+    if roots and not any(real.startswith(os.path.join(os.path.realpath(r), "")) for r in roots):
+        return None
     try:
-        if p.name != SKILL_FILE or not p.is_file() or p.stat().st_size > MAX_SKILL_BYTES:
-            return None
-        return p.read_text(encoding="utf-8")
+        skill = read_skill_file(Path(real), "served")
+    except SkillFormatError:
+        return None
+    if skill.sha256 != sha256:
+        return None
+    try:
+        return Path(real).read_text(encoding="utf-8") if len(skill.body) < MAX_SKILL_BYTES else None
     except (OSError, UnicodeDecodeError):
         return None
 

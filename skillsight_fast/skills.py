@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from skillsight_fast.errors import DuplicateSkillError, EmptyLibraryError, SkillFormatError
+from skillsight_fast.limits import clean_text, load_json, read_regular_file
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +74,8 @@ class LoadReport:
 
     skills: list[Skill] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    #: Absolute, resolved folders the SKILL.md files were read from (servers read files only below them).
+    roots: list[str] = field(default_factory=list)
 
 
 def parse_skill_md(text: str, *, source: str = "SKILL.md") -> tuple[str, str, str]:
@@ -126,13 +129,8 @@ def read_skill_file(path: Path, skill_id: str) -> Skill:
     SkillFormatError
         Too large, binary, not UTF-8, or malformed front matter.
     """
-    try:
-        size = path.stat().st_size
-        if size > MAX_SKILL_BYTES:
-            raise SkillFormatError(f"{path}: {size:,} bytes is over the {MAX_SKILL_BYTES:,}-byte limit")
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise SkillFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    # a regular file only (a FIFO would hang, /dev/zero fill memory), and never more than the limit
+    raw = read_regular_file(path, MAX_SKILL_BYTES, error=SkillFormatError, what="SKILL.md")
     if b"\x00" in raw:
         raise SkillFormatError(f"{path}: binary file (contains NUL bytes)")
     try:
@@ -140,7 +138,7 @@ def read_skill_file(path: Path, skill_id: str) -> Skill:
     except UnicodeDecodeError as exc:
         raise SkillFormatError(f"{path}: not valid UTF-8 (byte {exc.start})") from None
     name, description, body = parse_skill_md(text, source=str(path))
-    return Skill(id=skill_id, name=name, description=description, body=body, path=str(path))
+    return Skill(id=skill_id, name=name, description=description, body=body, path=os.path.abspath(path))
 
 
 def _walk_skill_files(root: Path) -> Iterator[Path]:
@@ -163,6 +161,12 @@ def read_skill_tree(root: Path, report: LoadReport, *, strict: bool = False) -> 
         rel = file.parent.relative_to(root).as_posix()
         skill_id = rel if rel != "." else root.resolve().name
         try:
+            (skill_id + str(file)).encode("utf-8")
+        except UnicodeEncodeError:  # checked now, not after encoding when the index is written
+            report.problems.append(Problem(os.fsencode(file).decode("utf-8", "replace"),
+                                           "folder name is not valid UTF-8"))
+            continue
+        try:
             report.skills.append(read_skill_file(file, skill_id))
         except SkillFormatError as exc:
             if strict:
@@ -172,8 +176,8 @@ def read_skill_tree(root: Path, report: LoadReport, *, strict: bool = False) -> 
 
 def _open_text(path: Path):
     if path.name.endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
+        return gzip.open(path, "rt", encoding="utf-8-sig")  # -sig: a BOM must not eat the first record
+    return open(path, encoding="utf-8-sig")
 
 
 def read_jsonl(path: Path, report: LoadReport, *, strict: bool = False, skip_ids: Iterable[str] = ()) -> None:
@@ -186,7 +190,7 @@ def read_jsonl(path: Path, report: LoadReport, *, strict: bool = False, skip_ids
                     continue
                 where = f"{path}:{lineno}"
                 try:
-                    rec = json.loads(line)
+                    rec = load_json(line, error=SkillFormatError, what=where)
                     if not isinstance(rec, dict):
                         raise SkillFormatError(f"{where}: not a JSON object")
                     for key in ("id", "name"):
@@ -195,17 +199,20 @@ def read_jsonl(path: Path, report: LoadReport, *, strict: bool = False, skip_ids
                     for key in ("description", "body"):
                         if not isinstance(rec.get(key, ""), str):
                             raise SkillFormatError(f"{where}: '{key}' must be a string")
-                except (json.JSONDecodeError, SkillFormatError) as exc:
-                    msg = str(exc) if isinstance(exc, SkillFormatError) else f"{where}: invalid JSON ({exc.msg})"
+                    if clean_text(rec["id"]) != rec["id"]:
+                        raise SkillFormatError(f"{where}: 'id' holds a lone surrogate")
+                except SkillFormatError as exc:
+                    msg = str(exc)
                     if strict:
                         raise SkillFormatError(msg) from None
                     report.problems.append(Problem(where, msg.removeprefix(f"{where}: ")))
                     continue
                 if rec["id"] in skip:
                     continue
+                # a record's "path" is not kept: a JSONL source must not point the server at a file
                 report.skills.append(
-                    Skill(rec["id"], rec["name"], rec.get("description", ""), rec.get("body", ""),
-                          rec.get("path", ""))
+                    Skill(rec["id"], clean_text(rec["name"]), clean_text(rec.get("description", "")),
+                          clean_text(rec.get("body", "")))
                 )
     except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile) as exc:
         raise SkillFormatError(f"{path}: cannot read ({exc})") from None
@@ -221,18 +228,24 @@ def read_dataset(path: Path, report: LoadReport, *, strict: bool = False) -> Non
 
     The pool named by ``meta.distractors`` is looked up as a sibling folder.
     """
-    try:
-        meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise SkillFormatError(f"{path / 'meta.json'}: cannot read ({exc})") from None
-    read_jsonl(path / "corpus.jsonl.gz", report, strict=strict)
+    meta_path = path / "meta.json"
+    meta = load_json(read_regular_file(meta_path, 1 << 24, error=SkillFormatError, what="meta.json"),
+                     error=SkillFormatError, what=str(meta_path))
+    if not isinstance(meta, dict):
+        raise SkillFormatError(f"{meta_path}: not a JSON object")
     pool = meta.get("distractors")
+    excluded = meta.get("excluded_pool_ids", [])
+    if pool is not None and (not isinstance(pool, str) or "/" in pool or pool in ("", ".", "..")):
+        raise SkillFormatError(f"{meta_path}: 'distractors' must be the name of a sibling folder")
+    if not isinstance(excluded, list) or not all(isinstance(x, str) for x in excluded):
+        raise SkillFormatError(f"{meta_path}: 'excluded_pool_ids' must be a list of strings")
+    read_jsonl(path / "corpus.jsonl.gz", report, strict=strict)
     if pool:
         pool_dir = path.parent / pool
         if not is_dataset_folder(pool_dir):
             raise SkillFormatError(f"{path}: its distractor pool {pool!r} is not at {pool_dir}")
         read_jsonl(pool_dir / "corpus.jsonl.gz", report, strict=strict,
-                   skip_ids=meta.get("excluded_pool_ids", []))
+                   skip_ids=excluded)
 
 
 def load_skills(sources: Sequence[str | os.PathLike[str]], *, strict: bool = False) -> LoadReport:
@@ -270,11 +283,13 @@ def load_skills(sources: Sequence[str | os.PathLike[str]], *, strict: bool = Fal
                 read_dataset(path, report, strict=strict)
             else:
                 start = len(report.skills)
+                report.roots.append(os.path.realpath(path))
                 read_skill_tree(path, report, strict=strict)
                 trees.append((path, start, len(report.skills)))
         elif path.name.endswith((".jsonl", ".jsonl.gz")):
             read_jsonl(path, report, strict=strict)
         elif path.name == SKILL_FILE:
+            report.roots.append(os.path.realpath(path.parent))
             report.skills.append(read_skill_file(path, path.parent.resolve().name))
         else:
             raise SkillFormatError(f"{path}: not a folder, a .jsonl(.gz) file or a SKILL.md")

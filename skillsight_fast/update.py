@@ -50,7 +50,8 @@ class UpdateReport:
 
 
 def update_index(directory: str | os.PathLike[str], skills: Sequence[Skill], *, encoder: Any = None,
-                 dry_run: bool = False, wrap_encoder: Callable[[Any], Any] | None = None) -> UpdateReport:
+                 dry_run: bool = False, wrap_encoder: Callable[[Any], Any] | None = None,
+                 roots: Sequence[str] | None = None) -> UpdateReport:
     """Bring the index in ``directory`` in line with ``skills`` and save it atomically.
 
     Parameters
@@ -63,6 +64,8 @@ def update_index(directory: str | os.PathLike[str], skills: Sequence[Skill], *, 
         Defaults to the index's own model (checked against the manifest).
     dry_run : bool
         Only report what would change.
+    roots : sequence of str, optional
+        The library's folders (``LoadReport.roots``); default: the ones the index records.
     wrap_encoder : callable, optional
         Applied to the encoder just before the changed skills are encoded (e.g. a progress bar),
         so the caller need not load the index or the model itself.
@@ -127,6 +130,7 @@ def update_index(directory: str | os.PathLike[str], skills: Sequence[Skill], *, 
                                      model_checksum=old.model_checksum, encoder=encoder, lexicon=lexicon,
                                      previous_scan=old.scan)
     phase("rebuild")
+    new.roots = list(roots) if roots is not None else list(old.roots)
     calibration = read_calibration(directory)
     extra = {}
     if calibration is not None:  # keep it, noting that the corpus changed since; same swap as the index

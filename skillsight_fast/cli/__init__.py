@@ -18,7 +18,7 @@ from skillsight_fast.errors import SkillsightError
 #: Modules that add subcommands, in help order (each defines ``register(subparsers)``).
 COMMANDS: tuple[str, ...] = (
     "skillsight_fast.cli.core", "skillsight_fast.cli.agents", "skillsight_fast.cli.evaluate",
-    "skillsight_fast.cli.bench",
+    "skillsight_fast.cli.bench", "skillsight_fast.cli.scan",
 )
 
 

@@ -153,7 +153,7 @@ def cmd_update(args: argparse.Namespace) -> int:
     if progress_enabled(args.quiet):
         def wrap(encoder):
             return ProgressEncoder(encoder, desc="encoding changed skills")
-    result = update_index(args.index, report.skills, dry_run=args.dry_run, wrap_encoder=wrap)
+    result = update_index(args.index, report.skills, dry_run=args.dry_run, wrap_encoder=wrap, roots=report.roots)
     out = result.to_dict() | {"index": str(args.index), "dry_run": args.dry_run,
                               "skipped": [str(p) for p in report.problems]}
     if args.json:

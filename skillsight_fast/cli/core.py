@@ -10,6 +10,11 @@ from skillsight_fast.cli._common import add_abstention_args, emit_json
 from skillsight_fast.config import LEXICAL_SIDES, SCAN_CHOICES
 
 
+def _safe(text: str) -> str:
+    """Control characters (an ESC sequence in a skill's name) as escapes: never sent raw to the terminal."""
+    return "".join(c if c.isprintable() or c == " " else f"\\u{ord(c):04x}" for c in text)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add index, search, info and warmup."""
     for add in (_add_index, _add_search, _add_info, _add_rescan, _add_warmup):
@@ -98,6 +103,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     if progress_enabled(args.quiet):
         encoder = ProgressEncoder(encoder, desc=f"encoding {len(report.skills)} skills")
     index = SkillIndex.build(report.skills, encoder, config)
+    index.roots = report.roots
     index.save(args.output)
     summary = {
         "output": str(args.output), "n_skills": len(index), "skipped": [str(p) for p in report.problems],
@@ -145,8 +151,8 @@ def cmd_search(args: argparse.Namespace) -> int:
             continue
         print(f"task: {answer.query}")
         for rank, h in enumerate(answer.hits, 1):
-            print(f"{rank:>3}. {h.name}  [{h.id}]  score {h.score:.3f}")
-            desc = h.description
+            print(f"{rank:>3}. {_safe(h.name)}  [{_safe(h.id)}]  score {h.score:.3f}")
+            desc = _safe(h.description)
             print(f"     {desc[:117] + '...' if len(desc) > 120 else desc}")
             if args.explain:
                 print(f"     dense {h.dense:.3f}  lexical {h.lexical:.3f}  "

@@ -177,9 +177,12 @@ class OnnxEncoder:
         list of numpy.ndarray
             One int64 ``(n_tokens,)`` array per text, unpadded.
         """
+        from skillsight_fast.limits import MAX_ENCODE_CHARS
+
         ids: list[np.ndarray] = []
         for start in range(0, len(texts), _TOKENIZE_CHUNK):
-            chunk = list(texts[start : start + _TOKENIZE_CHUNK])
+            # cut before tokenizing: the tokenizer keeps every token it truncates (a 3.4 MB text ~1 GB)
+            chunk = [t[:MAX_ENCODE_CHARS] for t in texts[start : start + _TOKENIZE_CHUNK]]
             ids.extend(np.asarray(enc.ids, dtype=np.int64) for enc in self._tokenizer.encode_batch(chunk))
         return ids
 
