@@ -313,8 +313,11 @@ class SkillIndex:
             with self._encoder_lock:
                 if self._encoder is None:
                     from skillsight_fast.models import load_encoder
+                    from skillsight_fast.models.registry import get_spec
 
-                    self._encoder = load_encoder(self.model_id, int8=self.config.int8)
+                    # a registry name, else the path the index was built with (e.g. a static model)
+                    name = self.model_id if get_spec(self.model_id) or not self.config.model else self.config.model
+                    self._encoder = load_encoder(name, int8=self.config.int8)
         encoder = self._encoder
         self._check_encoder(encoder)
         return encoder

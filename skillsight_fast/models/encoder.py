@@ -310,7 +310,9 @@ def load_encoder(
         - a BERT-family folder (``config.json`` + ``model.safetensors`` + ``tokenizer.json``):
           exported the same way into ``<cache>/<folder name>-<sha256[:12]>/``;
         - a ``.onnx`` file with ``tokenizer.json`` beside it, or a folder holding
-          ``model.onnx`` + ``tokenizer.json``: used as is.
+          ``model.onnx`` + ``tokenizer.json``: used as is;
+        - a model2vec folder (``config.json`` with ``model_type: model2vec``): a
+          :class:`~skillsight_fast.models.static.StaticEncoder` (no onnxruntime).
         Registry names take precedence over same-named relative paths.
     int8 : bool
         Use a dynamically int8-quantized copy (``model.int8.onnx`` in the cache; a ready
@@ -368,6 +370,15 @@ def load_encoder(
             find_model_dir(str(name_or_path))  # unknown name: raises listing the known models
         raise ModelNotFoundError(f"model path {path} does not exist")
     path = path.resolve()
+
+    from skillsight_fast.models.static import is_static_model_dir
+
+    if is_static_model_dir(path):  # a model2vec folder: static encoder, no onnxruntime
+        from skillsight_fast.models.static import load_static_encoder
+
+        if int8:
+            raise ModelError(f"{path} is a static (model2vec) model: --int8 does not apply to it")
+        return load_static_encoder(path)  # type: ignore[return-value]
 
     if path.is_dir() and (path / "config.json").is_file() and not (path / "model.onnx").is_file():
         cfg = read_bert_config(path)

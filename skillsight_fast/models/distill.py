@@ -1,0 +1,129 @@
+"""Distil a static (model2vec-format) encoder from the project's ONNX transformer, without torch.
+
+The recipe is model2vec's ``distill``: every vocabulary token is run through the transformer once
+as ``[CLS] token [SEP]`` and its output states mean-pooled; optionally PCA; then each row is
+multiplied by a Zipf/SIF weight ``a / (a + p(rank))`` with ``p`` the Zipf probability of the token's
+rank (token id order, as model2vec assumes) and ``a`` the SIF coefficient (1e-4 by default).
+Special tokens and ``[unusedN]`` get zero rows (model2vec drops them from the vocabulary; keeping
+the rows at zero keeps the tokenizer unchanged).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from skillsight_fast.models.static import StaticEncoder, save_static_model
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SIF = 1e-4
+_REMOVE = re.compile(r"\[unused\d+\]")
+
+
+def zipf_sif_weights(n: int, sif_coefficient: float | None = DEFAULT_SIF) -> np.ndarray:
+    """model2vec's ``compute_weights``: ``a / (a + p_r)`` with ``p_r ∝ 1 / (r + 2)``, float64 (n,)."""
+    if sif_coefficient is None:
+        return np.ones(n)
+    if not 0 < sif_coefficient < 1:
+        raise ValueError("sif_coefficient must be in (0, 1)")
+    inv_rank = 1.0 / np.arange(2, n + 2)
+    proba = inv_rank / inv_rank.sum()
+    return sif_coefficient / (sif_coefficient + proba)
+
+
+def pca(x: np.ndarray, dims: int | None) -> np.ndarray:
+    """Centre and project onto the top ``dims`` principal axes (sklearn's ``PCA.fit_transform``)."""
+    if dims is None:
+        return x
+    dims = min(dims, x.shape[1])
+    centred = x.astype(np.float64) - x.mean(axis=0, keepdims=True)
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    return (centred @ vt[:dims].T).astype(np.float32)
+
+
+def distill(
+    encoder: object,
+    *,
+    pca_dims: int | None = None,
+    sif_coefficient: float | None = DEFAULT_SIF,
+    token_ids: Sequence[int] | None = None,
+    batch_size: int = 512,
+) -> StaticEncoder:
+    """Distil a :class:`StaticEncoder` from an :class:`~skillsight_fast.models.encoder.OnnxEncoder`.
+
+    Parameters
+    ----------
+    encoder : OnnxEncoder
+        The teacher (its tokenizer becomes the static model's tokenizer).
+    pca_dims : int, optional
+        PCA dimension; None keeps the teacher's dimension and axes.
+    sif_coefficient : float or None
+        SIF coefficient of the Zipf weights; None = no weighting.
+    token_ids : sequence of int, optional
+        Only these tokens get a row (the rest stay zero): tests and small vocabularies.
+    batch_size : int
+        Tokens per transformer call.
+
+    Returns
+    -------
+    StaticEncoder
+        ``model_id`` ``<teacher>-static``; ``checksum`` set from the table's bytes.
+    """
+    import hashlib
+
+    tok = encoder._tokenizer  # type: ignore[attr-defined]
+    vocab = tok.get_vocab()
+    n = max(vocab.values()) + 1
+    specials = {t for t in vocab if (t.startswith("[") and t.endswith("]")) and not t.startswith("##")}
+    keep = np.zeros(n, bool)
+    for t, i in vocab.items():
+        if t not in specials and not _REMOVE.fullmatch(t):
+            keep[i] = True
+    if token_ids is not None:
+        sub = np.zeros(n, bool)
+        sub[np.asarray(list(token_ids), dtype=np.int64)] = True
+        keep &= sub
+    ids = np.nonzero(keep)[0]
+    cls, sep = vocab.get("[CLS]"), vocab.get("[SEP]")
+    rows_out = np.zeros((len(ids), encoder.dim), np.float32)  # type: ignore[attr-defined]
+    for start in range(0, len(ids), batch_size):
+        chunk = ids[start : start + batch_size]
+        rows = [[cls, int(t), sep] if cls is not None and sep is not None else [int(t)] for t in chunk]
+        _, pooled = encoder._run(rows)  # type: ignore[attr-defined]
+        rows_out[start : start + len(chunk)] = pooled
+    logger.info("distilled %d token vectors from %s", len(ids), getattr(encoder, "model_id", "?"))
+    rows_out = pca(rows_out, pca_dims)
+    w = zipf_sif_weights(int(keep.sum()) if token_ids is None else len(ids), sif_coefficient)
+    # rank = position among kept tokens in id order (model2vec's sorted vocabulary)
+    rows_out = rows_out * w[: len(ids), None].astype(np.float32)
+    table = np.zeros((n, rows_out.shape[1]), np.float32)
+    table[ids] = rows_out
+    from tokenizers import Tokenizer
+
+    student_tok = Tokenizer.from_str(tok.to_str())
+    checksum = hashlib.sha256(table.tobytes()).hexdigest()
+    return StaticEncoder(table, student_tok, model_id=f"{encoder.model_id}-static",  # type: ignore[attr-defined]
+                         checksum=checksum, normalize=True)
+
+
+def distill_to_folder(
+    encoder: object,
+    folder: str | os.PathLike[str],
+    *,
+    pca_dims: int | None = None,
+    sif_coefficient: float | None = DEFAULT_SIF,
+    token_ids: Sequence[int] | None = None,
+) -> Path:
+    """Distil and save in model2vec's format; returns ``folder``."""
+    static = distill(encoder, pca_dims=pca_dims, sif_coefficient=sif_coefficient, token_ids=token_ids)
+    return save_static_model(
+        folder, static.table, static.tokenizer,
+        config={"tokenizer_name": getattr(encoder, "model_id", ""), "apply_pca": pca_dims,
+                "sif_coefficient": sif_coefficient},
+    )
