@@ -136,3 +136,10 @@ def test_calibrate_needs_matching_gold(tmp_path, monkeypatch, capsys):
     (tmp_path / "q.jsonl").write_text(json.dumps({"id": "a", "text": "x", "gold": ["not-there"]}) + "\n")
     assert main(["calibrate", "-i", str(tmp_path / "idx"), "--data", str(tmp_path / "q.jsonl")]) == 1
     assert "no query" in capsys.readouterr().err
+
+
+def test_default_offtopic_queries_are_found_in_a_checkout():
+    """calibrate's default off-topic list must resolve to the bundled file (it moved with cli/)."""
+    from skillsight_fast.cli.agents import DEFAULT_OFFTOPIC
+
+    assert DEFAULT_OFFTOPIC.is_file() and DEFAULT_OFFTOPIC.stat().st_size > 0

@@ -12,7 +12,7 @@ from pathlib import Path
 from skillsight_fast.cli._common import add_abstention_args, emit_json
 from skillsight_fast.errors import SkillsightError
 
-DEFAULT_OFFTOPIC = Path(__file__).resolve().parent.parent / "data" / "offtopic_queries.txt"
+DEFAULT_OFFTOPIC = Path(__file__).resolve().parents[2] / "data" / "offtopic_queries.txt"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
