@@ -33,6 +33,7 @@ from skillsight_fast.kernels import (
     score_lexical_candidates,
 )
 from skillsight_fast.lexicon import Lexicon
+from skillsight_fast.limits import clean_text
 from skillsight_fast.scan import Scan, build_scan
 from skillsight_fast.skills import Skill
 from skillsight_fast.types import Encoder
@@ -378,7 +379,7 @@ class SkillIndex:
                 raise QueryError("empty query (only whitespace or control characters): "
                                  "give the task to find skills for")
             # lone surrogates (undecodable argv bytes, "\\ud800" in JSON) would crash the tokenizer
-            out[i] = q.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+            out[i] = clean_text(q)
         return out
 
     def check_k(self, k: int) -> int:

@@ -136,15 +136,21 @@ def load_json(data: str | bytes, *, error: type[SkillsightError], what: str, max
         hooks["parse_constant"] = _refuse_constant
     try:
         obj = json.loads(text, **hooks)  # type: ignore[arg-type]
-    except json.JSONDecodeError as exc:
-        raise error(f"{what}: invalid JSON ({exc.msg}, line {exc.lineno})") from None
-    except RecursionError:
-        raise error(f"{what}: JSON nested too deeply") from None
-    except (ValueError, TypeError) as exc:
-        raise error(f"{what}: invalid JSON ({str(exc)[:80]})") from None
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise _json_error(exc, error, what, with_line=True) from None
     if not _depth(obj, max_depth):
         raise error(f"{what}: JSON nested deeper than {max_depth} levels")
     return obj
+
+
+def _json_error(exc: Exception, error: type[SkillsightError], where: str, *,
+                with_line: bool = False) -> SkillsightError:
+    """The one-line error for a JSON parse failure at ``where``."""
+    if isinstance(exc, json.JSONDecodeError):
+        return error(f"{where}: invalid JSON ({exc.msg}{f', line {exc.lineno}' if with_line else ''})")
+    if isinstance(exc, RecursionError):
+        return error(f"{where}: JSON nested too deeply")
+    return error(f"{where}: invalid JSON ({str(exc)[:80]})")
 
 
 def _refuse_constant(name: str) -> Any:
@@ -170,10 +176,6 @@ def load_json_lines(lines: list[str], *, error: type[SkillsightError], what: str
             continue
         try:
             out.append(loads(line, parse_int=_parse_int, parse_constant=_refuse_constant))
-        except json.JSONDecodeError as exc:
-            raise error(f"{what}:{i + 1}: invalid JSON ({exc.msg})") from None
-        except RecursionError:
-            raise error(f"{what}:{i + 1}: JSON nested too deeply") from None
-        except (ValueError, TypeError) as exc:
-            raise error(f"{what}:{i + 1}: invalid JSON ({str(exc)[:80]})") from None
+        except (ValueError, TypeError, RecursionError) as exc:
+            raise _json_error(exc, error, f"{what}:{i + 1}") from None
     return out

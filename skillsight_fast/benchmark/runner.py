@@ -231,6 +231,19 @@ def bench_size(
         arms = {"encode": a_encode, **arms, "end_to_end": a_end_to_end}
     scan8 = ivf_scan = None
     exact_scan = index.scan
+
+    def scoring_with(scan: Any) -> Callable[[int], None]:
+        """The scoring arm with another candidate scan swapped in for the call."""
+        def arm(r: int) -> None:
+            i = q_of(r)
+            index.scan = scan
+            try:
+                index.search_vectors(qv[i : i + 1], [texts[i]], k, explain=False)
+            finally:
+                index.scan = exact_scan
+
+        return arm
+
     if compressed:  # the index's own scan objects (skillsight_fast.scan), timed through the index
         from skillsight_fast.scan import Int8Scan
 
@@ -240,13 +253,7 @@ def bench_size(
             i = q_of(r)
             state["cand8"], state["sd8"] = scan8.candidates(qp_all[i : i + 1], kc)
 
-        def a_scoring_int8(r: int) -> None:
-            i = q_of(r)
-            index.scan = scan8
-            try:
-                index.search_vectors(qv[i : i + 1], [texts[i]], k, explain=False)
-            finally:
-                index.scan = exact_scan
+        a_scoring_int8 = scoring_with(scan8)
 
         arms.update(dense_topk_int8=a_dense_int8, scoring_int8=a_scoring_int8)
     if approximate:
@@ -258,13 +265,7 @@ def bench_size(
             state["ivf_build_s"] = ivf_scan.train_seconds
             faiss.omp_set_num_threads(1)
 
-        def a_scoring_ivf(r: int) -> None:
-            i = q_of(r)
-            index.scan = ivf_scan
-            try:
-                index.search_vectors(qv[i : i + 1], [texts[i]], k, explain=False)
-            finally:
-                index.scan = exact_scan
+        a_scoring_ivf = scoring_with(ivf_scan)
 
         arms["scoring_ivf"] = a_scoring_ivf
         default_nprobe = ivf_scan.nprobe
