@@ -275,8 +275,11 @@ def write_index_file(directory: Path, name: str, data: bytes) -> Path:
 
 
 @contextlib.contextmanager
-def _save_lock(parent: Path) -> Iterator[None]:
-    """Exclusive advisory lock on the index's parent folder (a no-op where flock is missing)."""
+def _save_lock(parent: Path, *, shared: bool = False) -> Iterator[None]:
+    """Advisory lock on the index's parent folder (a no-op where flock is missing).
+
+    Saves take it exclusively; a load that lost its races takes it shared.
+    """
     try:
         import fcntl
     except ImportError:  # pragma: no cover - Windows
@@ -288,7 +291,7 @@ def _save_lock(parent: Path) -> Iterator[None]:
         yield
         return
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)  # releases the lock
@@ -479,36 +482,83 @@ def _check_npy_header(path: Path, dtype: str, ndim: int, entry: dict[str, Any]) 
         raise IndexFormatError(f"{path}: truncated array ({size:,} bytes, the header needs {need:,})")
 
 
-def _identity(directory: Path) -> tuple[int, int, int] | None:
+def _identity(directory: Path) -> tuple[int, ...] | None:
     try:
-        st = os.stat(directory)
-        return st.st_dev, st.st_ino, os.stat(directory / MANIFEST).st_mtime_ns
+        st, man = os.stat(directory), os.stat(directory / MANIFEST)
+        return st.st_dev, st.st_ino, man.st_ino, man.st_mtime_ns, man.st_ctime_ns
     except OSError:
         return None
 
 
-#: Loads retried when a save swapped the folder mid-read (each retry waits 10-50 ms).
-_LOAD_ATTEMPTS = 20
+#: Loads retried without a lock when a save swapped the folder mid-read; the last attempt reads
+#: under a shared lock that saves wait for, so a reader racing a stream of saves still finishes.
+_LOAD_ATTEMPTS = 4
+_PROC_FD = Path("/proc/self/fd")
+
+
+@contextlib.contextmanager
+def _pinned(directory: Path) -> Iterator[tuple[Path, tuple[int, int] | None]]:
+    """The folder as one fixed version: a path through an open descriptor of its inode (Linux).
+
+    A save replaces the folder by renames, never in place, so every file read through the
+    descriptor belongs to the same index even while a save swaps a new one in. Yields the
+    folder itself and ``None`` where descriptors cannot be used as paths.
+    """
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        yield directory, None
+        return
+    try:
+        st = os.fstat(fd)
+        base = _PROC_FD / str(fd)
+        yield (base, (st.st_dev, st.st_ino)) if (base / MANIFEST).is_file() else (directory, None)
+    finally:
+        os.close(fd)
+
+
+def _still_there(directory: Path, pinned: tuple[int, int]) -> bool:
+    try:
+        st = os.stat(directory)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == pinned
 
 
 def load_index(directory: Path, *, mmap: bool = False, verify: bool = True) -> "SkillIndex":
     """Load an index folder; every inconsistency raises :class:`IndexFormatError`.
 
-    A save that swaps the folder while it is being read would give a mix of two indexes; the
-    folder's identity is checked before and after, and the load retried (up to 20 times).
+    A save may swap the folder while it is read. On Linux the load reads through a descriptor of
+    the folder it opened, so it sees one version whole; when a save deletes that version before
+    all its files are open, the load is retried (elsewhere the folder's identity is compared
+    before and after). The last attempt holds a shared lock that saves wait for.
     """
+    directory = directory.expanduser()
+    recover(directory)
     for attempt in range(_LOAD_ATTEMPTS):
-        before = _identity(directory.expanduser())
-        try:
-            index = _load_once(directory, mmap=mmap, verify=verify)
-        except IndexFormatError:
-            if attempt == _LOAD_ATTEMPTS - 1 or _identity(directory.expanduser()) == before:
-                raise
-            time.sleep(0.01 * min(attempt + 1, 5))
-            continue
-        if _identity(directory.expanduser()) == before:
-            return index
-    return index
+        locked = attempt == _LOAD_ATTEMPTS - 1
+        with _save_lock(directory.parent, shared=True) if locked else contextlib.nullcontext():
+            if locked:
+                _recover_unlocked(directory)  # recover() would wait for the lock this attempt holds
+                if not directory.is_dir():
+                    raise IndexFormatError(f"{directory}: no such index folder")
+            before = _identity(directory)
+            with _pinned(directory) as (base, pinned):
+                try:
+                    index = _load_once(base, mmap=mmap, verify=verify)
+                except IndexFormatError as exc:
+                    moved = (not _still_there(directory, pinned) if pinned is not None
+                             else _identity(directory) != before)
+                    if locked or not moved:
+                        if base != directory:
+                            raise IndexFormatError(str(exc).replace(str(base), str(directory))) from None
+                        raise
+                    time.sleep(0.01 * (attempt + 1))
+                    continue
+            if locked or pinned is not None or _identity(directory) == before:
+                index.source_dir = directory  # bodies (texts.jsonl) stay on disk; save() carries them over
+                return index
+    raise AssertionError("unreachable: the locked attempt returns or raises")  # pragma: no cover
 
 
 def _load_once(directory: Path, *, mmap: bool, verify: bool) -> "SkillIndex":
@@ -581,7 +631,6 @@ def _load_once(directory: Path, *, mmap: bool, verify: bool) -> "SkillIndex":
         idf=arrays["idf"], weights=arrays["weights"], generic=arrays["generic"], config=config,
         stats=stats, model_id=model_id, model_checksum=model_checksum, scan=scan,
     )
-    index.source_dir = directory  # bodies (texts.jsonl) stay on disk; save() carries them over
     # read_bodies checks texts.jsonl against this digest: bodies of another version are refused
     index.texts_sha256 = manifest["files"].get(TEXTS)
     index.roots = list(manifest.get("roots", []))

@@ -180,3 +180,46 @@ def test_concurrent_saves_from_threads_serialise(two_indexes, tmp_path):
 def test_load_of_a_vanished_folder_is_a_clean_error(tmp_path):
     with pytest.raises(IndexFormatError, match="no such index"):
         SkillIndex.load(tmp_path / "nothing")
+
+
+@pytest.mark.parametrize("portable", [False, True])
+def test_a_load_racing_a_save_between_every_two_reads_still_gets_one_whole_index(
+        two_indexes, tmp_path, monkeypatch, portable):
+    """The worst reader/writer interleaving, made deterministic: a new version is swapped in
+    (and the previous one deleted) between every two files the load reads, except while a reader
+    holds the save lock, as a real writer would wait. The load must return one whole index."""
+    import fcntl
+    import shutil
+
+    import skillsight_fast.io as io
+
+    root, a, b = two_indexes
+    target = tmp_path / "idx"
+    a.save(target)
+    if portable:
+        monkeypatch.setattr(io, "_exchange", lambda x, y: False)
+    real_load_array = io._load_array
+    swaps = {"n": 0}
+
+    def writer_would_get_the_lock() -> bool:
+        fd = os.open(tmp_path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+        finally:
+            os.close(fd)
+
+    def racing_load_array(*args, **kwargs):
+        out = real_load_array(*args, **kwargs)
+        if writer_would_get_the_lock():
+            swaps["n"] += 1
+            tmp = tmp_path / f".idx.tmp-race{swaps['n']}"
+            shutil.copytree(root / ("B" if swaps["n"] % 2 else "A"), tmp)
+            io._swap_in(tmp, target)
+        return out
+
+    monkeypatch.setattr(io, "_load_array", racing_load_array)
+    which(SkillIndex.load(target), a, b)
+    assert swaps["n"] >= 2  # the writer did race the reader
