@@ -2,9 +2,31 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
-from skillsight_fast.config import IndexConfig  # noqa: E402
-from skillsight_fast.index import SearchResult, SkillIndex  # noqa: E402
-
 __all__ = ["IndexConfig", "SearchResult", "SkillIndex", "__version__"]
+
+if TYPE_CHECKING:
+    from skillsight_fast.config import IndexConfig
+    from skillsight_fast.index import SearchResult, SkillIndex
+
+#: Public names and the modules that define them, imported on first use (PEP 562), so that light
+#: entry points (the prompt hook, ``skillsight --help``) do not pay for numpy and Numba.
+_LAZY = {"IndexConfig": "skillsight_fast.config", "SearchResult": "skillsight_fast.index",
+         "SkillIndex": "skillsight_fast.index"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'skillsight_fast' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

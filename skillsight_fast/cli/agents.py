@@ -28,6 +28,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mmap", action="store_true", help="memory-map the index")
     p.add_argument("--json", action="store_true", help="HTTP: print {url, n_skills} as JSON once ready")
     p.add_argument("-q", "--quiet", action="store_true", help="no startup message")
+    p.add_argument("--watch", nargs="*", default=None, metavar="SOURCE",
+                   help="live catalog: watch the library (the sources given to `index`; none: the folders "
+                        "the index was built from) and swap in an updated index when skills change")
+    p.add_argument("--debounce", type=int, default=200, metavar="MS",
+                   help="--watch: changes within MS milliseconds make one update (default 200)")
+    p.add_argument("--endpoint", action="store_true",
+                   help="MCP: also answer the prompt hook on a loopback HTTP port (published for the hook)")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("calibrate", help="pick the abstention threshold (--min-score) from labelled + off-topic queries")
@@ -68,30 +75,83 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from skillsight_fast.calibrate import resolve_abstention
-    from skillsight_fast.serve import SkillService, make_http_server, run_mcp
+    import threading
 
+    from skillsight_fast import endpoint
+    from skillsight_fast.calibrate import resolve_abstention
+    from skillsight_fast.io import read_manifest
+    from skillsight_fast.serve import SkillService, build_mcp_server, make_http_server
+
+    read_manifest(Path(args.index).expanduser())  # a missing or broken index fails now, with a message
     rule = resolve_abstention(args.index, args.min_score, args.min_cosine)
-    service = SkillService(args.index, abstention=rule, mmap=args.mmap)
-    service.warm()
     threshold = "none" if rule is None else f"{rule.signal} >= {rule.threshold:.4f}"
+    # MCP: answer `initialize` at once and load + warm up behind it; HTTP: ready before listening
+    service = SkillService(args.index, abstention=rule, mmap=args.mmap, defer=args.mcp)
+    watcher = None
+
+    def after_warm_up() -> None:
+        nonlocal watcher
+        if args.watch is not None:
+            watcher = _start_watcher(args, service)
+
     if args.mcp:
+        server = build_mcp_server(service)
+        ready = service.start()
+        side = make_http_server(service, "127.0.0.1", 0) if args.endpoint else None
+
+        def background() -> None:
+            ready.join()
+            try:
+                after_warm_up()
+            except Exception as exc:  # noqa: BLE001 - the MCP server keeps serving without watching
+                print(f"skillsight: --watch disabled: {exc}", file=sys.stderr)
+            if side is not None:
+                threading.Thread(target=side.serve_forever, daemon=True, name="skillsight-endpoint").start()
+                endpoint.publish(args.index, side.url)
+
+        threading.Thread(target=background, daemon=True, name="skillsight-start").start()
         if not args.quiet:
-            print(f"skillsight MCP server: {len(service.index)} skills, abstention {threshold}; on stdio",
-                  file=sys.stderr)
-        run_mcp(service)
+            print(f"skillsight MCP server: loading {args.index} in the background, abstention {threshold}; "
+                  "on stdio", file=sys.stderr)
+        try:
+            server.run("stdio")
+        finally:
+            if side is not None:
+                endpoint.withdraw(args.index)
+            if watcher is not None:
+                watcher.stop()
         return 0
+    service.warm()
+    after_warm_up()
     server = make_http_server(service, args.host, args.port)
+    if args.host in ("127.0.0.1", "localhost", "::1"):
+        endpoint.publish(args.index, server.url)
     if args.json:
-        emit_json({"url": server.url, "n_skills": len(service.index), "abstention": service.health()["abstention"]})
+        emit_json({"url": server.url, "n_skills": len(service.index), "abstention": service.health()["abstention"],
+                   "watching": [str(s) for s in watcher.sources] if watcher is not None else None})
     elif not args.quiet:
         print(f"skillsight serving {len(service.index)} skills on {server.url} (abstention {threshold}); "
-              "GET /health, POST /search, GET /skill/<id>", file=sys.stderr)
+              "GET /health, POST /search, GET /skill/<id>"
+              + (f"; watching {', '.join(map(str, watcher.sources))}" if watcher is not None else ""),
+              file=sys.stderr)
     try:
         server.serve_forever()
     finally:
+        endpoint.withdraw(args.index)
+        if watcher is not None:
+            watcher.stop()
         server.server_close()
     return 0
+
+
+def _start_watcher(args: argparse.Namespace, service):  # noqa: ANN202 - CatalogWatcher, imported lazily
+    from skillsight_fast.calibrate import resolve_abstention
+    from skillsight_fast.watch import CatalogWatcher, sources_of
+
+    sources = args.watch or sources_of(service.index)
+    watcher = CatalogWatcher(service, sources, debounce_ms=args.debounce,
+                             rule=lambda d: resolve_abstention(d, args.min_score, args.min_cosine))
+    return watcher.start()
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:

@@ -1,0 +1,72 @@
+"""Subcommands that put skillsight where agents live: the prompt hook and the host installer.
+
+``skillsight hook claude-code`` is dispatched by :func:`skillsight_fast.cli.main` straight to
+:func:`skillsight_fast.hook.main` (before argparse, which exits with status 2 on bad arguments:
+Claude Code would block the user's prompt on that status); it is registered here for ``--help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from skillsight_fast.cli._common import emit_json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add hook and install to the ``skillsight`` parser."""
+    p = sub.add_parser("hook", help="prompt hook for an agent host: the skills that fit the prompt, or nothing")
+    p.add_argument("host", choices=["claude-code"], help="the host whose hook protocol to speak")
+    p.add_argument("-i", "--index", required=True, metavar="DIR")
+    p.add_argument("-k", type=int, default=3, help="most skills listed (default 3)")
+    p.add_argument("--budget", type=float, default=5.0, metavar="S",
+                   help="seconds the hook may take in all; past it, it prints nothing (default 5)")
+    p.add_argument("--server-timeout", type=float, default=0.5, metavar="S",
+                   help="seconds a warm server gets before the hook searches in-process (default 0.5)")
+    p.add_argument("--no-cold", action="store_true", help="only ask a warm server; never load the model here")
+    p.set_defaults(func=cmd_hook)
+
+    p = sub.add_parser("install", help="merge the prompt hook and the MCP server into an agent host's settings")
+    p.add_argument("host", choices=["claude-code"])
+    p.add_argument("-i", "--index", required=True, metavar="DIR")
+    scope = p.add_mutually_exclusive_group()
+    scope.add_argument("--project", dest="scope", action="store_const", const="project",
+                       help="this project: .claude/settings.json and .mcp.json (default)")
+    scope.add_argument("--user", dest="scope", action="store_const", const="user",
+                       help="every project: ~/.claude/settings.json and ~/.claude.json")
+    p.add_argument("--dir", default=".", metavar="PROJECT", help="the project root for --project (default: .)")
+    p.add_argument("--no-hook", action="store_true", help="do not install the prompt hook")
+    p.add_argument("--no-mcp", action="store_true", help="do not install the MCP server")
+    p.add_argument("--watch", action="store_true", help="start the MCP server with --watch (live catalog)")
+    p.add_argument("--dry-run", action="store_true", help="print the unified diff; write nothing")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_install, scope=None)
+
+
+def cmd_hook(args: argparse.Namespace) -> int:  # pragma: no cover - main() dispatches before argparse
+    from skillsight_fast.hook import main
+
+    argv = [args.host, "-i", args.index, "-k", str(args.k), "--budget", str(args.budget),
+            "--server-timeout", str(args.server_timeout)] + (["--no-cold"] if args.no_cold else [])
+    return main(argv)
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    from skillsight_fast.install import apply, plan_claude_code
+
+    changes = plan_claude_code(args.index, scope=args.scope or "project", project=args.dir,
+                               hook=not args.no_hook, mcp=not args.no_mcp, watch=args.watch)
+    written = [] if args.dry_run else apply(changes)
+    if args.json:
+        emit_json({"dry_run": args.dry_run, "files": [
+            {"path": str(c.path), "changed": c.changed, "diff": c.diff()} for c in changes],
+            "written": [str(p) for p in written]})
+        return 0
+    for c in changes:
+        if args.dry_run:
+            sys.stdout.write(c.diff() if c.changed else f"# {c.path}: already up to date\n")
+        else:
+            print(f"{'updated' if c.changed else 'unchanged'} {c.path}")
+    if not args.dry_run and any(c.changed for c in changes):
+        print("restart Claude Code (or run /hooks and /mcp) to load the hook and the skillsight MCP server")
+    return 0

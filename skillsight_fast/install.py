@@ -1,0 +1,200 @@
+"""``skillsight install claude-code``: merge the prompt hook and the MCP server into Claude Code's settings.
+
+Claude Code reads hooks from ``settings.json`` (``.claude/settings.json`` of a project, or
+``~/.claude/settings.json`` for the user) under ``hooks.UserPromptSubmit``, and stdio MCP servers
+from ``.mcp.json`` at the project root (project scope) or the top-level ``mcpServers`` of
+``~/.claude.json`` (user scope). The merge adds or replaces only skillsight's own entries (the hook
+whose command runs ``hook claude-code``, the server named ``skillsight``); every other key, hook and
+server is kept as it was. Running it twice changes nothing; ``--dry-run`` prints the unified diff.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+import os
+import shlex
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from skillsight_fast.errors import SkillsightError
+
+#: Name of the MCP server entry.
+SERVER_NAME = "skillsight"
+#: Seconds Claude Code gives the hook (the hook's own budget is shorter).
+HOOK_TIMEOUT = 10
+#: What marks a hook entry as skillsight's (replaced, never duplicated, on a second install).
+HOOK_MARK = "hook claude-code"
+
+
+@dataclass
+class Change:
+    """One settings file: its path, old and new text (None: the file does not exist)."""
+
+    path: Path
+    old: str | None
+    new: str
+
+    @property
+    def changed(self) -> bool:
+        return self.old != self.new
+
+    def diff(self) -> str:
+        """Unified diff from the old to the new text."""
+        old = [] if self.old is None else self.old.splitlines(keepends=True)
+        return "".join(difflib.unified_diff(old, self.new.splitlines(keepends=True),
+                                            fromfile=str(self.path) if self.old is not None else "/dev/null",
+                                            tofile=str(self.path)))
+
+
+def command_prefix() -> list[str]:
+    """How the host starts skillsight: this interpreter with the package module (no PATH needed)."""
+    return [sys.executable, "-m", "skillsight_fast.cli"]
+
+
+def hook_command(index: Path, prefix: list[str] | None = None) -> str:
+    """The shell command of the hook entry."""
+    return shlex.join([*(prefix or command_prefix()), "hook", "claude-code", "-i", str(index)])
+
+
+def server_entry(index: Path, prefix: list[str] | None = None, watch: bool = False) -> dict[str, Any]:
+    """The ``mcpServers.skillsight`` entry: ``serve --mcp --endpoint`` (the hook asks it when warm)."""
+    cmd = [*(prefix or command_prefix()), "serve", "--mcp", "-i", str(index), "--endpoint", "-q"]
+    if watch:
+        cmd.append("--watch")
+    return {"type": "stdio", "command": cmd[0], "args": cmd[1:], "env": {}}
+
+
+def _read_json(path: Path) -> tuple[str | None, dict[str, Any]]:
+    if not path.exists():
+        return None, {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SkillsightError(f"{path}: cannot read ({exc})") from None
+    if not text.strip():
+        return text, {}
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SkillsightError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno}); fix it first, "
+                              "nothing was changed") from None
+    if not isinstance(data, dict):
+        raise SkillsightError(f"{path}: the top level is not a JSON object; nothing was changed")
+    return text, data
+
+
+def _dump(data: dict[str, Any]) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def merge_hook(settings: dict[str, Any], command: str) -> dict[str, Any]:
+    """``settings`` with skillsight's ``UserPromptSubmit`` hook (replacing an older one of its own)."""
+    out = copy.deepcopy(settings)
+    hooks = out.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise SkillsightError("the settings' 'hooks' is not an object; nothing was changed")
+    groups = hooks.setdefault("UserPromptSubmit", [])
+    if not isinstance(groups, list):
+        raise SkillsightError("the settings' hooks.UserPromptSubmit is not a list; nothing was changed")
+    entry = {"type": "command", "command": command, "timeout": HOOK_TIMEOUT}
+    placed = False
+    for group in groups:
+        if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
+            continue
+        for i, h in enumerate(group["hooks"]):
+            if isinstance(h, dict) and HOOK_MARK in str(h.get("command", "")) and "skillsight" in str(h.get("command")):
+                if not placed:
+                    group["hooks"][i] = entry
+                    placed = True
+                else:
+                    group["hooks"][i] = None
+        group["hooks"] = [h for h in group["hooks"] if h is not None]
+    hooks["UserPromptSubmit"] = [g for g in groups if not (isinstance(g, dict) and g.get("hooks") == [])]
+    if not placed:
+        hooks["UserPromptSubmit"].append({"hooks": [entry]})
+    return out
+
+
+def merge_server(config: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with ``mcpServers.skillsight`` set to ``entry``."""
+    out = copy.deepcopy(config)
+    servers = out.setdefault("mcpServers", {})
+    if not isinstance(servers, dict):
+        raise SkillsightError("the 'mcpServers' key is not an object; nothing was changed")
+    servers[SERVER_NAME] = entry
+    return out
+
+
+def plan_claude_code(index: str | os.PathLike[str], *, scope: str = "project", project: str | os.PathLike[str] = ".",
+                     home: str | os.PathLike[str] | None = None, hook: bool = True, mcp: bool = True,
+                     watch: bool = False, prefix: list[str] | None = None) -> list[Change]:
+    """The settings files to write for Claude Code, old and new text (nothing written yet).
+
+    Parameters
+    ----------
+    index : path
+        The index folder (stored as an absolute path).
+    scope : {"project", "user"}
+        Project: ``<project>/.claude/settings.json`` and ``<project>/.mcp.json``; user:
+        ``~/.claude/settings.json`` and ``~/.claude.json``.
+    project, home : path
+        The project root and the home folder (default: the current folder and ``~``).
+    hook, mcp : bool
+        Install the prompt hook / the MCP server.
+    watch : bool
+        Start the MCP server with ``--watch`` (live catalog).
+    prefix : list of str, optional
+        Command that starts skillsight (default: this Python with ``-m skillsight_fast.cli``).
+    """
+    if scope not in ("project", "user"):
+        raise SkillsightError(f"scope must be 'project' or 'user', got {scope!r}")
+    idx = Path(index).expanduser().absolute()
+    if not (idx / "manifest.json").is_file():
+        raise SkillsightError(f"{idx}: no such index (build one with: skillsight index SKILLS -o {idx})")
+    home_dir = Path(home).expanduser() if home is not None else Path.home()
+    root = Path(project).expanduser().absolute()
+    if scope == "project":
+        settings_path, mcp_path = root / ".claude" / "settings.json", root / ".mcp.json"
+    else:
+        settings_path, mcp_path = home_dir / ".claude" / "settings.json", home_dir / ".claude.json"
+    changes = []
+    if hook:
+        old, data = _read_json(settings_path)
+        changes.append(Change(settings_path, old, _keep_if_same(old, data, merge_hook(data, hook_command(idx, prefix)))))
+    if mcp:
+        old, data = _read_json(mcp_path)
+        changes.append(Change(mcp_path, old, _keep_if_same(old, data, merge_server(data, server_entry(idx, prefix, watch)))))
+    return changes
+
+
+def _keep_if_same(old: str | None, before: dict[str, Any], after: dict[str, Any]) -> str:
+    """The old text untouched when the merge changed nothing (idempotent, formatting kept)."""
+    if old is not None and before == after:
+        return old
+    return _dump(after)
+
+
+def apply(changes: list[Change]) -> list[Path]:
+    """Write the changed files atomically (same folder, then rename); returns what was written."""
+    written = []
+    for ch in changes:
+        if not ch.changed:
+            continue
+        ch.path.parent.mkdir(parents=True, exist_ok=True)
+        mode = ch.path.stat().st_mode & 0o777 if ch.path.exists() else 0o644
+        fd, tmp = tempfile.mkstemp(prefix=f".{ch.path.name}.", dir=ch.path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(ch.new)
+            os.chmod(tmp, mode)
+            os.replace(tmp, ch.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        written.append(ch.path)
+    return written
