@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from skillsight_fast.cli._common import add_abstention_args, emit_json
+from skillsight_fast.cli.proxy import add_proxy_args, cmd_proxy
 from skillsight_fast.errors import SkillsightError
 
 DEFAULT_OFFTOPIC = Path(__file__).resolve().parents[2] / "data" / "offtopic_queries.txt"
@@ -21,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--mcp", action="store_true", help="MCP server over stdio (tools find_skills, get_skill)")
     mode.add_argument("--http", action="store_true", help="JSON endpoint: GET /health, POST /search, GET /skill/<id>")
-    p.add_argument("-i", "--index", required=True, metavar="DIR")
+    p.add_argument("-i", "--index", metavar="DIR", help="the index to serve (not with --proxy)")
     p.add_argument("--host", default="127.0.0.1", help="HTTP address (default loopback 127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765; 0 picks a free one)")
     add_abstention_args(p)
@@ -35,6 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="--watch: changes within MS milliseconds make one update (default 200)")
     p.add_argument("--endpoint", action="store_true",
                    help="MCP: also answer the prompt hook on a loopback HTTP port (published for the hook)")
+    add_proxy_args(p)
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("calibrate", help="pick the abstention threshold (--min-score) from labelled + off-topic queries")
@@ -76,6 +78,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     import threading
+
+    if args.proxy:
+        return cmd_proxy(args)
+    if not args.index:
+        raise SkillsightError("serve needs --index DIR (or --mcp --proxy CONFIG)")
 
     from skillsight_fast import endpoint
     from skillsight_fast.calibrate import resolve_abstention

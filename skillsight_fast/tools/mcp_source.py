@@ -27,12 +27,61 @@ def _sdk() -> Any:
     return mcp
 
 
-def _tool_of(server: str, t: Any) -> Tool:
+def tool_of(server: str, t: Any) -> Tool:
+    """The :class:`Tool` record of an SDK tool object listed by ``server``."""
     schema = getattr(t, "input_schema", None)
     if schema is None:
         schema = getattr(t, "inputSchema", None)
     return Tool(server=server, name=str(t.name), description=str(getattr(t, "description", "") or ""),
                 title=str(getattr(t, "title", "") or ""), input_schema=dict(schema or {}))
+
+
+async def open_session(stack: AsyncExitStack, config: ServerConfig, *, message_handler: Any = None,
+                       errlog: Any = None, wrap_read: Any = None) -> Any:
+    """Start (stdio) or connect to (URL) one server inside ``stack``; the SDK session, not initialized.
+
+    ``wrap_read`` may wrap the transport's read stream (the proxy uses it to notice a server that
+    went away); ``errlog`` receives a stdio server's stderr (default: discarded).
+    """
+    mcp = _sdk()
+    if config.url:
+        from mcp.client.streamable_http import streamable_http_client
+
+        streams = await stack.enter_async_context(streamable_http_client(config.url))
+    else:
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        params = StdioServerParameters(command=config.command, args=list(config.args),
+                                       env=dict(config.env) or None)
+        if errlog is None:
+            errlog = stack.enter_context(open(os.devnull, "w"))
+        streams = await stack.enter_async_context(stdio_client(params, errlog=errlog))
+    read, write = streams[0], streams[1]
+    if wrap_read is not None:
+        read = wrap_read(read)
+    return await stack.enter_async_context(mcp.ClientSession(read, write, message_handler=message_handler))
+
+
+def server_name(config: ServerConfig, init: Any) -> str:
+    """``config.name``, else the name the server reports in ``initialize``, else the command's file name."""
+    info = getattr(init, "server_info", None) or getattr(init, "serverInfo", None)
+    return config.name or (getattr(info, "name", "") or "") or os.path.basename(config.command)
+
+
+async def list_all_tools(session: Any) -> list[Any]:
+    """Every page of ``tools/list`` of an initialized session (the SDK's tool objects)."""
+    mcp = _sdk()
+    tools: list[Any] = []
+    cursor = None
+    while True:
+        if cursor is None:
+            page = await session.list_tools()
+        else:
+            page = await session.list_tools(params=mcp.types.PaginatedRequestParams(cursor=cursor))
+        tools += list(page.tools)
+        cursor = getattr(page, "next_cursor", None) or getattr(page, "nextCursor", None)
+        if not cursor:
+            return tools
 
 
 async def list_server_tools(config: ServerConfig) -> list[Tool]:
@@ -43,36 +92,11 @@ async def list_server_tools(config: ServerConfig) -> list[Tool]:
     """
     import anyio
 
-    mcp = _sdk()
     async with AsyncExitStack() as stack:
-        if config.url:
-            from mcp.client.streamable_http import streamable_http_client
-
-            streams = await stack.enter_async_context(streamable_http_client(config.url))
-        else:
-            from mcp.client.stdio import StdioServerParameters, stdio_client
-
-            params = StdioServerParameters(command=config.command, args=list(config.args),
-                                           env=dict(config.env) or None)
-            streams = await stack.enter_async_context(stdio_client(params, errlog=open(os.devnull, "w")))
-        read, write = streams[0], streams[1]
-        session = await stack.enter_async_context(mcp.ClientSession(read, write))
+        session = await open_session(stack, config)
         with anyio.fail_after(LIST_TIMEOUT):
-            init = await session.initialize()
-            info = getattr(init, "server_info", None) or getattr(init, "serverInfo", None)
-            name = config.name or (getattr(info, "name", "") or "") or os.path.basename(config.command)
-            tools: list[Tool] = []
-            cursor = None
-            while True:
-                if cursor is None:
-                    page = await session.list_tools()
-                else:
-                    page = await session.list_tools(params=mcp.types.PaginatedRequestParams(cursor=cursor))
-                tools += [_tool_of(name, t) for t in page.tools]
-                cursor = getattr(page, "next_cursor", None) or getattr(page, "nextCursor", None)
-                if not cursor:
-                    break
-        return tools
+            name = server_name(config, await session.initialize())
+            return [tool_of(name, t) for t in await list_all_tools(session)]
 
 
 def read_mcp_tools(configs: Sequence[ServerConfig], *, text: str = DEFAULT_TOOL_TEXT) -> list[Skill]:

@@ -1,0 +1,633 @@
+"""A tool-search MCP proxy: one MCP server in front of many, exposing search instead of a tool list.
+
+The host connects to the proxy only. The proxy starts the downstream ("upstream" from its own side)
+MCP servers named in a host-style ``mcpServers`` block with the official SDK client, indexes every
+tool they list as ``server/tool`` (:func:`~skillsight_fast.tools.catalog.tool_skill`), and lists
+two tools of its own instead of the whole catalog:
+
+``search_tools(task, k=5)``
+    The best tools for a task (through :func:`skillsight_fast.find.find_skills`, the one search
+    use case), each with its input schema, so the agent can call one without a second lookup.
+    With an abstention rule (``--min-cosine`` / ``--min-score``) a task that no tool fits gets an
+    empty list. Servers that could not be started are named in ``unavailable``.
+``call_tool(name, arguments)``
+    Forwards ``tools/call`` to the server owning ``name`` (``server/tool``, or a bare tool name
+    that only one server has) and returns that server's result unchanged.
+
+Pinned tools (``pins``) are listed directly under their own names and left out of search results.
+
+Lifecycle: every server is started in the background when the proxy starts (the host's own
+handshake never waits for them, unless tools are pinned); a search waits for the first attempt
+of each. A server that dies keeps its last tool list in the index and is restarted on the next
+call that needs it; one that fails to start is retried after a growing pause
+(:data:`RETRY_MIN` .. :data:`RETRY_MAX` seconds) and reported in results meanwhile. A call cut
+off by a dying server gets an error result saying so (it is not re-sent: it may have run). When a
+server sends ``notifications/tools/list_changed`` its tools are listed again and the index is
+rebuilt (only new tool texts are encoded). No failure of a downstream server ends the proxy.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+import threading
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import numpy as np
+
+from skillsight_fast.calibrate import Abstention
+from skillsight_fast.errors import SkillFormatError, SkillsightError
+from skillsight_fast.find import find_skills
+from skillsight_fast.tools.catalog import DEFAULT_TOOL_TEXT, ServerConfig, Tool, tool_skill
+from skillsight_fast.tools.mcp_source import _sdk, list_all_tools, open_session, tool_of
+
+logger = logging.getLogger(__name__)
+
+#: Seconds a downstream server may take to start and list its tools.
+START_TIMEOUT = 60.0
+#: Seconds a forwarded tools/call may take.
+CALL_TIMEOUT = 300.0
+#: Pause before the first retry of a server that failed to start, doubled per failure up to RETRY_MAX.
+RETRY_MIN, RETRY_MAX = 2.0, 60.0
+#: Most tools one search may return.
+MAX_K = 50
+#: The proxy's own tool names.
+SEARCH_TOOL, CALL_TOOL = "search_tools", "call_tool"
+_LIST_CHANGED = "notifications/tools/list_changed"
+
+INSTRUCTIONS = (
+    "This server fronts several MCP servers. Their tools are not listed: call search_tools with the "
+    "task in natural language to get the best-fitting tools with their input schemas, then "
+    "call_tool(name, arguments) with a returned name (server/tool) to run one."
+)
+
+
+class UpstreamError(SkillsightError):
+    """A downstream server is unavailable (cannot be started, died, or failed a request)."""
+
+
+def _detail(exc: BaseException) -> str:
+    """A one-line reason from an exception or an exception group."""
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_detail(e) for e in exc.exceptions)
+    if isinstance(exc, TimeoutError):
+        return "no answer in time"
+    return str(exc) or type(exc).__name__
+
+
+class _WatchedStream:
+    """A transport read stream that sets ``gone`` when the server's side ends (EOF or closed)."""
+
+    def __init__(self, inner: Any, gone: Any) -> None:
+        self._inner, self._gone = inner, gone
+
+    def __getattr__(self, name: str) -> Any:  # last_context and any other transport extra
+        return getattr(self._inner, name)
+
+    async def receive(self) -> Any:
+        import anyio
+
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._gone.set()
+            raise
+
+    def __aiter__(self) -> _WatchedStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        import anyio
+
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        self._gone.set()
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _WatchedStream:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+
+class Upstream:
+    """One downstream server, its connection owned by one task of the proxy's task group.
+
+    Attributes
+    ----------
+    config : ServerConfig
+    tools : dict
+        The SDK tool objects it listed last, by name (kept while the server is down).
+    state : str
+        ``idle`` (not started yet), ``starting``, ``ready``, ``down`` (died; restarted on next
+        use), ``failed`` (the last start failed; ``error`` says why) or ``stopped``.
+    starts : int
+        Start attempts so far.
+    """
+
+    def __init__(self, config: ServerConfig, proxy: ToolProxy) -> None:
+        self.config = config
+        self.name = config.name
+        self.proxy = proxy
+        self.tools: dict[str, Any] = {}
+        self.state = "idle"
+        self.error = ""
+        self.starts = 0
+        self._failures = 0
+        self._retry_at = -math.inf
+        self._session: Any = None
+        self._gone: Any = None
+        self._stop: Any = None
+        self._lock: Any = None
+
+    def status(self) -> dict[str, Any]:
+        """``{server, state, error, tools, starts}`` for reports."""
+        return {"server": self.name, "state": self.state, "error": self.error, "tools": len(self.tools),
+                "starts": self.starts}
+
+    @property
+    def alive(self) -> bool:
+        return self._session is not None and not self._gone.is_set()
+
+    async def session(self) -> Any:
+        """The live SDK session, starting (or restarting) the server first when needed.
+
+        Raises
+        ------
+        UpstreamError
+            The server cannot be started (or failed recently and waits for its retry time).
+        """
+        import anyio
+
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        async with self._lock:
+            if self.alive:
+                return self._session
+            now = anyio.current_time()
+            if self.state == "failed" and now < self._retry_at:
+                raise UpstreamError(f"server {self.name!r} is unavailable ({self.error}); "
+                                    f"next start attempt in {self._retry_at - now:.0f} s")
+            self.state, self.starts = "starting", self.starts + 1
+            try:
+                await self.proxy._tg.start(self._own)
+            except Exception as exc:  # spawn failure, protocol error, timeout (as a group or alone)
+                self._failures += 1
+                self._retry_at = anyio.current_time() + min(RETRY_MAX, RETRY_MIN * 2 ** (self._failures - 1))
+                self.state, self.error = "failed", _detail(exc)
+                logger.warning("MCP server %r (%s) failed to start: %s", self.name, self.config.describe(),
+                               self.error)
+                raise UpstreamError(f"server {self.name!r} cannot be started ({self.error})") from None
+            self._failures, self.error = 0, ""
+            return self._session
+
+    async def _own(self, *, task_status: Any) -> None:
+        """Open the connection, list the tools, report ready, and hold it until it ends or is stopped."""
+        import anyio
+
+        gone, started = anyio.Event(), False
+        try:
+            async with AsyncExitStack() as stack:
+                session = await open_session(
+                    stack, self.config, message_handler=self._on_message, errlog=self.proxy.errlog,
+                    wrap_read=lambda stream: _WatchedStream(stream, gone))
+                with anyio.fail_after(self.proxy.start_timeout):
+                    await session.initialize()
+                    tools = await list_all_tools(session)
+                self._session, self._gone, self._stop = session, gone, anyio.Event()
+                self._set_tools(tools)
+                self.state = "ready"
+                started = True
+                task_status.started()
+                logger.info("MCP server %r ready: %d tools", self.name, len(tools))
+                async with anyio.create_task_group() as watch:
+                    async def stop_on(event: Any) -> None:
+                        await event.wait()
+                        watch.cancel_scope.cancel()
+                    watch.start_soon(stop_on, gone)
+                    watch.start_soon(stop_on, self._stop)
+        except Exception as exc:
+            if not started:
+                raise
+            logger.warning("MCP server %r: connection ended with an error: %s", self.name, _detail(exc))
+        finally:
+            if started:
+                self._session = None
+                if self._stop is not None and self._stop.is_set():
+                    self.state = "stopped"
+                elif self.state == "ready":
+                    self.state = "down"
+                    logger.warning("MCP server %r went away; it is restarted on its next call", self.name)
+
+    def _set_tools(self, tools: Sequence[Any]) -> None:
+        new = {str(t.name): t for t in tools}
+        if _tools_key(new) != _tools_key(self.tools):
+            self.tools = new
+            self.proxy._catalog_changed()
+
+    async def _on_message(self, message: Any) -> None:
+        if getattr(message, "method", None) == _LIST_CHANGED:
+            self.proxy._tg.start_soon(self.refresh)
+
+    async def refresh(self) -> None:
+        """List the tools again (after ``tools/list_changed``); errors are logged, never raised."""
+        import anyio
+
+        try:
+            session = self._session
+            if session is None:
+                return
+            with anyio.fail_after(self.proxy.start_timeout):
+                tools = await list_all_tools(session)
+            self._set_tools(tools)
+            logger.info("MCP server %r changed its tools: %d now", self.name, len(tools))
+        except Exception as exc:
+            logger.warning("MCP server %r: cannot list its changed tools: %s", self.name, _detail(exc))
+
+    async def stop(self) -> None:
+        """Close the connection (the server process is stopped by the SDK transport)."""
+        if self._stop is not None:
+            self._stop.set()
+
+
+def _tools_key(tools: dict[str, Any]) -> str:
+    return json.dumps([(n, getattr(t, "description", None), getattr(t, "title", None), _schema(t))
+                       for n, t in sorted(tools.items())], sort_keys=True, default=str)
+
+
+def _schema(t: Any) -> dict[str, Any]:
+    schema = getattr(t, "input_schema", None)
+    if schema is None:
+        schema = getattr(t, "inputSchema", None)
+    return dict(schema or {})
+
+
+class ToolProxy:
+    """The state behind the proxy server: downstream servers, the tool index, search and call.
+
+    Parameters
+    ----------
+    configs : sequence of ServerConfig
+        The downstream servers; every one needs a unique name (an ``mcpServers`` key).
+    encoder : Encoder, optional
+        Defaults to the bundled all-MiniLM-L6-v2 (loaded in the background at start).
+    abstention : Abstention, optional
+        Tasks whose best tool is below its threshold get no tools.
+    pins : sequence of str
+        ``server/tool`` ids listed directly (and left out of search results).
+    tool_text : str
+        Which tool text is indexed (see :mod:`skillsight_fast.tools.catalog`).
+    start_timeout, call_timeout : float
+        Seconds a server may take to start and list its tools / to answer one call.
+    errlog : file, optional
+        Where the servers' stderr goes (default: this process's stderr).
+    """
+
+    def __init__(self, configs: Sequence[ServerConfig], *, encoder: Any = None,
+                 abstention: Abstention | None = None, pins: Sequence[str] = (),
+                 tool_text: str = DEFAULT_TOOL_TEXT, start_timeout: float = START_TIMEOUT,
+                 call_timeout: float = CALL_TIMEOUT, errlog: Any = None) -> None:
+        names = [c.name for c in configs]
+        if not configs:
+            raise SkillFormatError("the proxy needs at least one MCP server")
+        if any(not n for n in names) or len(set(names)) != len(names):
+            raise SkillFormatError(f"proxied servers need unique, non-empty names (got {names})")
+        for pin in pins:
+            if pin.partition("/")[0] not in names or not pin.partition("/")[2]:
+                raise SkillFormatError(f"pinned tool {pin!r} must be server/tool with a configured server "
+                                       f"({', '.join(names)})")
+        self.upstreams = {c.name: Upstream(c, self) for c in configs}
+        self.abstention = abstention
+        self.pins = list(dict.fromkeys(pins))
+        self.tool_text = tool_text
+        self.start_timeout, self.call_timeout = float(start_timeout), float(call_timeout)
+        self.errlog = errlog if errlog is not None else sys.stderr
+        self._encoder = encoder
+        self._vectors: dict[str, np.ndarray] = {}  # tool text -> embedding (re-index encodes new texts only)
+        self._index: Any = None
+        self._index_tools: dict[str, tuple[Upstream, Any]] = {}
+        self._version = 0
+        self._index_version = -1
+        self._search_lock = threading.Lock()
+        self._tg: Any = None
+        self._ready: Any = None
+        self._index_lock: Any = None
+
+    # ------------------------------------------------------------------ lifecycle
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[ToolProxy]:
+        """Start every downstream server in the background; stop them all on exit."""
+        import anyio
+
+        self._ready, self._index_lock = anyio.Event(), anyio.Lock()
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            tg.start_soon(self._start_all)
+            try:
+                yield self
+            finally:
+                for up in self.upstreams.values():
+                    await up.stop()
+                tg.cancel_scope.cancel()
+        self._tg = None
+
+    async def _start_all(self) -> None:
+        import anyio
+
+        async def start(up: Upstream) -> None:
+            try:
+                await up.session()
+            except UpstreamError:
+                pass  # recorded in up.state / up.error and reported by search
+
+        try:
+            async with anyio.create_task_group() as tg:
+                if self._encoder is None:
+                    tg.start_soon(self._load_encoder)
+                for up in self.upstreams.values():
+                    tg.start_soon(start, up)
+            await self._ensure_index()
+        except Exception as exc:  # never let a background failure end the proxy
+            logger.error("tool proxy start-up: %s", _detail(exc))
+        finally:
+            self._ready.set()
+
+    async def _load_encoder(self) -> None:
+        import anyio
+
+        from skillsight_fast.config import IndexConfig
+        from skillsight_fast.models.encoder import load_encoder
+
+        config = IndexConfig()
+        self._encoder = await anyio.to_thread.run_sync(lambda: load_encoder(config.model, int8=config.int8))
+
+    async def wait_ready(self) -> None:
+        """Wait until every server was tried once and the first index is built."""
+        if self._ready is None:
+            raise SkillsightError("the tool proxy is not running (use `async with proxy.running()`)")
+        await self._ready.wait()
+
+    def status(self) -> list[dict[str, Any]]:
+        """One status record per downstream server."""
+        return [up.status() for up in self.upstreams.values()]
+
+    # ------------------------------------------------------------------ index
+    def _catalog_changed(self) -> None:
+        self._version += 1
+        if self._tg is not None and self._ready is not None and self._ready.is_set():
+            self._tg.start_soon(self._ensure_index_quietly)
+
+    async def _ensure_index_quietly(self) -> None:
+        try:
+            await self._ensure_index()
+        except Exception as exc:
+            logger.error("tool proxy: re-indexing failed: %s", _detail(exc))
+
+    async def _ensure_index(self) -> None:
+        """Rebuild the index if a server's tools changed since it was built."""
+        import anyio
+
+        async with self._index_lock:
+            if self._index_version == self._version:
+                return
+            version = self._version
+            pinned = set(self.pins)
+            entries: dict[str, tuple[Upstream, Any]] = {}
+            for up in self.upstreams.values():
+                for name, t in up.tools.items():
+                    if f"{up.name}/{name}" not in pinned:
+                        entries[f"{up.name}/{name}"] = (up, t)
+            index = await anyio.to_thread.run_sync(self._build, entries) if entries else None
+            self._index, self._index_tools, self._index_version = index, entries, version
+            logger.info("tool proxy: indexed %d tools", len(entries))
+
+    def _build(self, entries: dict[str, tuple[Upstream, Any]]) -> Any:
+        from skillsight_fast.config import IndexConfig
+        from skillsight_fast.index import SkillIndex
+
+        skills = [tool_skill(tool_of(up.name, t), self.tool_text) for up, t in entries.values()]
+        texts = [s.text for s in skills]
+        new = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+        if new:
+            self._vectors.update(zip(new, self._encoder.encode(new)))
+        embeddings = np.stack([self._vectors[t] for t in texts]).astype(np.float32)
+        return SkillIndex.from_embeddings(skills, embeddings, IndexConfig(), model_id=self._encoder.model_id,
+                                          model_checksum=self._encoder.checksum, encoder=self._encoder)
+
+    # ------------------------------------------------------------------ the two tools
+    async def search(self, task: Any, k: Any = 5) -> dict[str, Any]:
+        """``{query, abstention, tools: [...], unavailable: [...]}`` for one task.
+
+        Each tool has ``name`` (``server/tool``, what :meth:`call` takes), ``server``, ``title``,
+        ``description``, ``inputSchema``, ``score`` and ``evidence``.
+
+        Raises
+        ------
+        QueryError
+            ``task`` is not a non-empty string or ``k`` is not an integer in 1..50.
+        """
+        import anyio
+
+        from skillsight_fast.errors import QueryError
+
+        if not isinstance(task, str):
+            raise QueryError("'task' must be a string")
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+            raise QueryError(f"'k' must be an integer from 1 to {MAX_K}, got {k!r}")
+        await self.wait_ready()
+        await self._ensure_index()
+        index, entries = self._index, self._index_tools
+        rule = self.abstention.to_dict() if self.abstention else None
+        out: dict[str, Any] = {"query": task, "abstention": rule, "tools": []}
+        if index is not None:
+            answer = await anyio.to_thread.run_sync(
+                lambda: find_skills(index, [task], k, abstention=self.abstention, lock=self._search_lock)[0])
+            for hit in answer.hits:
+                up, t = entries[hit.id]
+                out["tools"].append({
+                    "name": hit.id, "server": up.name, "title": getattr(t, "title", None) or "",
+                    "description": getattr(t, "description", None) or "", "inputSchema": _schema(t),
+                    "score": round(hit.score, 4), "evidence": hit.evidence})
+        bad = [{"server": up.name, "state": up.state, "error": up.error}
+               for up in self.upstreams.values() if up.state == "failed"]
+        if bad:
+            out["unavailable"] = bad
+        return out
+
+    def resolve(self, name: str) -> tuple[Upstream, str]:
+        """The server and tool name behind ``server/tool`` (or a tool name only one server has).
+
+        Raises
+        ------
+        UpstreamError
+            No known tool has this name.
+        """
+        server, sep, tool = name.partition("/")
+        if sep and server in self.upstreams:
+            return self.upstreams[server], tool
+        owners = [up for up in self.upstreams.values() if name in up.tools]
+        if len(owners) == 1:
+            return owners[0], name
+        if len(owners) > 1:
+            raise UpstreamError(f"tool {name!r} exists on several servers "
+                                f"({', '.join(u.name for u in owners)}): call it as server/{name}")
+        raise UpstreamError(f"unknown tool {name!r}: use a name returned by {SEARCH_TOOL}")
+
+    async def call(self, name: Any, arguments: Any = None) -> Any:
+        """Forward one call and return the server's ``CallToolResult`` unchanged.
+
+        Every failure (unknown tool, server unavailable or dying mid-call, timeout, an error the
+        server answers with) comes back as an error result (``isError``) with the reason.
+        """
+        import anyio
+
+        mcp = _sdk()
+        if not isinstance(name, str) or not name:
+            return _error_result("'name' must be a tool name returned by search_tools (server/tool)")
+        if name in (SEARCH_TOOL, CALL_TOOL):
+            return _error_result(f"{name!r} is the proxy's own tool: call it directly")
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            return _error_result("'arguments' must be an object of the tool's parameters")
+        try:
+            up, tool = self.resolve(name)
+            session = await up.session()
+        except UpstreamError as exc:
+            return _error_result(str(exc))
+        if tool not in up.tools:
+            return _error_result(f"server {up.name!r} has no tool {tool!r}: "
+                                 f"use a name returned by {SEARCH_TOOL}")
+        try:
+            with anyio.fail_after(self.call_timeout):
+                return await session.call_tool(tool, arguments)
+        except TimeoutError:
+            return _error_result(f"server {up.name!r} did not answer {tool!r} within {self.call_timeout:g} s")
+        except mcp.MCPError as exc:
+            if not up.alive:
+                return _error_result(f"server {up.name!r} went away during the call to {tool!r} (it is "
+                                     "restarted on the next call; the call may or may not have run)")
+            return _error_result(f"server {up.name!r} answered {tool!r} with an error: {exc}")
+        except Exception as exc:  # a transport failure: report it, keep the proxy
+            return _error_result(f"server {up.name!r} failed the call to {tool!r}: {_detail(exc)}")
+
+    async def pinned_tools(self) -> list[Any]:
+        """The SDK tool objects of the pinned tools whose servers listed them (under their own names)."""
+        if self.pins:
+            await self.wait_ready()
+        out = []
+        for pin in self.pins:
+            server, _, tool = pin.partition("/")
+            t = self.upstreams[server].tools.get(tool)
+            if t is not None:
+                out.append(t)
+        return out
+
+
+def _error_result(message: str) -> Any:
+    mcp = _sdk()
+    return mcp.types.CallToolResult(content=[mcp.types.TextContent(type="text", text=message)], is_error=True)
+
+
+def _json_result(obj: Any) -> Any:
+    mcp = _sdk()
+    return mcp.types.CallToolResult(
+        content=[mcp.types.TextContent(type="text", text=json.dumps(obj, ensure_ascii=False))],
+        structured_content=obj)
+
+
+# ---------------------------------------------------------------------- the MCP server
+
+SEARCH_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "task": {"type": "string", "description": "What you want to do, in natural language."},
+        "k": {"type": "integer", "minimum": 1, "maximum": MAX_K, "default": 5,
+              "description": "How many tools to return."},
+    },
+    "required": ["task"],
+}
+CALL_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "description": "A tool name returned by search_tools (server/tool)."},
+        "arguments": {"type": "object", "description": "The tool's arguments, as its inputSchema describes.",
+                      "default": {}},
+    },
+    "required": ["name"],
+}
+
+
+def build_proxy_server(proxy: ToolProxy) -> Any:
+    """The proxy as a low-level SDK ``Server`` (its lifespan runs the downstream servers)."""
+    mcp = _sdk()
+    from mcp.server.lowlevel import Server
+
+    types = mcp.types
+    own = [
+        types.Tool(name=SEARCH_TOOL, title="Search tools", input_schema=SEARCH_SCHEMA, description=(
+            "Find the tools that fit a task among the tools of every connected MCP server, best first. "
+            "Each result has name (server/tool, for call_tool), description and inputSchema. An empty "
+            "list means that no tool fits the task well enough.")),
+        types.Tool(name=CALL_TOOL, title="Call a tool", input_schema=CALL_SCHEMA, description=(
+            "Run a tool found by search_tools: name is its server/tool name, arguments follow its "
+            "inputSchema. Returns the tool's own result.")),
+    ]
+
+    @asynccontextmanager
+    async def lifespan(_server: Any) -> AsyncIterator[ToolProxy]:
+        async with proxy.running():
+            yield proxy
+
+    async def list_tools(ctx: Any, params: Any) -> Any:
+        try:
+            pinned = await proxy.pinned_tools()
+        except Exception as exc:
+            logger.error("tool proxy: pinned tools: %s", _detail(exc))
+            pinned = []
+        return types.ListToolsResult(tools=own + pinned)
+
+    async def call_tool(ctx: Any, params: Any) -> Any:
+        name, args = params.name, params.arguments or {}
+        try:
+            if name == SEARCH_TOOL:
+                return _json_result(await proxy.search(args.get("task"), args.get("k", 5)))
+            if name == CALL_TOOL:
+                return await proxy.call(args.get("name"), args.get("arguments"))
+            pinned = {str(t.name): pin for pin in proxy.pins
+                      if (t := proxy.upstreams[pin.partition("/")[0]].tools.get(pin.partition("/")[2]))}
+            if name in pinned:
+                return await proxy.call(pinned[name], args)
+            return _error_result(f"unknown tool {name!r}: this server has {SEARCH_TOOL} and {CALL_TOOL}")
+        except SkillsightError as exc:  # bad input: the agent sees the reason and can correct it
+            return _error_result(str(exc))
+        except Exception as exc:  # never let one request take the proxy down
+            logger.exception("tool proxy: %s failed", name)
+            return _error_result(f"{name} failed: {_detail(exc)}")
+
+    return Server("skillsight-proxy", instructions=INSTRUCTIONS, lifespan=lifespan,
+                  on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def run_proxy(proxy: ToolProxy) -> None:
+    """Serve the proxy over stdio until the host closes the connection."""
+    import anyio
+
+    from mcp.server.stdio import stdio_server
+
+    server = build_proxy_server(proxy)
+
+    async def main() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(main)

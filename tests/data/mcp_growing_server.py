@@ -1,0 +1,29 @@
+"""A real MCP server (official SDK) whose tool list grows: ``add_tool`` adds one and says so.
+
+Used by tests/test_tools_proxy.py to check that the proxy re-indexes on
+``notifications/tools/list_changed``. Run: ``python mcp_growing_server.py`` (stdio).
+"""
+
+from mcp.server.mcpserver import Context, MCPServer
+
+server = MCPServer("growing")
+
+
+@server.tool()
+async def add_tool(name: str, description: str, ctx: Context) -> str:
+    """Add a new tool to this server.
+
+    Args:
+        name: The new tool's name.
+        description: What the new tool does.
+    """
+    def new_tool(text: str) -> str:
+        return f"{name}: {text}"
+
+    server.add_tool(new_tool, name=name, description=description)
+    await ctx.session.send_tool_list_changed()
+    return f"added {name}"
+
+
+if __name__ == "__main__":
+    server.run("stdio")
