@@ -23,8 +23,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     mode.add_argument("--mcp", action="store_true", help="MCP server over stdio (tools find_skills, get_skill)")
     mode.add_argument("--http", action="store_true", help="JSON endpoint: GET /health, POST /search, GET /skill/<id>")
     p.add_argument("-i", "--index", metavar="DIR", help="the index to serve (not with --proxy)")
-    p.add_argument("--host", default="127.0.0.1", help="HTTP address (default loopback 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765; 0 picks a free one)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="HTTP address (default loopback 127.0.0.1; any other address needs a token)")
+    p.add_argument("--port", type=_port, default=8765, help="HTTP port (default 8765; 0 picks a free one)")
+    p.add_argument("--token-file", metavar="FILE",
+                   help="HTTP: every request needs 'Authorization: Bearer <token>', the token being this "
+                        "file's first line (or the SKILLSIGHT_TOKEN environment variable)")
+    p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                   help="HTTP without a token: also accept this name in Host/Origin headers (repeatable; "
+                        "loopback names are always accepted)")
+    p.add_argument("--max-connections", type=_positive_int, default=64, metavar="N",
+                   help="HTTP: connections served at once; more get 503 (default 64)")
     add_abstention_args(p)
     p.add_argument("--mmap", action="store_true", help="memory-map the index")
     p.add_argument("--json", action="store_true", help="HTTP: print {url, n_skills} as JSON once ready")
@@ -76,6 +85,42 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_analyze)
 
 
+def _port(value: str) -> int:
+    try:
+        port = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {value!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0..65535, got {port}")
+    return port
+
+
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
+    return number
+
+
+def _read_token(path: str | None) -> str | None:
+    """The bearer token: the first line of ``path``, else $SKILLSIGHT_TOKEN, else None."""
+    import os
+
+    if path is None:
+        return os.environ.get("SKILLSIGHT_TOKEN") or None
+    from skillsight_fast.limits import read_regular_file
+
+    raw = read_regular_file(path, 4096, error=SkillsightError, what="the token file")
+    lines = raw.decode("utf-8", "replace").splitlines()
+    token = lines[0].strip() if lines else ""
+    if not token:
+        raise SkillsightError(f"the token file {path} is empty")
+    return token
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import threading
 
@@ -87,8 +132,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from skillsight_fast import endpoint
     from skillsight_fast.calibrate import resolve_abstention
     from skillsight_fast.io import read_manifest
-    from skillsight_fast.serve import SkillService, build_mcp_server, make_http_server
+    from skillsight_fast.serve import SkillService, build_mcp_server, check_http_options, is_loopback, make_http_server
 
+    token = None
+    if args.http:  # refuse bad settings before the index and the model are loaded
+        token = _read_token(args.token_file)
+        check_http_options(args.host, args.port, token, args.max_connections)
     read_manifest(Path(args.index).expanduser())  # a missing or broken index fails now, with a message
     rule = resolve_abstention(args.index, args.min_score, args.min_cosine)
     threshold = "none" if rule is None else f"{rule.signal} >= {rule.threshold:.4f}"
@@ -130,8 +179,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 0
     service.warm()
     after_warm_up()
-    server = make_http_server(service, args.host, args.port)
-    if args.host in ("127.0.0.1", "localhost", "::1"):
+    server = make_http_server(service, args.host, args.port, token=token, allow_hosts=tuple(args.allow_host),
+                              max_connections=args.max_connections)
+    if token is None and is_loopback(args.host):  # the prompt hook asks it (it has no token)
         endpoint.publish(args.index, server.url)
     if args.json:
         emit_json({"url": server.url, "n_skills": len(service.index), "abstention": service.health()["abstention"],
