@@ -36,11 +36,10 @@ class Corpus:
     """Arrays of one synthetic library plus a SkillIndex over them and a batch of queries."""
 
     def __init__(self, n_docs: int, seed: int = 0):
-        from skillsight_fast.background import idf_from_df, lec_weights
-        from skillsight_fast.index import IndexStats, SkillIndex, SkillMeta
-        from skillsight_fast.config import IndexConfig
-        from skillsight_fast.kernels import project_out_background
-        from skillsight_fast.lexicon import Lexicon, invert
+        from skillsight_fast.index import SkillIndex, SkillMeta
+        from skillsight_fast.kernels import project_out_background, transpose_csr
+        from skillsight_fast.lexicon import Lexicon
+        from skillsight_fast.state import Decisions
 
         rng = np.random.default_rng(seed)
         background = rng.standard_normal(DIM).astype(np.float32)
@@ -51,25 +50,23 @@ class Corpus:
         self.perp = project_out_background(emb, self.basis)
         n_vocab = int(20_000 * (n_docs / 3_434) ** 0.6)
         indptr, terms = _zipf_sets(rng, n_docs, n_vocab, 150)
-        post_ptr, post_docs = invert(indptr, terms, n_vocab)
+        post_ptr, post_docs = transpose_csr(indptr, terms, n_vocab)
         # term frequencies as the default (BM25) index stores them; their values do not change the kernels' cost
         lexicon = Lexicon([f"t{i}" for i in range(n_vocab)], indptr, terms, post_ptr, post_docs,
                           rng.integers(1, 4, terms.shape[0]).astype(np.uint16), np.diff(indptr).astype(np.int32))
-        df = lexicon.df()
-        idf = idf_from_df(df, n_docs)
-        self.generic = (df >= 2) & (idf <= np.quantile(idf[df >= 2], 0.1))
-        self.weights = lec_weights(idf, df, n_docs).astype(np.float32)
+        # the public build path, with the synthetic background and the default's decisions kept
+        self.index = SkillIndex.from_embeddings(
+            [SkillMeta(f"s{i}", f"s{i}", "", "", "") for i in range(n_docs)], emb, lexicon=lexicon,
+            basis=(self.basis, np.ones(1, np.float32)), model_id="synthetic",
+            decisions=Decisions(background=True, lexical="bm25", lexical_weight=0.25))
+        self.perp = self.index.dense.embeddings_perp
+        self.generic = self.index.lexical.generic
+        self.weights = self.index.lexical.weights
         self.lexicon = lexicon
         self.queries = emb[rng.integers(0, n_docs, 64)] + 0.05 * rng.standard_normal((64, DIM)).astype(np.float32)
         self.queries /= np.linalg.norm(self.queries, axis=1, keepdims=True)
         self.texts = [" ".join(f"t{t}" for t in rng.integers(0, n_vocab, 60)) for _ in range(64)]
         self.q_terms, self.q_ptr = lexicon.query_terms(self.texts, self.generic)
-        stats = IndexStats(n_docs, DIM, n_vocab, 0.0, int(self.generic.sum()), 0, 1, 1, lexical="bm25")
-        self.index = SkillIndex(
-            skills=[SkillMeta(f"s{i}", f"s{i}", "", "", "") for i in range(n_docs)], embeddings=emb,
-            embeddings_perp=self.perp, basis=self.basis, singular_values=np.ones(1, np.float32),
-            lexicon=lexicon, idf=idf, weights=self.weights, generic=self.generic, config=IndexConfig(),
-            stats=stats, model_id="synthetic", model_checksum="")
 
 
 _CACHE: dict[str, Corpus] = {}

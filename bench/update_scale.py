@@ -110,7 +110,7 @@ def main() -> int:
     same = bool(np.array_equal(full.embeddings, upd.embeddings) and full.lexicon.vocab == upd.lexicon.vocab
                 and np.array_equal(full.lexicon.doc_terms, upd.lexicon.doc_terms)
                 and np.array_equal(full.lexicon.post_docs, upd.lexicon.post_docs)
-                and np.allclose(full.embeddings_perp, upd.embeddings_perp, atol=1e-5))
+                and np.allclose(full.dense.embeddings_perp, upd.dense.embeddings_perp, atol=1e-5))
     result = {"n_skills": args.size, "changed": len(changed), "scan": args.scan, "encoded": report.encoded,
               "encoder_texts": enc2.texts, "encoder_s": round(enc2.seconds, 2), "update_s": round(update_s, 2),
               "phases_s": report.to_dict().get("phases", {}), "first_build_s": round(build_s, 1),

@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from skillsight_fast import validate
-from skillsight_fast.lexicon import invert
+from skillsight_fast.kernels import transpose_csr
 
 
 def arrays_for(n: int, dim: int = 384, terms: int = 60, vocab: int = 200_000, seed: int = 0) -> dict:
@@ -35,7 +35,7 @@ def arrays_for(n: int, dim: int = 384, terms: int = 60, vocab: int = 200_000, se
     ptr = np.zeros(n + 1, np.int64)
     np.cumsum(lens, out=ptr[1:])
     flat = flat[ok]
-    post_ptr, post_docs = invert(ptr, flat, vocab)
+    post_ptr, post_docs = transpose_csr(ptr, flat, vocab)
     return {"embeddings": emb, "embeddings_perp": emb, "basis": basis,
             "singular_values": np.ones(8, np.float32), "idf": np.ones(vocab, np.float32),
             "weights": np.ones(vocab, np.float32), "generic": np.zeros(vocab, bool),

@@ -5,8 +5,9 @@
 
 Each experiment was declared (grid and selection rule) before it was run on metatool or gorilla_hf;
 docs/ADAPTIVE.md ("Tried and dropped") has the declarations and the tables this prints. Embeddings come
-from the evaluation cache (``skillsight eval`` fills it). Everything scores through the index's own
-kernels (``dense_topk``, ``SkillIndex.score_lexical``, ``score_lexical_candidates``, ``fuse_topk``).
+from the evaluation cache (``skillsight eval`` fills it). Everything scores through the index's public
+stages (``remove_background``, ``dense_candidates``, ``evidence_tokens``, ``lexical_scores``, ``fuse``);
+a variant replaces one stage's input or output, never the kernels.
 
 ``sbc-off``
     Which lexical side and weight complement a raw-cosine dense side (the branch Rule 1 takes when it
@@ -53,7 +54,7 @@ from skillsight_fast.config import IndexConfig
 from skillsight_fast.evaluation.datasets import SHARED_DATASETS, load_dataset
 from skillsight_fast.evaluation.methods import EvalContext
 from skillsight_fast.evaluation.metrics import DEPTH, evaluate
-from skillsight_fast.kernels import dense_topk, fuse_topk, project_out_background, score_lexical_candidates
+from skillsight_fast.scan import build_scan
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 
@@ -68,14 +69,12 @@ def fmt(r: dict[str, float]) -> str:
 
 def lexical_sides(idx, texts: list[str], cand: np.ndarray) -> dict[str, np.ndarray]:
     """LEC, BM25 over the evidence tokens (the default) and BM25 over all known query tokens."""
-    cfg = idx.config
-    lex = idx.lexicon
-    ev_t, ev_p = lex.query_terms(texts, idx.generic, cfg.min_token_len, cfg.max_token_len)
-    all_t, all_p = lex.query_terms(texts, np.zeros_like(idx.generic), cfg.min_token_len, cfg.max_token_len)
+    ev_t, ev_p = idx.evidence_tokens(texts)
+    all_t, all_p = idx.evidence_tokens(texts, exclude=np.zeros_like(idx.lexical.generic))
     return {
-        "lec": score_lexical_candidates(cand, ev_t, ev_p, lex.doc_indptr, lex.doc_terms, idx.weights),
-        "bm25-ev": idx.score_lexical(cand, ev_t, ev_p),
-        "bm25-all": idx.score_lexical(cand, all_t, all_p),
+        "lec": idx.lexical_scores(cand, ev_t, ev_p, side="lec"),
+        "bm25-ev": idx.lexical_scores(cand, ev_t, ev_p, side="bm25"),
+        "bm25-all": idx.lexical_scores(cand, all_t, all_p, side="bm25"),
     }
 
 
@@ -83,14 +82,15 @@ def sbc_off(ctx: EvalContext, short: bool = False) -> list[str]:
     ds = ctx.dataset
     docs = ctx.namedesc_emb if short else ctx.doc_emb
     idx = ctx.index(IndexConfig(), embeddings=docs) if short else ctx.index(IndexConfig())
-    assert idx.stats.lexical == "bm25"
+    assert idx.decisions.lexical == "bm25"
     kc = min(len(idx), idx.config.candidates)
-    cand, s_dense = dense_topk(ctx.query_emb, np.ascontiguousarray(docs), kc)  # raw cosine: SBC forced off
+    # raw cosine (SBC forced off): the exact candidate stage over the raw document matrix
+    cand, s_dense = build_scan("exact", np.ascontiguousarray(docs)).candidates(ctx.query_emb, kc)
     sides = lexical_sides(idx, ds.query_texts, cand)
-    row = [f"{'on' if idx.stats.sbc_applied else 'off'}", fmt(evaluate(cand[:, :DEPTH], ds.gold))]
+    row = [f"{'on' if idx.decisions.background else 'off'}", fmt(evaluate(cand[:, :DEPTH], ds.gold))]
     for s_lex in sides.values():
         for w in (0.25, 0.5, 1.0):
-            ids, _, _ = fuse_topk(cand, s_dense, s_lex, DEPTH, mode="eq15", weight=w)
+            ids, _, _ = idx.fuse(cand, s_dense, s_lex, DEPTH, fusion="eq15", lexical_weight=w)
             row.append(fmt(evaluate(ids, ds.gold)))
     return row
 
@@ -98,21 +98,19 @@ def sbc_off(ctx: EvalContext, short: bool = False) -> list[str]:
 def prf(ctx: EvalContext) -> list[str]:
     ds = ctx.dataset
     idx = ctx.index(IndexConfig())
-    cfg = idx.config
-    q = project_out_background(ctx.query_emb, idx.basis)
-    qt, qp = idx.lexicon.query_terms(ds.query_texts, idx.generic, cfg.min_token_len, cfg.max_token_len)
-    kc = min(len(idx), cfg.candidates)
+    q = idx.remove_background(ctx.query_emb)
+    qt, qp = idx.evidence_tokens(ds.query_texts)
+    kc = min(len(idx), idx.decisions.candidates)
 
     def run(qv: np.ndarray) -> str:
-        cand, s = dense_topk(np.ascontiguousarray(qv, np.float32), idx.embeddings_perp, kc)
-        ids, _, _ = fuse_topk(cand, s, idx.score_lexical(cand, qt, qp), DEPTH, mode="eq15",
-                              weight=idx.lexical_weight)
+        cand, s = idx.dense_candidates(np.ascontiguousarray(qv, np.float32), kc)
+        ids, _, _ = idx.fuse(cand, s, idx.lexical_scores(cand, qt, qp), DEPTH)
         return fmt(evaluate(ids, ds.gold))
 
     row = [run(q)]
-    first, _ = dense_topk(q, idx.embeddings_perp, 10)
+    first, _ = idx.dense_candidates(q, 10)
     for m in (3, 10):
-        feedback = idx.embeddings_perp[first[:, :m]].mean(1)
+        feedback = idx.dense.embeddings_perp[first[:, :m]].mean(1)
         row += [run(unit(q + beta * feedback)) for beta in (0.5, 1.0)]
     return row
 
@@ -120,7 +118,7 @@ def prf(ctx: EvalContext) -> list[str]:
 def mix(ctx: EvalContext) -> list[str]:
     ds = ctx.dataset
     base = ctx.index(IndexConfig())
-    on = base.stats.sbc_applied
+    on = base.decisions.background
     vectors = unit(ctx.doc_emb + ctx.namedesc_emb)
     mixed = ctx.index(IndexConfig() if on else IndexConfig(rank=0), embeddings=vectors)
     return [f"{'on' if on else 'off'}", fmt(evaluate(ctx.search(base), ds.gold)),
@@ -138,21 +136,20 @@ def candidate_tf(idx) -> Any:
 
 
 def default_candidates(ctx: EvalContext, idx) -> tuple[np.ndarray, np.ndarray]:
-    q = project_out_background(ctx.query_emb, idx.basis)
-    return dense_topk(q, idx.embeddings_perp, min(len(idx), idx.config.candidates))
+    return idx.dense_candidates(idx.remove_background(ctx.query_emb), min(len(idx), idx.decisions.candidates))
 
 
 def local_idf(ctx: EvalContext) -> list[str]:
     ds = ctx.dataset
     idx = ctx.index(IndexConfig())
-    cfg, lex = idx.config, idx.lexicon
+    lex = idx.lexicon
     tf = candidate_tf(idx)
     dl = lex.doc_len.astype(np.float64)
-    avgdl, k1, b = idx.bm25_params[1], BM25_K1, BM25_B  # the index's own BM25 constants
+    avgdl, k1, b = idx.lexical.bm25[1], BM25_K1, BM25_B  # the index's own BM25 constants
     cand, s = default_candidates(ctx, idx)
     row = [fmt(evaluate(ctx.search(idx), ds.gold))]
-    for exclude in (idx.generic, np.zeros_like(idx.generic)):
-        qt, qp = lex.query_terms(ds.query_texts, exclude, cfg.min_token_len, cfg.max_token_len)
+    for exclude in (idx.lexical.generic, np.zeros_like(idx.lexical.generic)):
+        qt, qp = idx.evidence_tokens(ds.query_texts, exclude=exclude)
         s_lex = np.zeros(cand.shape, np.float32)
         for i in range(len(ds.queries)):
             toks = qt[qp[i] : qp[i + 1]]
@@ -165,30 +162,28 @@ def local_idf(ctx: EvalContext) -> list[str]:
             norm = k1 * (1 - b + b * dl[c] / avgdl)
             s_lex[i, : c.size] = ((m * (k1 + 1) / (m + norm[:, None])) * idf_c).sum(1)
         for w in (0.25, 0.5):
-            row.append(fmt(evaluate(fuse_topk(cand, s, s_lex, DEPTH, mode="eq15", weight=w)[0], ds.gold)))
+            row.append(fmt(evaluate(idx.fuse(cand, s, s_lex, DEPTH, fusion="eq15", lexical_weight=w)[0], ds.gold)))
     return row
 
 
 def fallback(ctx: EvalContext) -> list[str]:
     ds = ctx.dataset
     idx = ctx.index(IndexConfig())
-    cfg, lex = idx.config, idx.lexicon
+    lex = idx.lexicon
     present = candidate_tf(idx) > 0
     cand, s = default_candidates(ctx, idx)
-    ev_t, ev_p = lex.query_terms(ds.query_texts, idx.generic, cfg.min_token_len, cfg.max_token_len)
-    all_t, all_p = lex.query_terms(ds.query_texts, np.zeros_like(idx.generic), cfg.min_token_len,
-                                   cfg.max_token_len)
+    ev_t, ev_p = idx.evidence_tokens(ds.query_texts)
+    all_t, all_p = idx.evidence_tokens(ds.query_texts, exclude=np.zeros_like(idx.lexical.generic))
     support = np.zeros(len(ds.queries))
     for i in range(len(ds.queries)):
         toks = ev_t[ev_p[i] : ev_p[i + 1]]
         if toks.size:
             hit = present[:, toks][cand[i, :10]].toarray().any(0)
-            support[i] = (idx.weights[toks] * hit).sum() / idx.weights[toks].sum()
+            support[i] = (idx.lexical.weights[toks] * hit).sum() / idx.lexical.weights[toks].sum()
     falls = support < 0.5
-    s_lex = np.where(falls[:, None], idx.score_lexical(cand, all_t, all_p),
-                     idx.score_lexical(cand, ev_t, ev_p))
-    a = fuse_topk(cand, s, s_lex, DEPTH, mode="eq15", weight=0.25)[0]
-    b = np.where(falls[:, None], fuse_topk(cand, s, s_lex, DEPTH, mode="eq15", weight=0.5)[0], a)
+    s_lex = np.where(falls[:, None], idx.lexical_scores(cand, all_t, all_p), idx.lexical_scores(cand, ev_t, ev_p))
+    a = idx.fuse(cand, s, s_lex, DEPTH, fusion="eq15", lexical_weight=0.25)[0]
+    b = np.where(falls[:, None], idx.fuse(cand, s, s_lex, DEPTH, fusion="eq15", lexical_weight=0.5)[0], a)
     return [f"{support.mean():.2f}", f"{falls.mean():.2f}", fmt(evaluate(ctx.search(idx), ds.gold)),
             fmt(evaluate(a, ds.gold)), fmt(evaluate(b, ds.gold))]
 
@@ -198,21 +193,21 @@ def coherence(ctx: EvalContext) -> list[str]:
 
     ds = ctx.dataset
     idx = ctx.index(IndexConfig())
-    cfg, lex = idx.config, idx.lexicon
-    tg = np.flatnonzero(idx.generic)
+    lex = idx.lexicon
+    tg = np.flatnonzero(idx.lexical.generic)
     g = token_directions(tg, lex.post_indptr, lex.post_docs, ctx.doc_emb).astype(np.float64)
     df = lex.df()[tg].astype(np.float64)
     kappa = (df * (g * g).sum(1) - 1) / (df - 1)
-    boilerplate = np.zeros_like(idx.generic)
+    boilerplate = np.zeros_like(idx.lexical.generic)
     boilerplate[tg[kappa <= otsu_threshold(kappa)]] = True
     cand, s = default_candidates(ctx, idx)
-    qt, qp = lex.query_terms(ds.query_texts, boilerplate, cfg.min_token_len, cfg.max_token_len)
-    bm25 = idx.score_lexical(cand, qt, qp)
-    lec = score_lexical_candidates(cand, qt, qp, lex.doc_indptr, lex.doc_terms, idx.weights)
+    qt, qp = idx.evidence_tokens(ds.query_texts, exclude=boilerplate)
+    bm25 = idx.lexical_scores(cand, qt, qp, side="bm25")
+    lec = idx.lexical_scores(cand, qt, qp, side="lec")
     row = [f"{tg.size} / {int(boilerplate.sum())}", fmt(evaluate(ctx.search(idx), ds.gold))]
     for w in (0.25, 0.5):
-        row.append(fmt(evaluate(fuse_topk(cand, s, bm25, DEPTH, mode="eq15", weight=w)[0], ds.gold)))
-    row.append(fmt(evaluate(fuse_topk(cand, s, lec, DEPTH, mode="eq15", weight=0.25)[0], ds.gold)))
+        row.append(fmt(evaluate(idx.fuse(cand, s, bm25, DEPTH, fusion="eq15", lexical_weight=w)[0], ds.gold)))
+    row.append(fmt(evaluate(idx.fuse(cand, s, lec, DEPTH, fusion="eq15", lexical_weight=0.25)[0], ds.gold)))
     return row
 
 

@@ -46,7 +46,7 @@ def main() -> None:
             r = evaluate(ctx.search(idx), ds.gold)
             d = evaluate(topk_from_scores(ctx.query_emb @ emb.T, DEPTH, tiebreak=ctx.tiebreak), ds.gold)
             print(f"| {name} | {label} | {100 * r['recall@10']:.1f} / {100 * r['ndcg@10']:.1f} | "
-                  f"{100 * d['recall@10']:.1f} / {100 * d['ndcg@10']:.1f} | {idx.stats.sbc_applied} |", flush=True)
+                  f"{100 * d['recall@10']:.1f} / {100 * d['ndcg@10']:.1f} | {idx.decisions.background} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -82,11 +82,7 @@ def compare(index, qv: np.ndarray, texts: list[str], exact: dict, depth: int) ->
 
 
 def _project(index, qv: np.ndarray) -> np.ndarray:
-    from skillsight_fast.kernels import project_out_background
-
-    if index.basis.shape[0] == 0 and not index.config.renormalize:
-        return np.ascontiguousarray(qv, np.float32)
-    return project_out_background(qv, index.basis, renormalize=index.config.renormalize)
+    return index.remove_background(qv)
 
 
 def run_datasets(out: dict) -> None:
@@ -187,7 +183,7 @@ def run_sizes(out: dict, sizes: list[int], reps: int, nprobes: list[int]) -> Non
 
             return {f"{name}_candidates": cand, f"{name}_scoring": scoring}
 
-        row["exact"] = {"p50_ms": _timed(arms_for("exact"), reps), "matrix_MB": round(index.embeddings_perp.nbytes / 1e6, 1)}
+        row["exact"] = {"p50_ms": _timed(arms_for("exact"), reps), "matrix_MB": round(index.dense.embeddings_perp.nbytes / 1e6, 1)}
         for kind in ("int8", "ivf"):
             t1 = time.perf_counter()
             index.rebuild_scan(kind)

@@ -29,20 +29,20 @@ chosen on the two fit datasets from a pre-declared grid (docs/ADAPTIVE.md); it i
 a corpus statistic. The index stores per-document term frequencies and lengths for it
 (``Lexicon.doc_tf`` / ``doc_len``).
 
-Everything is computed once at build time and recorded in :class:`~skillsight_fast.index.IndexStats`
-as plain JSON numbers (the lexical side as ``IndexStats.lexical``); the stored basis has r = 0 rows
-when SBC is off.
+Everything is computed once at build time and recorded in the index
+as a :class:`~skillsight_fast.state.Decisions` record (what Rule 1 read goes into IndexStats); the
+stored basis has r = 0 rows when SBC is off.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from skillsight_fast.config import IndexConfig
 from skillsight_fast.lexicon import Lexicon
+from skillsight_fast.state import Decisions
 
 #: Rule 1: SBC needs at least this share of generic tokens in a typical document ...
 GENERIC_SHARE_MIN = 0.5
@@ -72,16 +72,8 @@ def background_energy(vectors: np.ndarray, basis: np.ndarray) -> np.ndarray:
     return (c * c).sum(1)
 
 
-@dataclass
-class Calibration:
-    """What the rules read and what they decided."""
-
-    basis: np.ndarray
-    stats: dict[str, Any] = field(default_factory=dict)
-
-
-def calibrate(embeddings: np.ndarray, basis: np.ndarray, lexicon: Lexicon, generic: np.ndarray,
-              config: IndexConfig) -> Calibration:
+def decide(embeddings: np.ndarray, basis: np.ndarray, lexicon: Lexicon, generic: np.ndarray,
+           config: IndexConfig) -> tuple[Decisions, np.ndarray, dict[str, Any]]:
     """Apply the rules to one corpus.
 
     Parameters
@@ -97,20 +89,18 @@ def calibrate(embeddings: np.ndarray, basis: np.ndarray, lexicon: Lexicon, gener
 
     Returns
     -------
-    Calibration
-        ``basis`` to use (the same, or (0, d) when SBC is off) and ``stats``: the IndexStats fields
-        ``adaptive``, ``generic_share``, ``doc_background_energy``, ``sbc_applied`` and
-        ``lexical_weight`` (plain JSON values).
+    decisions : Decisions
+        Background removal on or off (Rule 1), the lexical side (Rule 3) and weight (Rule 2), and
+        the config's query-time defaults.
+    basis : float32 (r, d)
+        The basis to use: the same, or (0, d) when background removal is off.
+    statistics : dict
+        What Rule 1 read (``generic_share``, ``doc_background_energy``), for IndexStats.
     """
     g = generic_share(lexicon, generic)
     e_d = float(background_energy(embeddings, basis).mean()) if len(embeddings) else 0.0
     sbc = bool(g >= GENERIC_SHARE_MIN and e_d <= BACKGROUND_ENERGY_MAX and basis.shape[0] > 0)
     weight = config.lexical_weight * (LEXICAL_SCALE if config.fusion == "eq15" else 1.0)
     out_basis = basis if sbc else np.zeros((0, embeddings.shape[1]), np.float32)
-    return Calibration(out_basis, {
-        "adaptive": True,
-        "generic_share": round(g, 6),
-        "doc_background_energy": round(e_d, 6),
-        "sbc_applied": sbc,
-        "lexical_weight": float(weight),
-    })
+    decisions = Decisions.of_config(config, background=sbc, lexical_weight=float(weight), rule="adaptive")
+    return decisions, out_basis, {"generic_share": round(g, 6), "doc_background_energy": round(e_d, 6)}

@@ -55,12 +55,10 @@ def gold_ranks(index: "SkillIndex", q: np.ndarray, texts: Sequence[str], gold_ro
     SkillSight ranks the candidate set (top-K by s⊥) by the fused score; a gold skill outside it
     keeps its s⊥ rank (which is > K), i.e. the tail is in s⊥ order.
     """
-    from skillsight_fast.kernels import project_out_background
-
-    d, d_perp = np.asarray(index.embeddings), np.asarray(index.embeddings_perp)
+    d, d_perp = np.asarray(index.dense.embeddings), np.asarray(index.dense.embeddings_perp)
     n_docs = len(index)
-    kc = min(n_docs, index.config.candidates)
-    q_perp = project_out_background(q, index.basis, renormalize=index.config.renormalize)
+    kc = min(n_docs, index.decisions.candidates)
+    q_perp = index.remove_background(q)
     out: dict[str, list[np.ndarray]] = {m: [] for m in METHODS}
     for start in range(0, len(texts), batch):
         stop = min(start + batch, len(texts))
@@ -122,7 +120,7 @@ def analyze(index: "SkillIndex", queries: Sequence["Query"] | None, out_dir: str
     gold = [g for _, g in kept]
     q = index.encode(texts)
     n_docs = len(index)
-    basis = np.asarray(index.basis, np.float32)
+    basis = np.asarray(index.dense.basis, np.float32)
     d = np.asarray(index.embeddings, np.float32)
 
     # background energy e_B(v) = ‖Bᵀv‖² (the coordinates are reused by the score split below)
@@ -140,9 +138,7 @@ def analyze(index: "SkillIndex", queries: Sequence["Query"] | None, out_dir: str
 
     # score split for gold, hardest negative and a random skill
     rng = np.random.default_rng(seed)
-    from skillsight_fast.kernels import project_out_background
-
-    q_perp = project_out_background(q, index.basis, renormalize=False)
+    q_perp = q - qb @ basis  # the score split is of the un-renormalised projection
     d_perp = d - db @ basis
     parts: dict[str, tuple[list[float], list[float]]] = {"gold": ([], []), "hardest non-gold": ([], []),
                                                          "random": ([], [])}

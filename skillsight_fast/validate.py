@@ -150,16 +150,30 @@ def check_stats(stats: Mapping[str, Any], n_skills: int, n_terms: int, rank: int
                                f"{stats['rank']}) do not match the arrays ({n_skills}, {n_terms}, {rank})")
     if not 1 <= stats["dim"] <= 65_536:
         raise IndexFormatError(f"manifest stats: dim {stats['dim']} out of range")
-    tau = stats.get("otsu_tau")
-    if not _is_num(tau) or math.isnan(tau):
-        raise IndexFormatError("manifest stats: otsu_tau must be a number")
-    for key in ("generic_share", "doc_background_energy", "lexical_weight"):
+    tau = stats.get("otsu_tau")  # null: no threshold (one class of tokens)
+    if tau is not None and (not _is_num(tau) or math.isnan(tau)):
+        raise IndexFormatError("manifest stats: otsu_tau must be a number or null")
+    for key in ("generic_share", "doc_background_energy"):
         v = stats.get(key)
         if v is not None and (not _is_num(v) or not math.isfinite(v)):
             raise IndexFormatError(f"manifest stats: {key!r} must be a finite number or null")
-    for key in ("adaptive", "sbc_applied"):
-        if key in stats and not isinstance(stats[key], bool):
-            raise IndexFormatError(f"manifest stats: {key!r} must be true or false")
+
+
+def check_decisions(decisions: Mapping[str, Any], rank: int) -> None:
+    """Types of the build's decisions (the record checks names and ranges) and the basis they imply."""
+    if not isinstance(decisions.get("background"), bool):
+        raise IndexFormatError("manifest decisions: 'background' must be true or false")
+    if not decisions["background"] and rank:
+        raise IndexFormatError(f"manifest decisions: background removal is off but the basis has {rank} rows")
+    for key in ("candidates", "lexical_candidates"):
+        if key in decisions and (not _is_int(decisions[key]) or not 0 <= decisions[key] <= 1_000_000):
+            raise IndexFormatError(f"manifest decisions: {key!r} must be an integer in 0..1000000")
+    for key in ("lexical_weight", "rrf_k"):
+        if key in decisions and (not _is_num(decisions[key]) or not math.isfinite(decisions[key])):
+            raise IndexFormatError(f"manifest decisions: {key!r} must be a finite number")
+    for key in ("lexical", "fusion", "rule"):
+        if key in decisions and not isinstance(decisions[key], str):
+            raise IndexFormatError(f"manifest decisions: {key!r} must be a string")
 
 
 def check_config(config: Mapping[str, Any]) -> None:
@@ -230,10 +244,12 @@ def check_arrays(arrays: Mapping[str, np.ndarray], n_skills: int, n_terms: int, 
 
 
 def check_index_contents(arrays: Mapping[str, np.ndarray], vocab: Any, records: Sequence[Mapping[str, Any]],
-                         stats: Mapping[str, Any], config: Mapping[str, Any]) -> None:
+                         stats: Mapping[str, Any], config: Mapping[str, Any],
+                         decisions: Mapping[str, Any]) -> None:
     """All content checks of one index, in order of cost (cheap JSON first, arrays last)."""
     check_vocab(vocab)
     check_skill_records(records)
     check_config(config)
     check_stats(stats, len(records), len(vocab), int(arrays["basis"].shape[0]))
+    check_decisions(decisions, int(arrays["basis"].shape[0]))
     check_arrays(arrays, len(records), len(vocab), int(stats["dim"]))

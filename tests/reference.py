@@ -130,3 +130,72 @@ def token_directions(terms, docs_of_term, docs):
     d = np.asarray(docs, dtype=np.float64)
     return np.array([d[docs_of_term[t]].mean(0) if len(docs_of_term[t]) else np.zeros(d.shape[1])
                      for t in terms]).reshape(len(terms), d.shape[1])
+
+
+def transpose_csr(indptr, indices, n_cols):
+    """Dense 0/1 matrix, transposed, read back row by row."""
+    n_rows = len(indptr) - 1
+    dense = np.zeros((n_rows, n_cols), bool)
+    for j in range(n_rows):
+        dense[j, indices[indptr[j]:indptr[j + 1]]] = True
+    ptr = [0]
+    rows = []
+    for c in range(n_cols):
+        rows.extend(np.flatnonzero(dense[:, c]).tolist())
+        ptr.append(len(rows))
+    return np.array(ptr, np.int64), np.array(rows, np.int32)
+
+
+def search_pipeline(queries, texts, k, *, embeddings, basis, renormalize, vocab, doc_terms, doc_tf, doc_len,
+                    generic, beta=1.0, side="bm25", candidates=300, lexical_candidates=0, fusion="eq15",
+                    weight=1.0, rrf_k=60.0, k1=1.2, b=0.75, min_len=2, max_len=40):
+    """The whole SkillSight search, slowly, from the stored raw arrays (METHOD.md step by step).
+
+    doc_terms: list of sets of term ids; doc_tf: list of dicts term id -> tf; vocab: list of terms;
+    generic: bool mask T_g. Background removal, the statistics (idf, LEC weights, BM25 idf and mean
+    length) and every stage are recomputed here; nothing of the package runs but the tokenizer.
+    Returns (ids, scores) as a search does: int64 / float (n, k), -1 / -inf padding.
+    """
+    from skillsight_fast.analyzer import analyze
+
+    n = len(doc_terms)
+    q = np.atleast_2d(np.asarray(queries, np.float64))
+    d_perp = project_out_background(embeddings, basis, renormalize) if len(basis) or renormalize \
+        else np.asarray(embeddings, np.float64)
+    q_perp = project_out_background(q, basis, renormalize) if len(basis) or renormalize else q
+    df = np.zeros(len(vocab))
+    for s in doc_terms:
+        for t in s:
+            df[t] += 1
+    idf = np.log((n + 1) / (df + 1)) + 1
+    lec_w = idf * (1 - df / n) ** beta if n else idf
+    bm25_idf = np.log(1 + (n - df + 0.5) / (df + 0.5))
+    avgdl = float(np.mean(doc_len)) if n else 1.0
+    avgdl = avgdl if avgdl > 0 else 1.0
+    term_id = {t: i for i, t in enumerate(vocab)}
+    evidence = []
+    for text in texts:
+        ids = [term_id[t] for t in dict.fromkeys(analyze(text, min_len, max_len)) if t in term_id]
+        evidence.append([t for t in ids if not generic[t]])
+    out_ids = np.full((len(texts), k), -1, np.int64)
+    out_scores = np.full((len(texts), k), -np.inf)
+    if n == 0:
+        return out_ids, out_scores
+    depth = min(n, max(candidates, k))
+    cand, _ = dense_topk(q_perp, d_perp, depth)
+    if lexical_candidates:
+        lex_all = score_lexical_all(evidence, doc_terms, lec_w)
+        merged = []
+        for i in range(len(texts)):
+            order = np.lexsort((np.arange(n), -lex_all[i]))[: min(n, lexical_candidates)]
+            extra = [int(j) for j in order if lex_all[i, j] > 0 and j not in set(cand[i].tolist())]
+            merged.append(cand[i].tolist() + extra)
+        width = max(len(m) for m in merged)
+        cand = np.array([m + [-1] * (width - len(m)) for m in merged], np.int64)
+    s_dense = np.where(cand >= 0, np.einsum("id,ikd->ik", q_perp, d_perp[np.maximum(cand, 0)]), -np.inf)
+    if side == "bm25":
+        s_lex = score_bm25_candidates(cand, evidence, doc_tf, doc_len, bm25_idf, k1, b, avgdl)
+    else:
+        s_lex = score_lexical_candidates(cand, evidence, doc_terms, lec_w)
+    ids, scores, _ = fuse_topk(cand, s_dense, s_lex, k, mode=fusion, weight=weight, rrf_k=rrf_k)
+    return ids, scores

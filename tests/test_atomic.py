@@ -75,7 +75,7 @@ def which(loaded: SkillIndex, a: SkillIndex, b: SkillIndex) -> str:
     for name, ref in (("A", a), ("B", b)):
         if loaded.ids == ref.ids:
             np.testing.assert_array_equal(loaded.embeddings, ref.embeddings)
-            np.testing.assert_array_equal(loaded.embeddings_perp, ref.embeddings_perp)
+            np.testing.assert_array_equal(loaded.dense.embeddings_perp, ref.dense.embeddings_perp)
             return name
     raise AssertionError("the loaded index is neither of the two saved ones")
 
@@ -147,7 +147,7 @@ def test_failed_save_keeps_the_previous_index(two_indexes, tmp_path, monkeypatch
     def boom(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(io, "_write_file", boom)
+    monkeypatch.setattr(io, "write_durable", boom)
     with pytest.raises(OSError, match="No space"):
         b.save(target)
     monkeypatch.undo()

@@ -380,7 +380,7 @@ def _del_model(m: dict) -> None:
 def _drop_tf(m: dict) -> None:
     """A BM25 index whose manifest lost its term frequencies."""
     del m["arrays"]["doc_tf"], m["arrays"]["doc_len"]
-    m["stats"]["lexical"] = "bm25"
+    m["decisions"]["lexical"] = "bm25"
 
 
 def _short_doc_len(d: Path) -> None:
@@ -406,9 +406,9 @@ BROKEN_INDEXES = {
     "checksum mismatch": (_flip_byte, "checksum mismatch"),
     "tampered skills.jsonl": (lambda d: (d / "skills.jsonl").write_text('{"id": "evil"}\n'), "checksum mismatch"),
     "missing vocab.json": (lambda d: (d / "vocab.json").unlink(), "cannot read vocab.json"),
-    "BM25 index without tf": (lambda d: _rewrite_manifest(d, _drop_tf), "stores no term frequencies"),
+    "BM25 index without tf": (lambda d: _rewrite_manifest(d, _drop_tf), "needs term frequencies"),
     "doc_len of wrong length": (_short_doc_len, "array doc_len"),
-    "unknown lexical side": (lambda d: _rewrite_manifest(d, lambda m: m["stats"].update(lexical="x")),
+    "unknown lexical side": (lambda d: _rewrite_manifest(d, lambda m: m["decisions"].update(lexical="x")),
                              "unknown lexical side"),
 }
 

@@ -68,6 +68,7 @@ def test_index_flags_choose_the_method(library, tmp_path, capsys, flags, adaptiv
     capsys.readouterr()
     assert main(["info", "-i", str(idx), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert info["config"]["adaptive"] is adaptive and info["stats"]["lexical"] == lexical
+    assert info["config"]["adaptive"] is adaptive and info["decisions"]["lexical"] == lexical
+    assert info["decisions"]["rule"] == ("adaptive" if adaptive else "config")
     assert main(["search", "-i", str(idx), "merge pdf pages", "-k", "1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["hits"][0]["id"] == "pdf"

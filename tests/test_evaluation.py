@@ -339,14 +339,15 @@ def test_adaptive_rules_and_paper_switch():
     skills = toy_skills(30)
     enc = HashEncoder()
     paper = SkillIndex.build(skills, enc, IndexConfig(adaptive=False))
-    assert paper.stats.rank >= 1 and paper.stats.lexical_weight is None and paper.stats.adaptive is False
+    assert paper.stats.rank >= 1 and paper.decisions.rule == "config" and paper.decisions.background
+    assert paper.decisions.lexical_weight == IndexConfig().lexical_weight and paper.decisions.lexical == "lec"
     ada = SkillIndex.build(skills, enc, IndexConfig())
-    s = ada.stats
-    assert s.adaptive is True and s.lexical_weight == 0.25
+    s, d = ada.stats, ada.decisions
+    assert d.rule == "adaptive" and d.lexical_weight == 0.25 and d.lexical == "bm25"
     assert 0 <= s.generic_share <= 1 and s.doc_background_energy >= 0
-    assert s.sbc_applied == (s.generic_share >= 0.5 and s.doc_background_energy <= 0.5)
-    assert ada.basis.shape[0] == (paper.basis.shape[0] if s.sbc_applied else 0)
-    json_ok = __import__("json").dumps(s.to_dict())  # plain JSON values only
+    assert d.background == (s.generic_share >= 0.5 and s.doc_background_energy <= 0.5)
+    assert ada.dense.basis.shape[0] == (paper.dense.basis.shape[0] if d.background else 0)
+    json_ok = __import__("json").dumps({**s.to_dict(), **d.to_dict()})  # plain JSON values only
     assert "generic_share" in json_ok
 
 

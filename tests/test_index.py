@@ -23,14 +23,14 @@ def test_build_records_statistics(index):
     assert s.n_docs == 40 and s.dim == 64
     assert 0 < s.n_generic < s.vocab_size
     assert 1 <= s.effective_rank and 0 <= s.rank <= index.config.max_rank  # adaptive may skip SBC (r = 0)
-    assert index.basis.shape == (s.rank, 64)
-    np.testing.assert_allclose(index.basis @ index.basis.T, np.eye(s.rank), atol=1e-5)
+    assert index.dense.basis.shape == (s.rank, 64)
+    np.testing.assert_allclose(index.dense.basis @ index.dense.basis.T, np.eye(s.rank), atol=1e-5)
     # D⊥ is orthogonal to the background
-    np.testing.assert_allclose(index.embeddings_perp @ index.basis.T, 0, atol=1e-5)
+    np.testing.assert_allclose(index.dense.embeddings_perp @ index.dense.basis.T, 0, atol=1e-5)
     # boilerplate words are generic, topical words are not
     ids = index.lexicon.term_ids
-    assert index.generic[ids["usage"]] and index.generic[ids["skill"]]
-    assert not index.generic[ids["stl"]]
+    assert index.lexical.generic[ids["usage"]] and index.lexical.generic[ids["skill"]]
+    assert not index.lexical.generic[ids["stl"]]
 
 
 def test_search_contract(index):
@@ -44,13 +44,12 @@ def test_search_contract(index):
     # components are those of the hit
     j = res.ids[0, 0]
     q = index.encoder.encode(["compute the volume of an stl mesh"])
-    from skillsight_fast.kernels import project_out_background
-
-    qp = project_out_background(q, index.basis)
-    assert res.dense[0, 0] == pytest.approx(float(qp[0] @ index.embeddings_perp[j]), abs=1e-5)
-    assert index.stats.lexical == "bm25"  # the adaptive default fuses BM25 over the evidence tokens
+    basis = index.dense.basis
+    qp = q - (q @ basis.T) @ basis  # NumPy: q⊥ = q − B Bᵀ q
+    assert res.dense[0, 0] == pytest.approx(float(qp[0] @ index.dense.embeddings_perp[j]), abs=1e-5)
+    assert index.decisions.lexical == "bm25"  # the adaptive default fuses BM25 over the evidence tokens
     assert res.lexical[0, 0] > 0
-    idf, avgdl = index.bm25_params
+    idf, avgdl = index.lexical.bm25
     terms = index.lexicon.doc_term_ids(int(j))
     q_ids = [index.lexicon.term_ids[t] for t in res.evidence[0][0]]
     pos = np.searchsorted(terms, q_ids)
@@ -62,7 +61,7 @@ def test_search_contract(index):
 def test_paper_config_keeps_lec(index):
     paper = SkillIndex.from_embeddings(
         index.skills, index.embeddings, IndexConfig(adaptive=False), lexicon=index.lexicon)
-    assert paper.stats.lexical == "lec"
+    assert paper.decisions.lexical == "lec"
     res = paper.search_vectors(index.encoder.encode(["compute the volume of an stl mesh"]),
                                ["compute the volume of an stl mesh"], k=5)
     assert ((res.lexical[0] >= 0) & (res.lexical[0] <= 1)).all() and res.lexical[0, 0] > 0
@@ -99,7 +98,9 @@ def test_save_load_roundtrip_identical(index, tmp_path):
     before = index.search(queries, k=7)
     index.save(tmp_path / "idx")
     manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
-    assert manifest["format_version"] == 1 and manifest["model"]["id"] == "hash-test"
+    assert manifest["format_version"] == 2 and manifest["model"]["id"] == "hash-test"
+    assert manifest["decisions"] == index.decisions.to_dict()
+    assert {e["bundle"] for e in manifest["arrays"].values()} == {"dense", "lexical"}
     assert manifest["arrays"]["embeddings"]["shape"] == [40, 64]
     assert not list(tmp_path.glob("*.pkl")) and not list((tmp_path / "idx").glob("*.pkl"))
     for mmap in (False, True):
@@ -109,30 +110,31 @@ def test_save_load_roundtrip_identical(index, tmp_path):
         np.testing.assert_array_equal(before.scores, after.scores)
         assert before.evidence == after.evidence
         assert loaded.config == index.config and loaded.stats == index.stats
+        assert loaded.decisions == index.decisions
     loaded = SkillIndex.load(tmp_path / "idx", mmap=True)
-    assert not loaded.embeddings_perp.flags.writeable
+    assert not loaded.dense.embeddings_perp.flags.writeable
 
 
 def test_saved_index_keeps_term_frequencies(index, tmp_path):
     index.save(tmp_path / "idx")
     manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
-    assert manifest["arrays"]["doc_tf"]["dtype"] == "uint16" and manifest["stats"]["lexical"] == "bm25"
+    assert manifest["arrays"]["doc_tf"]["dtype"] == "uint16" and manifest["decisions"]["lexical"] == "bm25"
     loaded = SkillIndex.load(tmp_path / "idx", mmap=True)
     np.testing.assert_array_equal(loaded.lexicon.doc_tf, index.lexicon.doc_tf)
     np.testing.assert_array_equal(loaded.lexicon.doc_len, index.lexicon.doc_len)
 
 
-def test_index_saved_before_term_frequencies_loads_as_lec(tmp_path):
-    """An index written before doc_tf existed (no tf arrays, no stats.lexical) still loads: LEC."""
+def test_lec_index_stored_without_term_frequencies_loads(tmp_path):
+    """The term frequencies are optional arrays: an LEC index stored without them loads and searches."""
     old = SkillIndex.build(toy_skills(10), HashEncoder(), IndexConfig(lexical="lec"))
     d = old.save(tmp_path / "idx")
     m = json.loads((d / "manifest.json").read_text())
-    del m["arrays"]["doc_tf"], m["arrays"]["doc_len"], m["stats"]["lexical"], m["config"]["lexical"]
+    del m["arrays"]["doc_tf"], m["arrays"]["doc_len"]
     (d / "manifest.json").write_text(json.dumps(m))
     (d / "doc_tf.npy").unlink()
     (d / "doc_len.npy").unlink()
     loaded = SkillIndex.load(d, encoder=HashEncoder())
-    assert loaded.stats.lexical == "lec" and not loaded.lexicon.has_tf
+    assert loaded.decisions.lexical == "lec" and not loaded.lexicon.has_tf
     queries = ["merge pdf pages", "docker compose deploy"]
     np.testing.assert_array_equal(loaded.search(queries, k=5).ids, old.search(queries, k=5).ids)
 
@@ -221,7 +223,7 @@ def test_config_variants_search(changes):
 
 def test_rank_zero_means_raw_dense():
     idx = SkillIndex.build(toy_skills(5), HashEncoder(), IndexConfig(rank=0, fusion="dense"))
-    np.testing.assert_array_equal(idx.embeddings_perp, idx.embeddings)
+    np.testing.assert_array_equal(idx.dense.embeddings_perp, idx.embeddings)
 
 
 def test_config_rejects_unknown_values():

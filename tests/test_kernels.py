@@ -15,6 +15,7 @@ from skillsight_fast.kernels import (
     score_lexical_all,
     score_lexical_candidates,
     token_directions,
+    transpose_csr,
 )
 from skillsight_fast.lexicon import Lexicon
 
@@ -411,3 +412,19 @@ def test_merge_candidates_skips_duplicates_within_b():
     a = np.array([[4, -1]], np.int64)
     b = np.array([[7, 4, 7, 2, 2]], np.int64)
     assert merge_candidates(a, b).tolist() == [[4, 7, 2, -1, -1, -1, -1]]
+
+
+@pytest.mark.parametrize("n_rows,n_cols,density", [(0, 3, 0.5), (1, 1, 1.0), (7, 5, 0.0), (40, 30, 0.2), (13, 200, 0.05)])
+def test_transpose_csr_matches_reference(rng, n_rows, n_cols, density):
+    dense = rng.random((n_rows, n_cols)) < density
+    indptr = np.zeros(n_rows + 1, np.int64)
+    np.cumsum(dense.sum(1), out=indptr[1:])
+    indices = np.concatenate([np.flatnonzero(r) for r in dense]).astype(np.int32) if n_rows else np.zeros(0, np.int32)
+    ptr, rows = transpose_csr(indptr, indices, n_cols)
+    ref_ptr, ref_rows = ref.transpose_csr(indptr, indices, n_cols)
+    np.testing.assert_array_equal(ptr, ref_ptr)
+    np.testing.assert_array_equal(rows, ref_rows)
+    assert ptr.dtype == np.int64 and rows.dtype == np.int32
+    ptr2, rows2 = transpose_csr(ptr, rows, n_rows)  # twice is the identity
+    np.testing.assert_array_equal(ptr2, indptr)
+    np.testing.assert_array_equal(rows2, indices)

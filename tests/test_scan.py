@@ -46,10 +46,10 @@ def test_scans_keep_the_result_contract(skills, exact, kind, params):
     # (Eq. 15 standardises over the candidate set; a different tie at rank K would shift it)
     index = SkillIndex.build(skills, HashEncoder(), IndexConfig(scan=kind, candidates=500, **params))
     assert index.scan.kind == kind
-    cand, dense = index.scan.candidates(np.ascontiguousarray(index.embeddings_perp[:3]), 50)
+    cand, dense = index.scan.candidates(np.ascontiguousarray(index.dense.embeddings_perp[:3]), 50)
     assert cand.dtype == np.int64 and dense.dtype == np.float32 and cand.shape == (3, 50)
     # scores are the exact inner products of the returned documents, best first
-    expect = np.einsum("ij,ikj->ik", index.embeddings_perp[:3], index.embeddings_perp[cand])
+    expect = np.einsum("ij,ikj->ik", index.dense.embeddings_perp[:3], index.dense.embeddings_perp[cand])
     np.testing.assert_allclose(dense, expect, atol=1e-5)
     assert (np.diff(dense, axis=1) <= 1e-6).all()
     a, b = index.search(QUERIES, k=5), exact.search(QUERIES, k=5)
@@ -59,7 +59,7 @@ def test_scans_keep_the_result_contract(skills, exact, kind, params):
 
 def test_ivf_visiting_few_cells_pads_and_stays_valid(skills):
     index = SkillIndex.build(skills, HashEncoder(), IndexConfig(scan="ivf", ivf_nlist=10, ivf_nprobe=1))
-    cand, dense = index.scan.candidates(np.ascontiguousarray(index.embeddings_perp[:4]), 300)
+    cand, dense = index.scan.candidates(np.ascontiguousarray(index.dense.embeddings_perp[:4]), 300)
     assert cand.shape == (4, 300) and (cand < 0).any()  # one cell holds fewer than 300 documents
     assert np.isneginf(dense[cand < 0]).all() and np.isfinite(dense[cand >= 0]).all()
     res = index.search(QUERIES, k=5)

@@ -141,32 +141,23 @@ def bench_size(
     """Time every arm on one index; returns one report entry (two with ``compressed``)."""
     import faiss
 
-    from skillsight_fast.kernels import (
-        dense_topk,
-        fuse_topk,
-        project_out_background,
-        score_lexical_all,
-    )
     from skillsight_fast.kernels._threads import n_threads
 
     faiss.omp_set_num_threads(1)
-    n_docs, dim = index.embeddings_perp.shape
-    cfg = index.config
-    kc = min(n_docs, max(cfg.candidates, k))
+    n_docs, dim = index.dense.embeddings_perp.shape
+    kc = min(n_docs, max(index.decisions.candidates, k))
     nq = len(query_texts)
     texts = list(query_texts)
     qv = np.ascontiguousarray(query_vectors, dtype=np.float32)
-    basis = index.basis
-    perp = index.embeddings_perp
+    perp = index.dense.embeddings_perp
     lex = index.lexicon
-    generic = index.generic
     flat = faiss.IndexFlatIP(dim)
-    flat.add(index.embeddings)
+    flat.add(index.dense.embeddings)
     retriever = bm25_retriever(index)
     no_exclusion = np.zeros(len(lex.vocab), bool)  # bm25s sees every query token
     bm25_ids = [[int(t) for t in lex.query_terms([q], no_exclusion)[0]] or [0] for q in texts]
     _ = lex.term_ids
-    qp_all = project_out_background(qv, basis, renormalize=cfg.renormalize)
+    qp_all = index.remove_background(qv)
     timings = Timings()
     bw_buf = bandwidth_buffer if bandwidth_buffer is not None else np.ones(1 << 26, np.float32)
     perp_flat = perp.reshape(-1)
@@ -177,20 +168,19 @@ def bench_size(
 
     def a_project(r: int) -> None:
         i = q_of(r)
-        state["qp"] = project_out_background(qv[i : i + 1], basis, renormalize=cfg.renormalize)
+        state["qp"] = index.remove_background(qv[i : i + 1])
 
     def a_dense(r: int) -> None:
         i = q_of(r)
-        state["cand"], state["sd"] = dense_topk(qp_all[i : i + 1], perp, kc)
+        state["cand"], state["sd"] = index.dense_candidates(qp_all[i : i + 1], kc)
 
     def a_lexical(r: int) -> None:
         i = q_of(r)
-        qt, qptr = lex.query_terms([texts[i]], generic, cfg.min_token_len, cfg.max_token_len)
-        state["sl"] = index.score_lexical(state["cand"], qt, qptr)  # LEC or BM25, as the index fuses
+        terms, ptr = index.evidence_tokens([texts[i]])
+        state["sl"] = index.lexical_scores(state["cand"], terms, ptr)  # LEC or BM25, as the index fuses
 
     def a_fuse(r: int) -> None:
-        fuse_topk(state["cand"], state["sd"], state["sl"], k, mode=cfg.fusion, weight=index.lexical_weight,
-                  rrf_k=cfg.rrf_k)
+        index.fuse(state["cand"], state["sd"], state["sl"], k)
 
     def a_scoring(r: int) -> None:
         i = q_of(r)
@@ -205,8 +195,7 @@ def bench_size(
 
     def a_lexical_all(r: int) -> None:
         i = q_of(r)
-        qt, qptr = lex.query_terms([texts[i]], generic, cfg.min_token_len, cfg.max_token_len)
-        s = score_lexical_all(qt, qptr, lex.post_indptr, lex.post_docs, index.weights, n_docs)[0]
+        s = index.lexical_scores_all(*index.evidence_tokens([texts[i]]))[0]
         top = np.argpartition(-s, min(k, n_docs - 1))[:k]
         top[np.argsort(-s[top], kind="stable")]
 
@@ -230,17 +219,12 @@ def bench_size(
 
         arms = {"encode": a_encode, **arms, "end_to_end": a_end_to_end}
     scan8 = ivf_scan = None
-    exact_scan = index.scan
 
     def scoring_with(scan: Any) -> Callable[[int], None]:
-        """The scoring arm with another candidate scan swapped in for the call."""
+        """The scoring arm with another candidate scan as the dense stage of the call."""
         def arm(r: int) -> None:
             i = q_of(r)
-            index.scan = scan
-            try:
-                index.search_vectors(qv[i : i + 1], [texts[i]], k, explain=False)
-            finally:
-                index.scan = exact_scan
+            index.search_vectors(qv[i : i + 1], [texts[i]], k, explain=False, dense_stage=scan.candidates)
 
         return arm
 
@@ -261,7 +245,7 @@ def bench_size(
 
         with n_threads(all_threads):
             faiss.omp_set_num_threads(all_threads)
-            ivf_scan = IvfScan.build(perp, config=cfg)
+            ivf_scan = IvfScan.build(perp, config=index.config)
             state["ivf_build_s"] = ivf_scan.train_seconds
             faiss.omp_set_num_threads(1)
 
@@ -324,17 +308,14 @@ def bench_size(
     bq = qv[:nb]
     btexts = texts[:nb]
     throughput: dict[str, dict[str, float]] = {}
-    bqp = project_out_background(bq, basis, renormalize=cfg.renormalize)
-    bcand, bsd = dense_topk(bqp, perp, kc)
-    bqt, bqptr = lex.query_terms(btexts, generic, cfg.min_token_len, cfg.max_token_len)
-    bsl = index.score_lexical(bcand, bqt, bqptr)
+    bqp = index.remove_background(bq)
+    bcand, bsd = index.dense_candidates(bqp, kc)
+    bsl = index.lexical_scores(bcand, *index.evidence_tokens(btexts))
     batch_arms: dict[str, Callable[[], Any]] = {
-        "project": lambda: project_out_background(bq, basis, renormalize=cfg.renormalize),
-        "dense_topk": lambda: dense_topk(bqp, perp, kc),
-        "lexical": lambda: index.score_lexical(
-            bcand, *lex.query_terms(btexts, generic, cfg.min_token_len, cfg.max_token_len)),
-        "fuse_topk": lambda: fuse_topk(bcand, bsd, bsl, k, mode=cfg.fusion, weight=index.lexical_weight,
-                                       rrf_k=cfg.rrf_k),
+        "project": lambda: index.remove_background(bq),
+        "dense_topk": lambda: index.dense_candidates(bqp, kc),
+        "lexical": lambda: index.lexical_scores(bcand, *index.evidence_tokens(btexts)),
+        "fuse_topk": lambda: index.fuse(bcand, bsd, bsl, k),
         "scoring": lambda: index.search_vectors(bq, btexts, k, explain=False),
         "faiss_flat": lambda: flat.search(bq, k),
     }
@@ -372,13 +353,14 @@ def bench_size(
         "bandwidth_GBps": round(bandwidth, 2), "matrix_MB": round(matrix_bytes / 1e6, 1),
         "throughput_qps": throughput, "batch": nb, "reps": reps, "rerank_reps": rerank_reps if cross_encoder else 0,
         "load_before": round(load_before, 2), "load_after": round(load_after, 2),
-        "k": k, "candidates": kc, "rerank": rerank, "vocab_size": len(lex.vocab), "n_generic": int(generic.sum()),
+        "k": k, "candidates": kc, "rerank": rerank, "vocab_size": len(lex.vocab),
+        "n_generic": int(index.lexical.generic.sum()),
         "mean_terms_per_doc": round(float(np.diff(lex.doc_indptr).mean()), 1),
     }
     entries = [{"n_docs": n_docs, "dim": dim, "dtype": "float32", "p50_ms": base_p50,
                 "floor_ms": round(floor_ms, 4), "detail": detail_common}]
     if compressed:
-        exact_ids, _ = dense_topk(qp_all, perp, kc)
+        exact_ids, _ = index.dense_candidates(qp_all, kc)
         with n_threads(all_threads):
             ids8, _ = scan8.candidates(qp_all, kc)
         p8 = dict(base_p50)

@@ -19,7 +19,7 @@ How a library of N skills is grown from a real one of N0 (documented in docs/SPE
 * The background basis of the real index is reused (it is a corpus statistic the resampling keeps;
   recomputing the token directions at a million rows costs minutes); df, idf, T_g (Otsu) and the
   LEC weights are recomputed from the synthetic lexicon.
-* **Term frequencies** (when the real index fuses BM25, ``IndexStats.lexical``): every synthetic
+* **Term frequencies** (when the real index stores them, for its BM25 side): every synthetic
   term has tf = 1 and a document's length is its number of distinct terms. The BM25 kernel's work
   and memory traffic do not depend on the tf values, so this is enough for timing.
 """
@@ -89,17 +89,6 @@ def _compact(ptr, terms, lengths, new_ptr, out):  # pragma: no cover - jitted
             out[b + p] = terms[a + p]
 
 
-@njit(**JIT)
-def _invert(doc_indptr, doc_terms, post_indptr, post_docs):  # pragma: no cover - jitted
-    """Counting-sort transpose of a binary CSR (post_indptr given); documents stay sorted per term."""
-    fill = post_indptr[:-1].copy()
-    for j in range(doc_indptr.shape[0] - 1):
-        for p in range(doc_indptr[j], doc_indptr[j + 1]):
-            t = doc_terms[p]
-            post_docs[fill[t]] = j
-            fill[t] += 1
-
-
 def _zipf_sampler(n: int, exponent: float, rng: np.random.Generator, size: int) -> np.ndarray:
     """``size`` draws of ranks in [0, n) with P(r) ∝ (r + 1)^-exponent."""
     cdf = np.cumsum(np.arange(1, n + 1, dtype=np.float64) ** -exponent)
@@ -118,9 +107,8 @@ def scale_up(index, n_docs: int, *, seed: int = 0, keep: float = 0.85, new_share
     """
     import math
 
-    from skillsight_fast.background import idf_from_df, lec_weights, otsu_threshold
-    from skillsight_fast.index import IndexStats, SkillIndex, SkillMeta
-    from skillsight_fast.kernels import project_out_background
+    from skillsight_fast.index import SkillIndex, SkillMeta
+    from skillsight_fast.kernels import transpose_csr
     from skillsight_fast.lexicon import Lexicon
 
     base_n = len(index)
@@ -158,14 +146,10 @@ def scale_up(index, n_docs: int, *, seed: int = 0, keep: float = 0.85, new_share
     _compact(cap_ptr, work, out_len, doc_indptr, doc_terms)
     del work
     n_terms = v0 + max(n_new, 0)
-    counts = np.bincount(doc_terms, minlength=n_terms)
-    post_indptr = np.zeros(n_terms + 1, np.int64)
-    np.cumsum(counts, out=post_indptr[1:])
-    post_docs = np.empty(doc_terms.shape[0], np.int32)
-    _invert(doc_indptr, doc_terms, post_indptr, post_docs)
+    post_indptr, post_docs = transpose_csr(doc_indptr, doc_terms, n_terms)
     vocab = list(lex.vocab) + [f"zzsyn{i}" for i in range(max(n_new, 0))]
     lexicon = Lexicon(vocab, doc_indptr, doc_terms, post_indptr, post_docs)
-    if index.stats.lexical == "bm25":  # same kernel as the real index (tf values do not change its cost)
+    if index.lexicon.has_tf:  # same kernel as the real index (tf values do not change its cost)
         lexicon.doc_tf = np.ones(doc_terms.shape[0], np.uint16)
         lexicon.doc_len = np.diff(doc_indptr).astype(np.int32)
 
@@ -181,29 +165,14 @@ def scale_up(index, n_docs: int, *, seed: int = 0, keep: float = 0.85, new_share
         x += index.embeddings[src[a:b]]
         x /= np.linalg.norm(x, axis=1, keepdims=True)
         emb[a:b] = x
-    perp = np.empty_like(emb)
-    for a in range(0, n_docs, chunk):
-        b = min(n_docs, a + chunk)
-        perp[a:b] = project_out_background(emb[a:b], index.basis, renormalize=index.config.renormalize)
-
-    df = lexicon.df()
-    idf = idf_from_df(df, n_docs)
-    eligible = df >= 2
-    tau = otsu_threshold(idf[eligible], df[eligible] if index.config.otsu_weighted else None)
-    generic = eligible & (idf <= tau)
-    weights = lec_weights(idf, df, n_docs, index.config.beta)
     base_meta = index.skills
     metas = base_meta + [
         SkillMeta(f"syn{j}/{base_meta[s].id}", base_meta[s].name, base_meta[s].description, "", "")
         for j, s in zip(range(base_n, n_docs), src[base_n:].tolist())
     ]
-    stats = IndexStats(n_docs=n_docs, dim=d, vocab_size=n_terms,
-                       otsu_tau=float(tau) if math.isfinite(tau) else float("inf"),
-                       n_generic=int(generic.sum()), n_background_terms=0,
-                       effective_rank=index.stats.effective_rank, rank=int(index.basis.shape[0]),
-                       lexical=index.stats.lexical)
-    syn = SkillIndex(skills=metas, embeddings=emb, embeddings_perp=perp, basis=index.basis,
-                     singular_values=index.singular_values, lexicon=lexicon, idf=idf, weights=weights,
-                     generic=generic, config=index.config, stats=stats, model_id=index.model_id,
-                     model_checksum=index.model_checksum, encoder=index._encoder)
+    # the public build path, keeping the real corpus's background basis and decisions
+    syn = SkillIndex.from_embeddings(
+        metas, emb, index.config, model_id=index.model_id, model_checksum=index.model_checksum,
+        encoder=index._encoder, lexicon=lexicon,
+        basis=(index.dense.basis, index.dense.singular_values), decisions=index.decisions)
     return syn, src

@@ -7,7 +7,7 @@ import sys
 import time
 
 from skillsight_fast.cli._common import add_abstention_args, emit_json
-from skillsight_fast.config import LEXICAL_SIDES, SCAN_CHOICES
+from skillsight_fast.config import DEFAULT_MODEL, LEXICAL_SIDES, SCAN_CHOICES
 
 
 def _safe(text: str) -> str:
@@ -28,7 +28,7 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
                    help="index the tools of an MCP server: a stdio command line or a streamable-HTTP URL, "
                         "ids NAME/tool (repeatable)")
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="index folder to write")
-    p.add_argument("--model", default="all-MiniLM-L6-v2", help="encoder name, model folder or .onnx file")
+    p.add_argument("--model", default=DEFAULT_MODEL, help="encoder name, model folder or .onnx file")
     p.add_argument("--int8", action="store_true", help="use the int8-quantised encoder")
     p.add_argument("--strict", action="store_true", help="fail on the first broken skill instead of skipping it")
     p.add_argument("--paper", action="store_true",
@@ -178,15 +178,19 @@ def cmd_info(args: argparse.Namespace) -> int:
     m = read_manifest(Path(args.index))
     info = {"index": str(args.index), "format_version": m["format_version"],
             "package_version": m["package_version"], "n_skills": m["n_skills"], "model": m["model"],
-            "stats": m["stats"], "config": m["config"], "scan": scan_info(m)}
+            "decisions": m["decisions"], "stats": m["stats"], "config": m["config"], "scan": scan_info(m)}
     if args.json:
         emit_json(info)
         return 0
     s = info["stats"]
     print(f"index {args.index}: {m['n_skills']} skills, format v{m['format_version']}")
     print(f"model {m['model']['id']} (dim {m['model']['dim']}, sha256 {m['model']['checksum'][:12]})")
-    print(f"vocabulary {s['vocab_size']} terms; generic |T_g| = {s['n_generic']} (Otsu tau = {s['otsu_tau']:.3f})")
+    tau = "none" if s["otsu_tau"] is None else f"{s['otsu_tau']:.3f}"
+    print(f"vocabulary {s['vocab_size']} terms; generic |T_g| = {s['n_generic']} (Otsu tau = {tau})")
     print(f"background rank r = {s['rank']} (effective rank {s['effective_rank']})")
+    d = m["decisions"]
+    print(f"decided ({d['rule']}): background removal {'on' if d['background'] else 'off'}, lexical side "
+          f"{d['lexical']} weight {d['lexical_weight']:g}, fusion {d['fusion']}, candidates {d['candidates']}")
     sc = info["scan"]
     print(f"scan {sc['scan']}" + "".join(f", {k}={v}" for k, v in sc.items() if k not in ("scan", "files")))
     print("config " + ", ".join(f"{k}={v}" for k, v in m["config"].items()))
@@ -231,7 +235,7 @@ def cmd_rescan(args: argparse.Namespace) -> int:
 
 def _add_warmup(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("warmup", help="compile the kernels and export the default encoder once")
-    p.add_argument("--model", default="all-MiniLM-L6-v2")
+    p.add_argument("--model", default=DEFAULT_MODEL)
     p.add_argument("--int8", action="store_true")
     p.set_defaults(func=cmd_warmup)
 

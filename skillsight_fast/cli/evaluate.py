@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from skillsight_fast.config import DEFAULT_MODEL
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``eval`` subcommand."""
@@ -24,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--markdown", metavar="OUT", help="write the results tables as Markdown")
     p.add_argument("--limit", type=int, metavar="N", help="only the first N queries of each dataset")
     p.add_argument("--all-queries", action="store_true", help="metatool: all 20,544 queries, not the 2,000 subset")
-    p.add_argument("--model", default="all-MiniLM-L6-v2", help="encoder for every dense method")
+    p.add_argument("--model", default=DEFAULT_MODEL, help="encoder for every dense method")
     p.add_argument("--int8", action="store_true", help="int8 encoder")
     p.add_argument("--cross-encoder", metavar="PATH", help="a trained cross-encoder (folder or .onnx) for dense+rerank")
     p.add_argument("--rerank-queries", type=int, default=20, metavar="N",

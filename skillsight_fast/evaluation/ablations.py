@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from skillsight_fast.config import DEFAULT_MODEL
 from skillsight_fast.evaluation.datasets import FIT_DATASETS, load_dataset
 from skillsight_fast.evaluation.methods import EvalContext, paper_config
 from skillsight_fast.evaluation.metrics import DEPTH, evaluate
@@ -87,7 +88,7 @@ def _run(ctx: EvalContext, changes: dict[str, Any], embeddings: np.ndarray | Non
     return res
 
 
-def run_ablations(folders: Sequence[str | os.PathLike[str]], *, model: str = "all-MiniLM-L6-v2",
+def run_ablations(folders: Sequence[str | os.PathLike[str]], *, model: str = DEFAULT_MODEL,
                   int8: bool = False, cache_dir: str | None = None, limit: int | None = None,
                   all_queries: bool = False, seed: int = 0, chunks: bool = False,
                   encoder: Any = None) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from skillsight_fast.config import DEFAULT_MODEL
 from skillsight_fast.evaluation.cache import EmbeddingCache, texts_sha
 from skillsight_fast.evaluation.datasets import Dataset
 from skillsight_fast.evaluation.metrics import DEPTH, topk_from_scores
@@ -70,7 +71,7 @@ class EvalContext:
     """
 
     dataset: Dataset
-    model: str = "all-MiniLM-L6-v2"
+    model: str = DEFAULT_MODEL
     int8: bool = False
     cache_dir: str | os.PathLike[str] | None = None
     seed: int = 0
@@ -262,12 +263,9 @@ def run_sbc(ctx: EvalContext) -> np.ndarray:
 
 
 def run_lec(ctx: EvalContext) -> np.ndarray:
-    from skillsight_fast.kernels import score_lexical_all
-
     idx = ctx.index(paper_config(fusion="lexical"))
-    q_terms, q_ptr = idx.lexicon.query_terms(ctx.dataset.query_texts, idx.generic)
-    lex = score_lexical_all(q_terms, q_ptr, idx.lexicon.post_indptr, idx.lexicon.post_docs, idx.weights, len(idx))
-    return topk_from_scores(lex, DEPTH, tiebreak=ctx.tiebreak)
+    terms, ptr = idx.evidence_tokens(ctx.dataset.query_texts)
+    return topk_from_scores(idx.lexical_scores_all(terms, ptr), DEPTH, tiebreak=ctx.tiebreak)
 
 
 def run_dense_lec(ctx: EvalContext) -> np.ndarray:
@@ -275,16 +273,15 @@ def run_dense_lec(ctx: EvalContext) -> np.ndarray:
 
 
 def run_bm25_sbc(ctx: EvalContext) -> np.ndarray:
-    from skillsight_fast.kernels import dense_topk, fuse_topk, project_out_background
-
+    """The paper's SBC candidates fused with bm25s's BM25 (full query tokens) instead of LEC."""
     idx = ctx.index(paper_config())
-    qp = project_out_background(ctx.query_emb, idx.basis)
-    kc = min(len(idx), idx.config.candidates)
-    cand, s_dense = dense_topk(qp, idx.embeddings_perp, kc)
     rows = np.arange(ctx.n_queries)[:, None]
-    s_lex = np.where(cand >= 0, ctx.bm25_scores[rows, np.maximum(cand, 0)], 0).astype(np.float32)
-    ids, _, _ = fuse_topk(cand, s_dense, s_lex, DEPTH, mode="eq15")
-    return ids
+
+    def bm25s_side(cand: np.ndarray, terms: np.ndarray, ptr: np.ndarray) -> np.ndarray:
+        return np.where(cand >= 0, ctx.bm25_scores[rows, np.maximum(cand, 0)], 0).astype(np.float32)
+
+    return idx.search_vectors(ctx.query_emb, ctx.dataset.query_texts, DEPTH, lexical_stage=bm25s_side,
+                              explain=False).ids
 
 
 def rrf_scores(*rankings: np.ndarray, k: float = 60.0) -> np.ndarray:
@@ -361,8 +358,8 @@ def run_skillsight(ctx: EvalContext) -> np.ndarray:
 
     idx = ctx.index(IndexConfig())
     paper = ctx.index(paper_config())
-    stats = idx.stats.to_dict()
-    stats["query_background_energy"] = round(float(background_energy(ctx.query_emb, paper.basis).mean()), 6)
+    stats = idx.stats.to_dict() | {"decisions": idx.decisions.to_dict()}
+    stats["query_background_energy"] = round(float(background_energy(ctx.query_emb, paper.dense.basis).mean()), 6)
     ctx.notes["adaptive"] = stats
     return ctx.search(idx)
 

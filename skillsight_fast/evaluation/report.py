@@ -148,8 +148,8 @@ def compose(eval_json: Path, ablations_json: Path | None, extra_json: list[Path]
         p = o.get("stats", {}).get("paper_index", {})
         if a:
             stats_rows.append(f"| {o['dataset']} | {a['generic_share']:.3f} | {a['doc_background_energy']:.3f} | "
-                              f"{a.get('query_background_energy', float('nan')):.3f} | {a['sbc_applied']} | "
-                              f"{a.get('lexical', 'lec')} | {a['lexical_weight']} | {p.get('rank', '')} | "
+                              f"{a.get('query_background_energy', float('nan')):.3f} | {a['decisions']['background']} | "
+                              f"{a['decisions']['lexical']} | {a['decisions']['lexical_weight']} | {p.get('rank', '')} | "
                               f"{p.get('n_generic', '')} |")
     parts.append("\n".join(stats_rows) + "\n")
     if ablations_json and ablations_json.is_file():

@@ -4,9 +4,11 @@
 - :func:`dense_topk`: inner-product scan of a document matrix with top-K selection.
 - :func:`score_lexical_candidates` / :func:`score_lexical_all`: LEC weighted coverage.
 - :func:`score_bm25_candidates`: BM25 with term frequencies over the same tokens.
+- :func:`transpose_csr`: document→terms CSR into term→documents postings.
 - :func:`fuse_topk`: fusion of dense and lexical scores over the candidate set, final top-k.
 """
 
+from skillsight_fast.kernels.csr import transpose_csr
 from skillsight_fast.kernels.fusion import FUSION_MODES, fuse_topk
 from skillsight_fast.kernels.lexical import score_bm25_candidates, score_lexical_all, score_lexical_candidates
 from skillsight_fast.kernels.projection import project_out_background
@@ -23,4 +25,5 @@ __all__ = [
     "score_lexical_all",
     "score_lexical_candidates",
     "token_directions",
+    "transpose_csr",
 ]

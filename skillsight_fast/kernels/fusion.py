@@ -5,12 +5,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from skillsight_fast.config import FUSIONS
 from skillsight_fast.kernels._flags import PARALLEL_JIT
 from skillsight_fast.kernels._launch import parallel_launch
 from skillsight_fast.kernels.topk import _heap_replace_root, _heap_sort_desc
 
 #: Fusion modes understood by :func:`fuse_topk` (name -> code passed to the kernel).
-FUSION_MODES = {"eq15": 0, "convex": 1, "rrf": 2, "dense": 3, "lexical": 4}
+FUSION_MODES = {name: code for code, name in enumerate(FUSIONS)}
 
 
 @njit(**PARALLEL_JIT)

