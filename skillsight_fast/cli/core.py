@@ -27,6 +27,9 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mcp", action="append", default=[], metavar="'[NAME=]COMMAND ARGS...'",
                    help="index the tools of an MCP server: a stdio command line or a streamable-HTTP URL, "
                         "ids NAME/tool (repeatable)")
+    p.add_argument("--openapi", action="append", default=[], metavar="[NAME=]FILE",
+                   help="index each operation of an OpenAPI 3 file (JSON or YAML) as a tool NAME/operation "
+                        "(NAME defaults to the file name; repeatable)")
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="index folder to write")
     p.add_argument("--model", default=DEFAULT_MODEL, help="encoder name, model folder or .onnx file")
     p.add_argument("--int8", action="store_true", help="use the int8-quantised encoder")
@@ -79,14 +82,24 @@ def cmd_index(args: argparse.Namespace) -> int:
     from skillsight_fast.skills import LoadReport
 
     t0 = time.perf_counter()
-    if not args.sources and not args.mcp:
-        raise SkillFormatError("nothing to index: give a SOURCE or --mcp")
+    if not args.sources and not args.mcp and not args.openapi:
+        raise SkillFormatError("nothing to index: give a SOURCE, --mcp or --openapi")
     report = load_skills(args.sources, strict=args.strict) if args.sources else LoadReport()
     if args.mcp:
         from skillsight_fast.tools.catalog import parse_server_arg
         from skillsight_fast.tools.mcp_source import read_mcp_tools
 
         tools = read_mcp_tools([parse_server_arg(a) for a in args.mcp])
+    else:
+        tools = []
+    if args.openapi:
+        from skillsight_fast.tools.catalog import tool_skill
+        from skillsight_fast.tools.openapi import parse_openapi_arg, read_openapi
+
+        for arg in args.openapi:
+            name, spec = parse_openapi_arg(arg)
+            tools += [tool_skill(t) for t in read_openapi(spec, name)]
+    if tools:
         ids = {s.id for s in report.skills}
         clash = next((s.id for s in tools if s.id in ids), None)
         if clash is not None or len({s.id for s in tools}) != len(tools):

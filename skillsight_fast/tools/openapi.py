@@ -1,0 +1,210 @@
+"""OpenAPI 3 operations as tools: each ``METHOD /path`` of a spec becomes one tool ``api/operation``.
+
+A tool's fields, from the operation:
+
+* ``name``: the ``operationId``, else ``method_path`` (``get_pets_id`` for ``GET /pets/{id}``);
+* ``title``: the ``summary``; ``description``: the ``description`` (else the summary), then a last
+  line ``HTTP: METHOD /path``;
+* ``input_schema``: an object with one property per parameter (path, query, header and cookie
+  parameters, the path item's and the operation's; each the parameter's schema plus its
+  ``description`` and an ``x-in`` naming where it goes) and ``body`` for a request body (the
+  schema of its ``application/json`` content, else of its first content type); ``required`` lists
+  the required ones.
+
+Local references (``#/components/...``) are resolved, a recursive schema is cut where it recurs;
+references to other files are kept as they are. Swagger 2.0 files are refused with a message.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from skillsight_fast.errors import SkillFormatError
+from skillsight_fast.tools.catalog import Tool
+
+#: The HTTP methods an OpenAPI path item can hold an operation for.
+METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
+#: Largest spec file read (bytes).
+MAX_SPEC_BYTES = 32 * 1024 * 1024
+#: Deepest chain of references followed inside one schema.
+MAX_REF_DEPTH = 12
+
+
+def read_openapi(path: str | Path, name: str = "") -> list[Tool]:
+    """The operations of an OpenAPI 3 file (JSON or YAML) as tools of the server ``name``.
+
+    ``name`` defaults to the file's stem (``petstore`` for ``petstore.yaml``).
+
+    Raises
+    ------
+    SkillFormatError
+        The file cannot be read or parsed, is not OpenAPI 3, or has no operation.
+    """
+    p = Path(path).expanduser()
+    try:
+        if p.stat().st_size > MAX_SPEC_BYTES:
+            raise SkillFormatError(f"{p}: larger than {MAX_SPEC_BYTES // 2**20} MiB")
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SkillFormatError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise SkillFormatError(f"{p}: not UTF-8 text") from None
+    spec = _parse(text, str(p))
+    return openapi_tools(spec, name or _slug(p.stem), source=str(p))
+
+
+def _parse(text: str, source: str) -> Any:
+    if text.lstrip().startswith(("{", "[")):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SkillFormatError(f"{source}: not valid JSON ({exc})") from None
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SkillFormatError(f"{source}: not valid YAML ({str(exc).splitlines()[0]})") from None
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9_.-]+", "_", text)).strip("_") or "api"
+
+
+def openapi_tools(spec: Any, server: str, *, source: str = "spec") -> list[Tool]:
+    """The operations of a parsed OpenAPI 3 document as tools (see the module docstring)."""
+    if not isinstance(spec, Mapping):
+        raise SkillFormatError(f"{source}: an OpenAPI document is an object")
+    version = str(spec.get("openapi", ""))
+    if not version.startswith("3."):
+        old = " (Swagger 2.0: convert it to OpenAPI 3 first)" if "swagger" in spec else ""
+        raise SkillFormatError(f"{source}: not an OpenAPI 3 document{old}")
+    paths = spec.get("paths")
+    if not isinstance(paths, Mapping):
+        raise SkillFormatError(f"{source}: has no 'paths' object")
+    resolver = _Resolver(spec)
+    tools: list[Tool] = []
+    seen: set[str] = set()
+    for route, item in paths.items():
+        item = resolver.follow(item)
+        if not isinstance(item, Mapping):
+            continue
+        shared = item.get("parameters") or []
+        for method in METHODS:
+            op = item.get(method)
+            if not isinstance(op, Mapping):
+                continue
+            name = _slug(str(op.get("operationId") or f"{method}_{route}"))
+            base, n = name, 2
+            while name in seen:
+                name, n = f"{base}_{n}", n + 1
+            seen.add(name)
+            summary = " ".join(str(op.get("summary") or "").split())
+            desc = " ".join(str(op.get("description") or "").split()) or summary
+            http = f"HTTP: {method.upper()} {route}"
+            tools.append(Tool(server=server, name=name, title=summary,
+                              description=f"{desc}\n{http}" if desc else http,
+                              input_schema=_input_schema(resolver, [*shared, *(op.get("parameters") or [])],
+                                                         op.get("requestBody"))))
+    if not tools:
+        raise SkillFormatError(f"{source}: has no operation")
+    return tools
+
+
+def _input_schema(resolver: _Resolver, params: list[Any], body: Any) -> dict[str, Any]:
+    props: dict[str, Any] = {}
+    required: list[str] = []
+    by_key: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for raw in params:  # operation parameters override path-item ones with the same name and place
+        p = resolver.follow(raw)
+        if isinstance(p, Mapping) and isinstance(p.get("name"), str):
+            by_key[(p["name"], str(p.get("in", "query")))] = p
+    for (name, where), p in by_key.items():
+        schema = resolver.schema(p.get("schema"))
+        if not schema and isinstance(p.get("content"), Mapping):
+            schema = resolver.schema(_first_media(p["content"]))
+        prop = dict(schema) if isinstance(schema, Mapping) else {}
+        if p.get("description"):
+            prop["description"] = " ".join(str(p["description"]).split())
+        prop["x-in"] = where
+        props[name] = prop
+        if p.get("required") or where == "path":
+            required.append(name)
+    body = resolver.follow(body)
+    if isinstance(body, Mapping) and isinstance(body.get("content"), Mapping):
+        schema = resolver.schema(_first_media(body["content"]))
+        prop = dict(schema) if isinstance(schema, Mapping) else {}
+        if body.get("description"):
+            prop["description"] = " ".join(str(body["description"]).split())
+        prop["x-in"] = "body"
+        key = "body" if "body" not in props else "request_body"
+        props[key] = prop
+        if body.get("required"):
+            required.append(key)
+    out: dict[str, Any] = {"type": "object", "properties": props}
+    if required:
+        out["required"] = required
+    return out
+
+
+def _first_media(content: Mapping[str, Any]) -> Any:
+    media = content.get("application/json")
+    if media is None:
+        media = next((m for k, m in content.items() if "json" in k), None) or next(iter(content.values()), None)
+    return media.get("schema") if isinstance(media, Mapping) else None
+
+
+class _Resolver:
+    """Follows ``#/...`` references of one document, cutting cycles."""
+
+    def __init__(self, spec: Mapping[str, Any]) -> None:
+        self.spec = spec
+
+    def lookup(self, ref: str) -> Any:
+        node: Any = self.spec
+        for part in ref[2:].split("/"):
+            part = part.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, Mapping) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                return None
+        return node
+
+    def follow(self, node: Any, depth: int = 0) -> Any:
+        """``node`` itself, or what its (chain of) local ``$ref`` points at."""
+        while isinstance(node, Mapping) and isinstance(node.get("$ref"), str) and node["$ref"].startswith("#/"):
+            if depth >= MAX_REF_DEPTH:
+                return {}
+            target = self.lookup(node["$ref"])
+            if target is None:
+                return node
+            node, depth = target, depth + 1
+        return node
+
+    def schema(self, node: Any, stack: tuple[str, ...] = ()) -> Any:
+        """A copy of a schema with its local references resolved (a recursion left as a note)."""
+        if isinstance(node, Mapping):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/"):
+                if ref in stack or len(stack) >= MAX_REF_DEPTH:
+                    return {"type": "object", "description": f"(recursive: {ref.rsplit('/', 1)[-1]})"}
+                target = self.lookup(ref)
+                return node if target is None else self.schema(target, (*stack, ref))
+            return {k: self.schema(v, stack) for k, v in node.items()}
+        if isinstance(node, list):
+            return [self.schema(v, stack) for v in node]
+        return node
+
+
+def parse_openapi_arg(value: str) -> tuple[str, str]:
+    """An ``--openapi`` argument ``[NAME=]FILE`` as ``(name, file)`` (name empty when not given)."""
+    head, sep, rest = value.partition("=")
+    if sep and head and "/" not in head and "\\" not in head and not Path(value).exists():
+        return head, rest
+    return "", value
