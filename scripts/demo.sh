@@ -7,7 +7,8 @@ bash scripts/setup.sh
 . .venv/bin/activate
 IDX=.skillsight/skillsbench-index
 TASK="${1:-Parse a binary STL file, find the largest connected component of the mesh and compute its volume and mass}"
-if [ ! -f "$IDX/manifest.json" ]; then
+# (re)build when there is no index yet, or when it is of another format version or damaged
+if ! skillsight info -i "$IDX" >/dev/null 2>&1; then
   skillsight index data/skillsbench -o "$IDX"
 fi
 skillsight search -i "$IDX" -k 5 --explain "$TASK"
