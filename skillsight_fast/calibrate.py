@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from skillsight_fast.queries import Query
 
 CALIBRATION = "calibration.json"
+#: Largest calibration.json read (bytes); a real one is a few KB.
+MAX_CALIBRATION_BYTES = 1 << 20
 
 
 SIGNALS = ("cosine", "score")
@@ -68,21 +70,30 @@ class Abstention:
 def read_calibration(directory: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The calibration stored with an index, or None."""
     path = Path(directory).expanduser() / CALIBRATION
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SkillsightError(f"{path}: unreadable calibration ({exc}); delete it or run calibrate") from None
+    from skillsight_fast.limits import load_json, read_regular_file
+
+    hint = "delete it or run calibrate"
+    try:  # bounded: a FIFO, a huge or a deeply nested file gives one line, not a hang or a traceback
+        data = load_json(read_regular_file(path, MAX_CALIBRATION_BYTES, error=SkillsightError,
+                                           what="calibration"), error=SkillsightError, what=str(path))
+    except SkillsightError as exc:
+        raise SkillsightError(f"{exc}; {hint}") from None
+    threshold = data.get("threshold", data.get("min_score")) if isinstance(data, dict) else None
     if (not isinstance(data, dict) or data.get("signal", "score") not in SIGNALS
-            or not isinstance(data.get("threshold", data.get("min_score")), (int, float))):
-        raise SkillsightError(f"{path}: no valid 'signal' and numeric 'threshold'; delete it or run calibrate")
+            or isinstance(threshold, bool) or not isinstance(threshold, (int, float))
+            or not math.isfinite(threshold)):
+        raise SkillsightError(f"{path}: no valid 'signal' and finite numeric 'threshold'; {hint}")
     return data
 
 
 def calibration_bytes(data: dict[str, Any]) -> bytes:
     """The bytes of ``calibration.json`` (shared by ``write_calibration`` and ``update``'s swap)."""
-    return json.dumps(data, indent=2).encode("utf-8")
+    try:
+        return json.dumps(data, indent=2, allow_nan=False).encode("utf-8")
+    except ValueError:  # NaN or inf would make a file that no reader accepts
+        raise SkillsightError("the calibration holds NaN or an infinite number; refusing to store it") from None
 
 
 def write_calibration(directory: str | os.PathLike[str], data: dict[str, Any]) -> Path:
@@ -261,6 +272,9 @@ def calibrate(index: "SkillIndex", answerable: Sequence["Query"],
         raise SkillsightError(f"signal must be one of {SIGNALS}")
     t0 = time.perf_counter()
     groups = dict(offtopic) if isinstance(offtopic, dict) else {"offtopic": offtopic}
+    if not any(groups.values()):  # nothing to measure the threshold against (it would store NaN)
+        raise SkillsightError("calibration needs off-topic queries: the off-topic list is empty, or every "
+                              "query in it has a gold skill in this index")
     ans = score_queries(index, answerable, k)
     off_scores = {name: score_queries(index, qs, k) for name, qs in groups.items() if qs}
 

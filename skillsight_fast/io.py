@@ -80,17 +80,59 @@ def save_index(state: IndexState, directory: Path, extra_files: dict[str, bytes]
     """
     for name in extra_files or {}:
         _check_side_file_name(name)
-    directory = directory.expanduser().absolute()
+    directory = check_index_target(directory)
     directory.parent.mkdir(parents=True, exist_ok=True)
-    if directory.exists() and not directory.is_dir():
-        raise IndexFormatError(f"{directory} exists and is not a folder")
-    if directory.is_dir() and any(directory.iterdir()) and not (directory / MANIFEST).is_file():
-        raise IndexFormatError(f"{directory} is a non-empty folder that holds no index; refusing to overwrite it")
     with _save_lock(directory.parent):
         _recover_unlocked(directory)
         _remove_leftovers(directory)
-        _save_unlocked(state, directory, extra_files or {})
+        try:
+            _save_unlocked(state, directory, extra_files or {})
+        except OSError as exc:
+            raise _save_error(directory, exc) from None
     return directory
+
+
+def check_index_target(directory: str | os.PathLike[str]) -> Path:
+    """The folder a save into ``directory`` will write (a symlink's target), checked before any work.
+
+    ``skillsight index`` calls it before encoding, so a bad output path fails in a second, not
+    after minutes of encoding.
+
+    Raises
+    ------
+    IndexFormatError
+        ``directory`` is a file, or a non-empty folder that holds no index.
+    OSError
+        A parent is a regular file, or the nearest existing parent is not writable.
+    """
+    path = Path(directory).expanduser().absolute()
+    if path.is_symlink():  # save into the link's target: the link stays, no stray temp link
+        path = Path(os.path.realpath(path))
+    if path.exists() and not path.is_dir():
+        raise IndexFormatError(f"{path} exists and is not a folder")
+    if path.is_dir() and any(path.iterdir()) and not (path / MANIFEST).is_file():
+        raise IndexFormatError(f"{path} is a non-empty folder that holds no index; refusing to overwrite it")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise OSError(errno.ENOTDIR, "a parent of the index folder is not a folder", str(parent))
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OSError(errno.EACCES, "cannot create the index folder here (permission denied)", str(parent))
+    return path
+
+
+def _save_error(directory: Path, exc: OSError) -> OSError:
+    """One clear ``OSError`` for a failed save (numpy's short write says only "N requested and M written")."""
+    reason = exc.strerror
+    if not reason:
+        try:
+            free = f"{shutil.disk_usage(directory.parent).free:,} bytes free"
+        except OSError:
+            free = "free space unknown"
+        reason = f"a write was cut short: the disk is full or a file size limit was reached ({free}; {exc})"
+    return OSError(exc.errno or errno.ENOSPC, f"cannot save the index {directory}: {reason}; the previous "
+                   "index, if any, is unchanged")
 
 
 def _save_array(folder: Path, name: str, arr: np.ndarray, dtype: str) -> dict[str, Any]:

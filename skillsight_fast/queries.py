@@ -5,10 +5,12 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from skillsight_fast.errors import SkillFormatError
+from skillsight_fast.limits import clean_text, load_json
 
 
 @dataclass(frozen=True)
@@ -55,14 +57,23 @@ def read_queries(source: str | os.PathLike[str], limit: int | None = None) -> li
                 for lineno, line in enumerate(fh, 1):
                     if not line.strip():
                         continue
-                    rec = json.loads(line)
+                    rec = load_json(line, error=SkillFormatError, what=f"{path}:{lineno}")
                     if not isinstance(rec, dict) or not isinstance(rec.get("text"), str):
                         raise SkillFormatError(f"{path}:{lineno}: a query record needs a string 'text'")
-                    gold = rec.get("gold") or []
-                    out.append(Query(str(rec.get("id", f"{path.stem}:{lineno}")), rec["text"],
-                                     tuple(str(g) for g in gold)))
+                    gold = rec.get("gold")
+                    if gold is None:
+                        gold = []
+                    if not isinstance(gold, list) or not all(isinstance(g, (str, int)) and not isinstance(g, bool)
+                                                             for g in gold):
+                        raise SkillFormatError(f"{path}:{lineno}: 'gold' must be a list of skill ids, "
+                                               f"got {json.dumps(gold)[:60]}")
+                    qid = rec.get("id", f"{path.stem}:{lineno}")
+                    if not isinstance(qid, (str, int)) or isinstance(qid, bool):
+                        raise SkillFormatError(f"{path}:{lineno}: 'id' must be a string, got {json.dumps(qid)[:60]}")
+                    out.append(Query(clean_text(str(qid)), clean_text(rec["text"]),
+                                     tuple(clean_text(str(g)) for g in gold)))
                     if limit is not None and len(out) >= limit:
                         break
-    except (OSError, UnicodeDecodeError, EOFError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise SkillFormatError(f"{path}: cannot read queries ({exc})") from None
     return out[:limit] if limit is not None else out

@@ -274,6 +274,7 @@ def load_skills(sources: Sequence[str | os.PathLike[str]], *, strict: bool = Fal
     """
     report = LoadReport()
     trees: list[tuple[Path, int, int]] = []  # (root, first, end) rows read from each folder tree
+    check_sources_do_not_overlap(sources)
     for src in sources:
         path = Path(src).expanduser()
         if not path.exists():
@@ -307,6 +308,28 @@ def load_skills(sources: Sequence[str | os.PathLike[str]], *, strict: bool = Fal
                   if report.problems else "")
         raise EmptyLibraryError(f"no skills found in {', '.join(map(str, sources))}{detail}")
     return report
+
+
+def check_sources_do_not_overlap(sources: Sequence[str | os.PathLike[str]]) -> None:
+    """Refuse a source given twice, or one inside another (its skills would be indexed twice).
+
+    Raises
+    ------
+    SkillFormatError
+        Two sources resolve (symlinks followed) to the same path, or one lies inside the other.
+    """
+    seen: list[tuple[str, Path]] = []
+    for src in sources:
+        path = Path(src).expanduser()
+        real = os.path.realpath(path)
+        for other_real, other in seen:
+            if real == other_real:
+                raise SkillFormatError(f"{path} and {other} are the same source; give it once")
+            inner, outer = (path, other) if real.startswith(os.path.join(other_real, "")) else (other, path)
+            if real.startswith(os.path.join(other_real, "")) or other_real.startswith(os.path.join(real, "")):
+                raise SkillFormatError(f"{inner} lies inside {outer}: its skills would be indexed twice; "
+                                       "give only one of them")
+        seen.append((real, path))
 
 
 def root_labels(roots: Sequence[Path]) -> list[str]:

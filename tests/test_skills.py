@@ -87,7 +87,7 @@ def test_duplicate_ids_across_sources(tmp_path):
     write_skill(tmp_path / "two", "pdf")
     # two roots holding the same relative id: both get their root's label (tests/test_agent_skills.py)
     assert [s.id for s in load_skills([tmp_path / "one", tmp_path / "two"]).skills] == ["one:pdf", "two:pdf"]
-    with pytest.raises(DuplicateSkillError, match="pdf"):
+    with pytest.raises(SkillFormatError, match="same source"):  # a source given twice: told so
         load_skills([tmp_path / "one", tmp_path / "one"])
 
 

@@ -1,4 +1,4 @@
-"""Helpers shared by the subcommands: JSON lines on stdout and the abstention flags."""
+"""Helpers shared by the subcommands: JSON lines on stdout, the abstention flags, argument types."""
 
 from __future__ import annotations
 
@@ -31,3 +31,45 @@ def _min_score_arg(value: str) -> float:
         return parse_min_score(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _integer(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
+
+
+def positive_int(value: str) -> int:
+    """argparse type: an integer >= 1 (``--max-queries -5`` is a usage error, not a silent empty run)."""
+    number = _integer(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
+    return number
+
+
+def non_negative_int(value: str) -> int:
+    """argparse type: an integer >= 0."""
+    number = _integer(value)
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {number}")
+    return number
+
+
+def port_number(value: str) -> int:
+    """argparse type: a TCP port, 0..65535 (0 picks a free one)."""
+    number = _integer(value)
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0..65535, got {number}")
+    return number
+
+
+def fraction(value: str) -> float:
+    """argparse type: a number from 0 to 1 (NaN refused)."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if not 0.0 <= number <= 1.0:  # also False for NaN
+        raise argparse.ArgumentTypeError(f"must be from 0 to 1, got {value}")
+    return number

@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from skillsight_fast.cli._common import add_abstention_args, emit_json
+from skillsight_fast.cli._common import add_abstention_args, emit_json, fraction, non_negative_int, port_number, positive_int
 from skillsight_fast.cli.proxy import add_proxy_args, cmd_proxy
 from skillsight_fast.errors import SkillsightError
 
@@ -25,14 +25,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-i", "--index", metavar="DIR", help="the index to serve (not with --proxy)")
     p.add_argument("--host", default="127.0.0.1",
                    help="HTTP address (default loopback 127.0.0.1; any other address needs a token)")
-    p.add_argument("--port", type=_port, default=8765, help="HTTP port (default 8765; 0 picks a free one)")
+    p.add_argument("--port", type=port_number, default=8765, help="HTTP port (default 8765; 0 picks a free one)")
     p.add_argument("--token-file", metavar="FILE",
                    help="HTTP: every request needs 'Authorization: Bearer <token>', the token being this "
                         "file's first line (or the SKILLSIGHT_TOKEN environment variable)")
     p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
                    help="HTTP without a token: also accept this name in Host/Origin headers (repeatable; "
                         "loopback names are always accepted)")
-    p.add_argument("--max-connections", type=_positive_int, default=64, metavar="N",
+    p.add_argument("--max-connections", type=positive_int, default=64, metavar="N",
                    help="HTTP: connections served at once; more get 503 (default 64)")
     add_abstention_args(p)
     p.add_argument("--mmap", action="store_true", help="memory-map the index")
@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--watch", nargs="*", default=None, metavar="SOURCE",
                    help="live catalog: watch the library (the sources given to `index`; none: the folders "
                         "the index was built from) and swap in an updated index when skills change")
-    p.add_argument("--debounce", type=int, default=200, metavar="MS",
+    p.add_argument("--debounce", type=non_negative_int, default=200, metavar="MS",
                    help="--watch: changes within MS milliseconds make one update (default 200)")
     p.add_argument("--endpoint", action="store_true",
                    help="MCP: also answer the prompt hook on a loopback HTTP port (published for the hook)")
@@ -55,10 +55,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--offtopic", action="append", default=None, metavar="QUERIES",
                    help="off-topic queries: a .txt list, dataset folder or .jsonl(.gz) (repeatable; "
                         "default: the bundled data/offtopic_queries.txt)")
-    p.add_argument("--max-loss", type=float, default=0.05,
+    p.add_argument("--max-loss", type=fraction, default=0.05,
                    help="largest share of answerable tasks allowed to get no hit (default 0.05)")
-    p.add_argument("--max-queries", type=int, default=1000, help="sample at most this many queries per source")
-    p.add_argument("-k", type=int, default=10, help="depth of the hit@k columns (default 10)")
+    p.add_argument("--max-queries", type=positive_int, default=1000,
+                   help="sample at most this many queries per source")
+    p.add_argument("-k", type=positive_int, default=10, help="depth of the hit@k columns (default 10)")
     p.add_argument("--signal", choices=("cosine", "score"), default=None,
                    help="abstain on the raw cosine q.d or the fused score (default: whichever rejects more)")
     p.add_argument("--dry-run", action="store_true", help="report only; do not write calibration.json")
@@ -79,30 +80,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data", metavar="QUERIES",
                    help="labelled queries (dataset folder or .jsonl(.gz)); default: the skills' descriptions")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="folder for the PNGs and report.md")
-    p.add_argument("--max-queries", type=int, default=2000)
+    p.add_argument("--max-queries", type=positive_int, default=2000)
     p.add_argument("--json", action="store_true")
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=cmd_analyze)
-
-
-def _port(value: str) -> int:
-    try:
-        port = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {value!r}") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is 0..65535, got {port}")
-    return port
-
-
-def _positive_int(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
-    return number
 
 
 def _read_token(path: str | None) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from skillsight_fast.benchmark import DEFAULT_SIZES, QUICK_SIZES
+from skillsight_fast.cli._common import non_negative_int, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,9 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="skill sources of the real corpus (default data/skillsbench)")
     p.add_argument("--queries", metavar="FILE", help="queries .jsonl(.gz) with a 'text' field "
                    "(default: queries.jsonl.gz beside the first corpus source)")
-    p.add_argument("--reps", type=int, default=None, help="timed repetitions per arm")
-    p.add_argument("--rerank-reps", type=int, default=None, help="timed Dense + Reranker queries per size")
-    p.add_argument("--compressed-from", type=int, default=500_000, metavar="N",
+    p.add_argument("--reps", type=positive_int, default=None, help="timed repetitions per arm")
+    p.add_argument("--rerank-reps", type=non_negative_int, default=None, help="timed Dense + Reranker queries per size")
+    p.add_argument("--compressed-from", type=positive_int, default=500_000, metavar="N",
                    help="also time the int8 scan and a faiss IVF candidate stage from N skills on")
     p.add_argument("--no-model", action="store_true",
                    help="no encoder or cross-encoder: skip the encode, end-to-end and rerank arms")

@@ -81,9 +81,12 @@ def cmd_index(args: argparse.Namespace) -> int:
     from skillsight_fast.errors import SkillFormatError
     from skillsight_fast.skills import LoadReport
 
+    from skillsight_fast.io import check_index_target
+
     t0 = time.perf_counter()
     if not args.sources and not args.mcp and not args.openapi:
         raise SkillFormatError("nothing to index: give a SOURCE, --mcp or --openapi")
+    check_index_target(args.output)  # a bad output path fails now, not after the encoding
     report = load_skills(args.sources, strict=args.strict) if args.sources else LoadReport()
     if args.mcp:
         from skillsight_fast.tools.catalog import parse_server_arg

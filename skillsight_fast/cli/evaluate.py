@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from skillsight_fast.cli._common import non_negative_int, positive_int
 from skillsight_fast.config import DEFAULT_MODEL
 
 
@@ -24,17 +25,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--methods", help="comma-separated methods (default: all); see skillsight_fast.evaluation.methods")
     p.add_argument("--json", metavar="OUT", help="write results as JSON")
     p.add_argument("--markdown", metavar="OUT", help="write the results tables as Markdown")
-    p.add_argument("--limit", type=int, metavar="N", help="only the first N queries of each dataset")
+    p.add_argument("--limit", type=positive_int, metavar="N", help="only the first N queries of each dataset")
     p.add_argument("--all-queries", action="store_true", help="metatool: all 20,544 queries, not the 2,000 subset")
     p.add_argument("--model", default=DEFAULT_MODEL, help="encoder for every dense method")
     p.add_argument("--int8", action="store_true", help="int8 encoder")
     p.add_argument("--cross-encoder", metavar="PATH", help="a trained cross-encoder (folder or .onnx) for dense+rerank")
-    p.add_argument("--rerank-queries", type=int, default=20, metavar="N",
+    p.add_argument("--rerank-queries", type=non_negative_int, default=20, metavar="N",
                    help="dense+rerank scores only the first N queries (0 = all; ~0.1 s per pair)")
     p.add_argument("--ablations", action="store_true", help="run the ablation sweeps instead of the method table")
     p.add_argument("--chunks", action="store_true",
                    help="ablations: also head-vs-chunk-mean document embeddings (encodes up to 8 chunks per doc)")
-    p.add_argument("--bootstrap", type=int, default=2000, metavar="N", help="bootstrap resamples (default 2000)")
+    p.add_argument("--bootstrap", type=positive_int, default=2000, metavar="N", help="bootstrap resamples (default 2000)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cache-dir", metavar="DIR", help="cache root (default: the per-user cache)")
     p.add_argument("-q", "--quiet", action="store_true")
