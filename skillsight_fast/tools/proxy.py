@@ -296,6 +296,7 @@ class ToolProxy:
                  abstention: Abstention | None = None, pins: Sequence[str] = (),
                  tool_text: str = DEFAULT_TOOL_TEXT, start_timeout: float = START_TIMEOUT,
                  call_timeout: float = CALL_TIMEOUT, errlog: Any = None) -> None:
+        _sdk_v2()
         names = [c.name for c in configs]
         if not configs:
             raise SkillFormatError("the proxy needs at least one MCP server")
@@ -567,9 +568,19 @@ CALL_SCHEMA = {
 }
 
 
+def _sdk_v2() -> Any:
+    mcp = _sdk()
+    from importlib.metadata import version
+
+    if int(version("mcp").split(".")[0]) < 2:
+        raise SkillsightError(f"the tool proxy needs the MCP SDK 2.x (installed: {version('mcp')}): "
+                              "pip install 'skillsight-fast[proxy]'")
+    return mcp
+
+
 def build_proxy_server(proxy: ToolProxy) -> Any:
     """The proxy as a low-level SDK ``Server`` (its lifespan runs the downstream servers)."""
-    mcp = _sdk()
+    mcp = _sdk_v2()
     from mcp.server.lowlevel import Server
 
     types = mcp.types
