@@ -1,4 +1,4 @@
-"""Label-free calibration of the default index (IndexConfig.adaptive, docs/ADAPTIVE.md).
+"""Label-free build decisions of the default index (IndexConfig.adaptive, docs/ADAPTIVE.md).
 
 The paper's method removes the whole background subspace from every corpus and adds the
 standardised LEC score with weight 1. Measured on four corpora with MiniLM (docs/RESULTS.md),

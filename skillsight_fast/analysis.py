@@ -1,6 +1,6 @@
 """The paper's analysis of an index, as PNG plots and a one-page Markdown report.
 
-Plots (written by :func:`analyze` into the output folder):
+Plots (written by :func:`write_report` into the output folder):
 
 ``energy.png``
     Background energy e_B(v) = ‖Bᵀv‖² of documents vs queries: documents carry more background.
@@ -30,7 +30,7 @@ from skillsight_fast.errors import SkillsightError
 
 if TYPE_CHECKING:
     from skillsight_fast.index import SkillIndex
-    from skillsight_fast.queries import Query
+    from skillsight_fast.queries import Task
 
 logger = logging.getLogger(__name__)
 
@@ -39,12 +39,12 @@ LABELS = {"dense": "dense (qᵀd)", "sbc": "SBC only (q⊥ᵀd⊥)", "skillsight
 COLORS = {"dense": "#888888", "sbc": "#4C72B0", "skillsight": "#C44E52"}
 
 
-def description_queries(index: "SkillIndex", limit: int = 500, seed: int = 0) -> list["Query"]:
+def description_queries(index: "SkillIndex", limit: int = 500, seed: int = 0) -> list["Task"]:
     """The skills' descriptions as queries (gold = the skill itself), a seeded sample."""
     from skillsight_fast.calibrate import sample
-    from skillsight_fast.queries import Query
+    from skillsight_fast.queries import Task
 
-    qs = [Query(m.id, m.description, (m.id,)) for m in index.skills if m.description.strip()]
+    qs = [Task(m.id, m.description, (m.id,)) for m in index.skills if m.description.strip()]
     return sample(qs, limit, seed)
 
 
@@ -79,14 +79,14 @@ def _recall_curve(ranks: list[np.ndarray], depths: np.ndarray) -> np.ndarray:
     return np.array([np.mean([np.mean(r <= k) for r in ranks]) for k in depths])
 
 
-def analyze(index: "SkillIndex", queries: Sequence["Query"] | None, out_dir: str | Path, *,
-            title: str = "", max_queries: int = 2000, seed: int = 0) -> dict[str, Any]:
+def write_report(index: "SkillIndex", queries: Sequence["Task"] | None, out_dir: str | Path, *,
+                 title: str = "", max_queries: int = 2000, seed: int = 0) -> dict[str, Any]:
     """Write the plots and ``report.md`` into ``out_dir`` and return the numbers.
 
     Parameters
     ----------
     index : SkillIndex
-    queries : sequence of Query, optional
+    queries : sequence of Task, optional
         Labelled queries; None uses the skills' descriptions (see :func:`description_queries`).
     out_dir : path
     title : str
@@ -100,7 +100,8 @@ def analyze(index: "SkillIndex", queries: Sequence["Query"] | None, out_dir: str
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise SkillsightError("analyze needs matplotlib: pip install 'skillsight-fast[plot]'") from None
+        raise SkillsightError("the analysis report needs matplotlib: "
+                              "pip install 'skillsight-fast[plot]'") from None
     from skillsight_fast.calibrate import sample
 
     t0 = time.perf_counter()

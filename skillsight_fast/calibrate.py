@@ -31,7 +31,7 @@ from skillsight_fast.io import write_index_file
 
 if TYPE_CHECKING:
     from skillsight_fast.index import SkillIndex
-    from skillsight_fast.queries import Query
+    from skillsight_fast.queries import Task
 
 CALIBRATION = "calibration.json"
 #: Largest calibration.json read (bytes); a real one is a few KB.
@@ -175,7 +175,7 @@ class QueryScores:
         return self.signal(name).max(axis=1).astype(np.float64) if self.scores.size else np.zeros(0)
 
 
-def score_queries(index: "SkillIndex", queries: Sequence["Query"], k: int = 10,
+def score_queries(index: "SkillIndex", queries: Sequence["Task"], k: int = 10,
                   batch: int = 256) -> QueryScores:
     """Search ``queries`` (in batches) and keep the top-k signals and gold flags."""
     k = min(k, max(len(index), 1))
@@ -241,17 +241,17 @@ def pick_threshold(answerable_best: np.ndarray, max_loss: float) -> float:
 LOSSES = (0.0, 0.01, 0.02, 0.05, 0.10, 0.20, 0.30)
 
 
-def calibrate(index: "SkillIndex", answerable: Sequence["Query"],
-              offtopic: Sequence["Query"] | dict[str, Sequence["Query"]], *,
+def calibrate(index: "SkillIndex", answerable: Sequence["Task"],
+              offtopic: Sequence["Task"] | dict[str, Sequence["Task"]], *,
               max_loss: float = 0.05, k: int = 10, signal: str | None = None) -> dict[str, Any]:
     """Pick the abstention signal and threshold, and describe the trade-off.
 
     Parameters
     ----------
     index : SkillIndex
-    answerable : sequence of Query
+    answerable : sequence of Task
         Labelled queries whose gold skills are in the index.
-    offtopic : sequence of Query, or dict of source name -> sequence of Query
+    offtopic : sequence of Task, or dict of source name -> sequence of Task
         Tasks no skill of the index should answer (grouped: also reported per source).
     max_loss : float
         Largest share of answerable queries that may lose all their hits.
@@ -312,7 +312,7 @@ def calibrate(index: "SkillIndex", answerable: Sequence["Query"],
     }
 
 
-def sample(queries: list["Query"], n: int | None, seed: int = 0) -> list["Query"]:
+def sample(queries: list["Task"], n: int | None, seed: int = 0) -> list["Task"]:
     """At most ``n`` queries, a seeded random subset in file order (all when n is None)."""
     if n is None or len(queries) <= n:
         return queries

@@ -14,15 +14,28 @@ from skillsight_fast.limits import clean_text, load_json
 
 
 @dataclass(frozen=True)
-class Query:
-    """One task text and the ids of the skills that answer it (empty when unlabelled)."""
+class Task:
+    """One task text from a query file and the ids of the skills that answer it (``calibrate``, ``analyze``).
+
+    Not :class:`skillsight_fast.evaluation.datasets.EvalQuery`, which names its gold documents by
+    their row in a loaded corpus; a task names them by skill id, so it outlives any one index.
+
+    Attributes
+    ----------
+    id : str
+        The record's ``id`` (or ``FILE:LINE`` when it has none).
+    text : str
+        The task text.
+    gold : tuple of str
+        Ids of the skills that answer it; empty when unlabelled.
+    """
 
     id: str
     text: str
     gold: tuple[str, ...] = field(default_factory=tuple)
 
 
-def read_queries(source: str | os.PathLike[str], limit: int | None = None) -> list[Query]:
+def read_queries(source: str | os.PathLike[str], limit: int | None = None) -> list[Task]:
     """Queries of a dataset folder (``queries.jsonl.gz``), a ``.jsonl(.gz)`` file or a ``.txt`` list.
 
     A ``.txt`` file holds one unlabelled task per line; blank lines and lines starting with ``#``
@@ -44,13 +57,13 @@ def read_queries(source: str | os.PathLike[str], limit: int | None = None) -> li
         path = path / "queries.jsonl.gz"
     if not path.is_file():
         raise SkillFormatError(f"{path}: no such query file (give a dataset folder, .jsonl(.gz) or .txt)")
-    out: list[Query] = []
+    out: list[Task] = []
     try:
         if path.suffix == ".txt":
             for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
                 line = line.strip()
                 if line and not line.startswith("#"):
-                    out.append(Query(f"{path.stem}:{i}", line))
+                    out.append(Task(f"{path.stem}:{i}", line))
         else:
             opener = gzip.open if path.name.endswith(".gz") else open
             with opener(path, "rt", encoding="utf-8") as fh:  # type: ignore[operator]
@@ -70,7 +83,7 @@ def read_queries(source: str | os.PathLike[str], limit: int | None = None) -> li
                     qid = rec.get("id", f"{path.stem}:{lineno}")
                     if not isinstance(qid, (str, int)) or isinstance(qid, bool):
                         raise SkillFormatError(f"{path}:{lineno}: 'id' must be a string, got {json.dumps(qid)[:60]}")
-                    out.append(Query(clean_text(str(qid)), clean_text(rec["text"]),
+                    out.append(Task(clean_text(str(qid)), clean_text(rec["text"]),
                                      tuple(clean_text(str(g)) for g in gold)))
                     if limit is not None and len(out) >= limit:
                         break

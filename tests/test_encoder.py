@@ -17,7 +17,7 @@ import pytest
 from skillsight_fast.errors import ModelError, ModelNotFoundError, SkillsightError
 from skillsight_fast.models import MODELS, OnnxEncoder, cache_root, find_model_dir, load_encoder
 from skillsight_fast.models import registry
-from skillsight_fast.models.export import export_bert_onnx, quantize_int8
+from skillsight_fast.models.export import export_bert_onnx, quantize_onnx_int8
 from skillsight_fast.models.pooling import l2_normalize, mean_pool
 from skillsight_fast.models.tokenizer import load_tokenizer
 
@@ -271,8 +271,8 @@ def test_cache_root_resolution(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
     assert cache_root() == Path.home() / ".cache" / "skillsight-fast"
 
 
-def test_quantize_int8_direct(tiny_encoder: OnnxEncoder, tmp_path: Path) -> None:
-    out = quantize_int8(tiny_encoder.onnx_path, tmp_path / "q.onnx")
+def test_quantize_onnx_int8_direct(tiny_encoder: OnnxEncoder, tmp_path: Path) -> None:
+    out = quantize_onnx_int8(tiny_encoder.onnx_path, tmp_path / "q.onnx")
     assert out.is_file() and not list(tmp_path.glob(".*tmp*"))
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from skillsight_fast.errors import SkillFormatError
-from skillsight_fast.evaluation.datasets import Dataset, Query
+from skillsight_fast.evaluation.datasets import Dataset, EvalQuery
 from skillsight_fast.evaluation.metrics import completeness_at_k, hit_at_k
 from skillsight_fast.evaluation.tool_search import has_schemas, summarise, tool_docs, tool_metrics
 from skillsight_fast.skills import Skill
@@ -73,7 +73,7 @@ def test_tool_docs_rewrites_bfcl_and_gorilla_records():
         "type": "dict", "properties": {"x": {"type": "integer", "description": "the x"}}}}))
     gorilla = Skill("g:0", "m", "A model.", json.dumps({"api_call": "M()", "api_arguments": ["inputs", "mask"]}))
     plain = Skill("metatool:a", "a", "Plain tool.", "Plain tool.")
-    ds = Dataset("t", [bfcl, gorilla, plain], [Query("q", "x", frozenset({0}))])
+    ds = Dataset("t", [bfcl, gorilla, plain], [EvalQuery("q", "x", frozenset({0}))])
     assert has_schemas(ds)
     params = tool_docs(ds, "params").docs
     assert [d.body for d in params] == ["x (integer): the x", "inputs\nmask", ""]

@@ -266,13 +266,13 @@ def cmd_update(args: argparse.Namespace) -> int:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     from skillsight_fast import SkillIndex
-    from skillsight_fast.analysis import analyze
+    from skillsight_fast.analysis import write_report
     from skillsight_fast.queries import read_queries
 
     index = SkillIndex.load(args.index)
     queries = read_queries(args.data) if args.data else None
     title = Path(args.data).name if args.data else ""
-    summary = analyze(index, queries, args.output, title=title, max_queries=args.max_queries)
+    summary = write_report(index, queries, args.output, title=title, max_queries=args.max_queries)
     if args.json:
         emit_json(summary)
     elif not args.quiet:

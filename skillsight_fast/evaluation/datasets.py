@@ -23,8 +23,19 @@ FIT_DATASETS = ("skillsbench", "sra_theoremqa", "bfcl")
 
 
 @dataclass
-class Query:
-    """One query: its id, text and the rows of its gold documents in the corpus."""
+class EvalQuery:
+    """One labelled query of an evaluation :class:`Dataset`.
+
+    Not :class:`skillsight_fast.queries.Task` (gold skills by id): the gold documents here are rows
+    of the dataset's loaded corpus, which is what the metrics compare rankings against.
+
+    Attributes
+    ----------
+    id : str
+    text : str
+    gold : frozenset of int
+        Rows in :attr:`Dataset.docs` of the documents that answer it (never empty).
+    """
 
     id: str
     text: str
@@ -40,7 +51,7 @@ class Dataset:
     name : str
     docs : list of Skill
         The corpus (with the distractor pool composed in, when the dataset asks for it).
-    queries : list of Query
+    queries : list of EvalQuery
     meta : dict
     n_gold_missing : int
         Gold links whose document is not in the corpus (dropped).
@@ -48,7 +59,7 @@ class Dataset:
 
     name: str
     docs: list[Skill]
-    queries: list[Query]
+    queries: list[EvalQuery]
     meta: dict[str, Any] = field(default_factory=dict)
     n_gold_missing: int = 0
 
@@ -109,14 +120,14 @@ def load_dataset(path: str | os.PathLike[str], *, all_queries: bool = False, lim
     if not qfile.is_file():
         raise SkillFormatError(f"{root}: no queries file {qfile.name}")
     rows = {d.id: i for i, d in enumerate(docs)}
-    queries: list[Query] = []
+    queries: list[EvalQuery] = []
     missing = 0
     for rec in _read_jsonl(qfile):
         gold = [rows[g] for g in rec.get("gold", []) if g in rows]
         missing += len(rec.get("gold", [])) - len(gold)
         if not gold:
             continue
-        queries.append(Query(str(rec["id"]), str(rec["text"]), frozenset(gold)))
+        queries.append(EvalQuery(str(rec["id"]), str(rec["text"]), frozenset(gold)))
         if limit is not None and len(queries) >= limit:
             break
     if missing:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from skillsight_fast.errors import ModelError, ModelNotFoundError
-from skillsight_fast.models.export import export_bert_onnx, quantize_int8, read_bert_config, sha256_file
+from skillsight_fast.models.export import export_bert_onnx, quantize_onnx_int8, read_bert_config, sha256_file
 from skillsight_fast.models.pooling import l2_normalize, mean_pool
 from skillsight_fast.models.registry import DEFAULT_MODEL, find_model_dir, get_spec
 from skillsight_fast.models.tokenizer import load_tokenizer
@@ -287,7 +287,7 @@ def _prepare_cache(
     q = target / "model.int8.onnx"
     if not q.is_file():
         logger.info("quantizing %s to int8 (once)", fp32)
-        quantize_int8(fp32, q)
+        quantize_onnx_int8(fp32, q)
     return q
 
 

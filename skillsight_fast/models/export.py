@@ -339,7 +339,7 @@ def export_bert_onnx(
     return out
 
 
-def quantize_int8(fp32_path: str | os.PathLike[str], out_path: str | os.PathLike[str]) -> Path:
+def quantize_onnx_int8(fp32_path: str | os.PathLike[str], out_path: str | os.PathLike[str]) -> Path:
     """Dynamically quantize the weights of every ``MatMul`` to per-channel int8.
 
     Uses :func:`onnxruntime.quantization.quantize_dynamic` (``per_channel=True``,
