@@ -23,7 +23,7 @@ from skillsight_fast import SkillIndex
 from skillsight_fast.calibrate import calibrate, calibration_bytes, read_calibration, resolve_abstention
 from skillsight_fast.errors import QueryError, SkillFormatError, SkillsightError
 from skillsight_fast.find import find_skills
-from skillsight_fast.queries import Query, read_queries
+from skillsight_fast.queries import Task, read_queries
 from skillsight_fast.skills import load_skills
 from test_bad_inputs import assert_cli_error, fake_model, good_library, run_cli  # noqa: F401 - fixture
 
@@ -130,7 +130,7 @@ def test_fifo_calibration_does_not_hang(index_dir):
 
 def test_empty_offtopic_list_is_refused_not_stored_as_nan(tmp_path, capsys, fake_model, index_dir):
     index = SkillIndex.load(index_dir, encoder=HashEncoder())
-    answerable = [Query("a", "merge pdf pages", ("pdf",)), Query("b", "clean csv rows", ("csv",))]
+    answerable = [Task("a", "merge pdf pages", ("pdf",)), Task("b", "clean csv rows", ("csv",))]
     for offtopic in ([], {"empty": []}, {"a": [], "b": []}):
         with pytest.raises(SkillsightError, match="off-topic"):
             calibrate(index, answerable, offtopic)
