@@ -8,7 +8,7 @@ A task that no skill fits should get no hit. Two signals can carry the threshold
 
 Neither has a fixed scale across corpora, so ``calibrate`` picks, per index, the largest threshold
 that loses at most ``max_loss`` of the answerable queries (a dataset's labelled queries) and measures
-how many off-topic queries (``data/offtopic_queries.txt`` and other datasets' queries) it rejects;
+how many off-topic queries (``skillsight_fast/data/offtopic_queries.txt`` and other datasets' queries) it rejects;
 by default it keeps the signal that rejects more. The result is stored in ``calibration.json``
 beside the index manifest and used by ``skillsight search`` and ``skillsight serve`` by default.
 """

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from importlib import resources
 from pathlib import Path
 
 from skillsight_fast.cli._common import add_abstention_args, emit_json, fraction, non_negative_int, port_number, positive_int
 from skillsight_fast.cli.proxy import add_proxy_args, cmd_proxy
 from skillsight_fast.errors import SkillsightError
 
-DEFAULT_OFFTOPIC = Path(__file__).resolve().parents[2] / "data" / "offtopic_queries.txt"
+#: Shipped inside the package (package data), so an installed wheel finds it too.
+DEFAULT_OFFTOPIC = Path(str(resources.files("skillsight_fast") / "data" / "offtopic_queries.txt"))
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -54,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="labelled queries: a dataset folder or a .jsonl(.gz) file with gold ids")
     p.add_argument("--offtopic", action="append", default=None, metavar="QUERIES",
                    help="off-topic queries: a .txt list, dataset folder or .jsonl(.gz) (repeatable; "
-                        "default: the bundled data/offtopic_queries.txt)")
+                        "default: the list bundled with the package)")
     p.add_argument("--max-loss", type=fraction, default=0.05,
                    help="largest share of answerable tasks allowed to get no hit (default 0.05)")
     p.add_argument("--max-queries", type=positive_int, default=1000,
