@@ -27,7 +27,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 logger = logging.getLogger(__name__)
 
@@ -177,7 +177,11 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
     stdout = stdout if stdout is not None else sys.stdout
     verbose = False
     try:
-        p = argparse.ArgumentParser(prog="skillsight hook", exit_on_error=False, add_help=False)
+        class Parser(argparse.ArgumentParser):
+            def error(self, message: str) -> NoReturn:  # silent: never argparse's usage text and status 2
+                raise ValueError(message)
+
+        p = Parser(prog="skillsight hook", exit_on_error=False, add_help=False)
         p.add_argument("host", choices=["claude-code"])
         p.add_argument("-i", "--index", required=True)
         p.add_argument("-k", type=int, default=3)
