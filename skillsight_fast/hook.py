@@ -13,8 +13,9 @@ timeout, and otherwise searches in-process. It never blocks the prompt: the whol
 budget, and on any error, timeout or bad input it prints nothing and exits 0 (exit code 2 would
 block the user's prompt in Claude Code).
 
-Everything here is standard library until the in-process fallback runs, so the warm path costs a
-Python start-up and one loopback request.
+Everything here is standard library until the in-process fallback runs (the warm path does not
+import ``urllib.request`` or ``http.client``: one socket, one request), so the warm path costs a Python start-up and one
+loopback request.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import os
 import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Sequence
 from typing import Any, NoReturn, TextIO
 
@@ -37,6 +37,8 @@ EVENT = "UserPromptSubmit"
 MAX_PROMPT_CHARS = 4000
 #: Largest stdin read (bytes); a bigger payload is not a prompt we can use.
 MAX_STDIN_BYTES = 1 << 20
+#: Largest answer read from a warm server (bytes).
+MAX_ANSWER_BYTES = 4 << 20
 #: Longest description shown per hit (characters).
 MAX_DESCRIPTION = 160
 
@@ -48,19 +50,63 @@ def ask_server(index: str, task: str, k: int, timeout: float) -> dict[str, Any] 
     record = lookup(index)
     if record is None or timeout <= 0:
         return None
-    body = json.dumps({"task": task, "k": k}).encode("utf-8")
-    req = urllib.request.Request(record["url"].rstrip("/") + "/search", data=body, method="POST",
-                                 headers={"Content-Type": "application/json"})
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never via a proxy
     try:
-        with opener.open(req, timeout=timeout) as resp:
-            if resp.status != 200:
-                return None
-            out = json.loads(resp.read(4 << 20))
+        out = post_json(record["url"], "/search", {"task": task, "k": k}, timeout)
     except Exception as exc:  # noqa: BLE001 - any failure means: search in-process instead
         logger.info("warm server %s did not answer: %s", record["url"], exc)
         return None
     return out if isinstance(out, dict) and isinstance(out.get("hits"), list) else None
+
+
+def post_json(url: str, path: str, payload: Any, timeout: float) -> Any:
+    """POST ``payload`` as JSON to a loopback ``http://host:port`` and return the decoded 200 answer.
+
+    A minimal HTTP/1.1 client over one socket (``Connection: close``): ``urllib``/``http.client``
+    would add about 30 ms of imports to every prompt, and the hook only ever talks to its own
+    server on loopback. ``timeout`` bounds the whole exchange, not each read.
+
+    Raises
+    ------
+    OSError, ValueError
+        No connection, a timeout, a status other than 200, or a body that is not JSON.
+    """
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme != "http" or parts.hostname is None or parts.port is None:
+        raise ValueError(f"not a http://host:port URL: {url!r}")
+    body = json.dumps(payload).encode("utf-8")
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    head = (f"POST {path} HTTP/1.1\r\nHost: {host}:{parts.port}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode("ascii")
+    deadline = time.monotonic() + timeout
+    chunks: list[bytes] = []
+    with socket.create_connection((parts.hostname, parts.port), timeout=timeout) as sock:
+        sock.sendall(head + body)
+        size = 0
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no full answer from {url} within {timeout:g} s")
+            sock.settimeout(left)
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_ANSWER_BYTES:
+                raise ValueError(f"answer from {url} over {MAX_ANSWER_BYTES} bytes")
+    raw = b"".join(chunks)
+    header, sep, data = raw.partition(b"\r\n\r\n")
+    status = header.split(b"\r\n", 1)[0].split()
+    if not sep or len(status) < 2 or status[1] != b"200":
+        raise ValueError(f"{url} answered {header[:80]!r}")
+    for line in header.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length" and int(value) != len(data):
+            raise ValueError(f"truncated answer from {url} ({len(data)} of {int(value)} bytes)")
+    return json.loads(data)
 
 
 def search_here(index: str, task: str, k: int) -> dict[str, Any]:

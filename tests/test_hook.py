@@ -174,6 +174,44 @@ def test_hook_asks_the_warm_server(calibrated, runtime):
             server.wait(30)
 
 
+def test_hook_asks_the_mcp_server_the_host_started(calibrated, runtime):
+    """What ``install`` sets up: the host runs ``serve --mcp --endpoint`` (here the SDK's stdio client
+    plays the host) and the hook gets its answers from that warm process; when the host closes the
+    session the endpoint is withdrawn."""
+    mcp = pytest.importorskip("mcp")
+    import asyncio
+
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    idx, rows = calibrated
+    task = next(r for r in rows if ON_TOPIC_GOLD in r["gold"])
+    params = StdioServerParameters(command=sys.executable, env=os.environ.copy(),
+                                   args=["-m", "skillsight_fast.cli", "serve", "--mcp", "-i", str(idx), "--endpoint", "-q"])
+
+    async def session():
+        async with stdio_client(params) as (r, w):
+            async with mcp.ClientSession(r, w) as s:
+                await s.initialize()
+                t0 = time.monotonic()
+                while endpoint.lookup(idx) is None:  # published once the index is loaded and warm
+                    assert time.monotonic() - t0 < 120, "serve --mcp --endpoint never published its endpoint"
+                    await asyncio.sleep(0.1)
+                record = endpoint.lookup(idx)
+                done = await asyncio.to_thread(run_hook, idx, host_json(task["text"]), "--no-cold",
+                                               "--server-timeout", "30")
+                found = await s.call_tool("find_skills", {"task": task["text"], "k": 3})
+                return record, done, json.loads(found.content[0].text)
+
+    record, done, found = asyncio.run(asyncio.wait_for(session(), 240))
+    assert record["url"].startswith("http://127.0.0.1:")
+    first = context_of(done).splitlines()[1]
+    assert first.startswith(f"- {ON_TOPIC_GOLD} (") and found["hits"][0]["id"] == ON_TOPIC_GOLD
+    t0 = time.monotonic()
+    while endpoint.endpoint_file(idx).exists() and time.monotonic() - t0 < 30:
+        time.sleep(0.1)
+    assert endpoint.lookup(idx) is None
+
+
 def test_serve_withdraws_its_endpoint_when_stopped(calibrated, runtime):
     idx, _ = calibrated
     server = subprocess.Popen([sys.executable, "-m", "skillsight_fast.cli", "serve", "--http", "-i", str(idx),

@@ -141,6 +141,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         def background() -> None:
             ready.join()
             try:
+                service.catalog()
+            except SkillsightError:  # nothing loaded: every call says why; no endpoint, no watcher
+                return
+            try:
                 after_warm_up()
             except Exception as exc:  # noqa: BLE001 - the MCP server keeps serving without watching
                 print(f"skillsight: --watch disabled: {exc}", file=sys.stderr)
@@ -164,17 +168,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
     after_warm_up()
     server = make_http_server(service, args.host, args.port, token=token, allow_hosts=tuple(args.allow_host),
                               max_connections=args.max_connections)
-    if token is None and is_loopback(args.host):  # the prompt hook asks it (it has no token)
-        endpoint.publish(args.index, server.url)
-    if args.json:
-        emit_json({"url": server.url, "n_skills": len(service.index), "abstention": service.health()["abstention"],
-                   "watching": [str(s) for s in watcher.sources] if watcher is not None else None})
-    elif not args.quiet:
-        print(f"skillsight serving {len(service.index)} skills on {server.url} (abstention {threshold}); "
-              "GET /health, POST /search, GET /skill/<id>"
-              + (f"; watching {', '.join(map(str, watcher.sources))}" if watcher is not None else ""),
-              file=sys.stderr)
-    try:
+    try:  # publish inside the try: an interrupt right after start-up still withdraws the endpoint
+        if token is None and is_loopback(args.host):  # the prompt hook asks it (it has no token)
+            endpoint.publish(args.index, server.url)
+        if args.json:
+            emit_json({"url": server.url, "n_skills": len(service.index), "abstention": service.health()["abstention"],
+                       "watching": [str(s) for s in watcher.sources] if watcher is not None else None})
+        elif not args.quiet:
+            print(f"skillsight serving {len(service.index)} skills on {server.url} (abstention {threshold}); "
+                  "GET /health, POST /search, GET /skill/<id>"
+                  + (f"; watching {', '.join(map(str, watcher.sources))}" if watcher is not None else ""),
+                  file=sys.stderr)
         server.serve_forever()
     finally:
         endpoint.withdraw(args.index)
