@@ -16,6 +16,9 @@ LEXICAL_SIDES = ("lec", "bm25")
 SCAN_CHOICES = ("exact", "int8", "ivf", "auto")
 #: Lexical side of the adaptive default (Rule 3 of docs/ADAPTIVE.md); adaptive=False is the paper's LEC.
 ADAPTIVE_LEXICAL = "bm25"
+#: Query encoder tiers (docs/ENCODERS.md): the transformer itself; static task vectors mapped into the
+#: transformer's space by a map fitted at build on the library's texts; skills and tasks both static.
+QUERY_ENCODERS = ("transformer", "static-mapped", "static")
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,13 @@ class IndexConfig:
         evidence tokens) or ``bm25`` (BM25 with term frequencies over the same evidence tokens,
         k1 = 1.2, b = 0.75). None (default) = ``bm25`` when ``adaptive`` else ``lec``; the choice
         is recorded in ``IndexStats.lexical``.
+    query_encoder : str
+        How tasks are encoded (:data:`QUERY_ENCODERS`): ``transformer`` (the document encoder),
+        ``static-mapped`` (the static model ``query_model``, mapped into the document encoder's
+        space by the index's ``query_map``) or ``static`` (``model`` is itself the static model).
+    query_model : str or None
+        The model2vec folder of a static tier (absolute path, resolved at build); None for
+        ``transformer``.
     """
 
     model: str = DEFAULT_MODEL
@@ -96,8 +106,12 @@ class IndexConfig:
     ivf_nprobe: int | None = None
     adaptive: bool = True
     lexical: str | None = None
+    query_encoder: str = "transformer"
+    query_model: str | None = None
 
     def __post_init__(self) -> None:
+        if self.query_encoder not in QUERY_ENCODERS:
+            raise ValueError(f"query_encoder must be one of {QUERY_ENCODERS}")
         if self.background_tokens not in BACKGROUND_TOKENS:
             raise ValueError(f"background_tokens must be one of {BACKGROUND_TOKENS}")
         if self.lexical is not None and self.lexical not in LEXICAL_SIDES:

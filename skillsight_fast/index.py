@@ -2,7 +2,8 @@
 
 A search is six public stages, each a method over plain arrays (docs/METHOD.md has the formulas):
 
-1. :meth:`SkillIndex.encode`: task texts → query vectors q (the index's encoder).
+1. :meth:`SkillIndex.encode`: task texts → query vectors q (the index's query encoder: the
+   transformer, or a static table lookup mapped into its space, docs/ENCODERS.md).
 2. :meth:`SkillIndex.remove_background`: q⊥ = q − B Bᵀ q.
 3. :meth:`SkillIndex.dense_candidates`: the top-K documents by s⊥ = q⊥ᵀ d⊥.
 4. :meth:`SkillIndex.evidence_tokens`: the task's distinctive tokens Q' (known, not generic).
@@ -97,6 +98,36 @@ class SearchResult:
     skill_ids: list[list[str | None]] = field(default_factory=list)
 
 
+def resolve_query_encoder(config: IndexConfig, teacher: Encoder | None = None) -> IndexConfig:
+    """The config with its static tier's model folder filled in (absolute path).
+
+    ``static-mapped``: ``query_model`` is the static model (default: the one distilled from
+    ``model``, made once in the cache); ``static``: ``model`` and ``query_model`` are both that
+    folder. ``transformer`` configs are returned unchanged.
+    """
+    if config.query_encoder == "transformer":
+        return config
+    from skillsight_fast.models.static import is_static_model_dir, resolve_static_model
+
+    if config.query_encoder == "static" and config.query_model is None and is_static_model_dir(config.model):
+        folder = resolve_static_model(config.model, config.model)
+    else:
+        # distilling needs the bare ONNX encoder (not a wrapper such as a progress bar)
+        folder = resolve_static_model(config.query_model, config.model,
+                                      teacher=teacher if hasattr(teacher, "_run") else None)
+    if config.query_encoder == "static":
+        return config.replace(model=str(folder), query_model=str(folder))
+    return config.replace(query_model=str(folder))
+
+
+def _load_static(config: IndexConfig) -> Encoder:
+    from skillsight_fast.models.static import load_static_encoder
+
+    if config.query_model is None:
+        raise SkillsightError(f"the {config.query_encoder} tier needs config.query_model (a model2vec folder)")
+    return load_static_encoder(config.query_model)
+
+
 def _decide(config: IndexConfig, embeddings: np.ndarray, basis: np.ndarray, lexical: LexicalState
             ) -> tuple[Decisions, np.ndarray, dict[str, Any]]:
     """The build's decisions, the basis in use, and the statistics the rules read."""
@@ -123,9 +154,11 @@ class SkillIndex:
     ['pdf', 'pdf-merge', 'docx']
     """
 
-    def __init__(self, state: IndexState, encoder: Encoder | None = None) -> None:
+    def __init__(self, state: IndexState, encoder: Encoder | None = None,
+                 query_encoder: Encoder | None = None) -> None:
         self.state = state
         self._encoder = encoder
+        self._query_encoder = query_encoder
         #: The folder this index was loaded from (None when built in memory).
         self.source_dir: Path | None = None
         #: sha256 of the texts.jsonl loaded with the index (bodies of another version are refused).
@@ -143,10 +176,15 @@ class SkillIndex:
         ----------
         skills : sequence of Skill
         encoder : Encoder, optional
-            Defaults to ``load_encoder(config.model, int8=config.int8)``.
+            The document encoder; defaults to ``load_encoder(config.model, int8=config.int8)``
+            (for the ``static`` tier: the static model).
         config : IndexConfig, optional
+            ``query_encoder`` picks the tier; ``static-mapped`` also fits the query map on the
+            skills' texts.
         """
-        config = config or IndexConfig()
+        config = resolve_query_encoder(config or IndexConfig(), encoder)
+        if encoder is not None and config.query_encoder == "static" and encoder.checksum != _load_static(config).checksum:
+            encoder = None  # the static tier encodes the skills with the static model itself
         if encoder is None:
             from skillsight_fast.models import load_encoder
 
@@ -172,6 +210,8 @@ class SkillIndex:
         basis: tuple[np.ndarray, np.ndarray] | None = None,
         decisions: Decisions | None = None,
         previous_scan: Scan | None = None,
+        query_encoder: Encoder | None = None,
+        query_map: np.ndarray | None = None,
     ) -> "SkillIndex":
         """Build from precomputed document embeddings (float32 (N, d), unit rows).
 
@@ -198,8 +238,13 @@ class SkillIndex:
         previous_scan : Scan, optional
             The scan of the index being updated: an IVF scan keeps its trained cells
             (:data:`skillsight_fast.scan.IVF_RETRAIN_FACTOR`).
+        query_encoder : Encoder, optional
+            ``static-mapped`` tier: the static query encoder (default: loaded from
+            ``config.query_model``).
+        query_map : float32 (d_s + 1, d), optional
+            ``static-mapped`` tier: a ready map (default: fitted here on the skills' texts).
         """
-        config = config or IndexConfig()
+        config = resolve_query_encoder(config or IndexConfig())
         emb = np.ascontiguousarray(embeddings, dtype=np.float32)
         if emb.ndim != 2 or emb.shape[0] != len(skills):
             raise EmbeddingError(f"embeddings {emb.shape} do not match {len(skills)} skills")
@@ -213,6 +258,23 @@ class SkillIndex:
                     raise SkillsightError("texts are needed to build the lexical index from SkillMeta")
                 texts = [s.text for s in skills]  # type: ignore[union-attr]
             lexicon = Lexicon.build(texts, config.min_token_len, config.max_token_len)
+        query_info: tuple[str, str] = ("", "")
+        if config.query_encoder == "static-mapped":
+            query_encoder = query_encoder or _load_static(config)
+            if query_map is None:  # the transformer is the teacher: static vector of each text -> its vector
+                from skillsight_fast.models.static import fit_query_map
+
+                if texts is None:
+                    if not all(isinstance(s, Skill) for s in skills):
+                        raise SkillsightError("texts are needed to fit the query map from SkillMeta")
+                    texts = [s.text for s in skills]  # type: ignore[union-attr]
+                query_map = fit_query_map(query_encoder.encode(list(texts)), emb)
+            if query_map.shape != (query_encoder.dim + 1, emb.shape[1]):
+                raise EmbeddingError(f"query map {query_map.shape} does not map dimension {query_encoder.dim} "
+                                     f"onto {emb.shape[1]}")
+            query_info = (query_encoder.model_id, query_encoder.checksum)
+        else:
+            query_map = None
         lexical, tau = LexicalState.build(lexicon, beta=config.beta, otsu_weighted=config.otsu_weighted)
         if basis is None:
             terms = select_background_terms(lexicon.df(), lexical.idf, lexical.generic,
@@ -227,7 +289,8 @@ class SkillIndex:
             decisions, used_basis, rule_stats = _decide(config, emb, paper_basis, lexical)
         else:
             used_basis, rule_stats = paper_basis, {}
-        dense = DenseState.build(emb, used_basis, singular_values, renormalize=config.renormalize)
+        dense = DenseState.build(emb, used_basis, singular_values, renormalize=config.renormalize,
+                                 query_map=query_map)
         stats = IndexStats(
             n_docs=len(metas), dim=int(emb.shape[1]), vocab_size=len(lexicon.vocab),
             otsu_tau=float(tau) if math.isfinite(tau) else math.inf,
@@ -242,10 +305,10 @@ class SkillIndex:
             flags = [scan_skill(s) for s in skills]  # type: ignore[arg-type]
         scan = build_scan(config.scan, dense.embeddings_perp, config=config, previous=previous_scan)
         state = IndexState(skills=metas, dense=dense, lexical=lexical, decisions=decisions, stats=stats,
-                           config=config, model=ModelInfo(model_id, model_checksum), bodies=bodies,
-                           scan=scan, flags=flags)
+                           config=config, model=ModelInfo(model_id, model_checksum, *query_info),
+                           bodies=bodies, scan=scan, flags=flags)
         logger.info("index: %d skills, |T_g| = %d, r = %d", len(metas), stats.n_generic, stats.rank)
-        return cls(state, encoder)
+        return cls(state, encoder, query_encoder if config.query_encoder == "static-mapped" else None)
 
     # ------------------------------------------------------------------ state
     def __len__(self) -> int:
@@ -357,6 +420,39 @@ class SkillIndex:
         self._check_encoder(encoder)
         self._encoder = encoder
 
+    @property
+    def query_encoder(self) -> Encoder:
+        """What encodes the tasks: the document encoder, or the static-mapped tier's static model
+        (loaded on first use from ``config.query_model``, without onnxruntime)."""
+        if self.dense.query_map is None:
+            return self.encoder
+        if self._query_encoder is None:
+            with self._encoder_lock:
+                if self._query_encoder is None:
+                    self._query_encoder = _load_static(self.config)
+        encoder = self._query_encoder
+        self._check_query_encoder(encoder)
+        return encoder
+
+    @query_encoder.setter
+    def query_encoder(self, encoder: Encoder) -> None:
+        if self.dense.query_map is None:
+            self.encoder = encoder
+            return
+        self._check_query_encoder(encoder)
+        self._query_encoder = encoder
+
+    def _check_query_encoder(self, encoder: Encoder) -> None:
+        info, qmap = self.state.model, self.dense.query_map
+        assert qmap is not None
+        if info.query_checksum and encoder.checksum != info.query_checksum:
+            raise ModelMismatchError(
+                f"the index's query map was fitted for the static model {info.query_id!r} (checksum "
+                f"{info.query_checksum[:12]}), but the query encoder is {encoder.model_id!r} (checksum "
+                f"{encoder.checksum[:12]}); rebuild the index or use the same static model")
+        if encoder.dim != qmap.shape[0] - 1:
+            raise ModelMismatchError(f"query encoder dimension {encoder.dim} != the query map's {qmap.shape[0] - 1}")
+
     def _check_encoder(self, encoder: Encoder) -> None:
         if self.model_checksum and encoder.checksum != self.model_checksum:
             raise ModelMismatchError(
@@ -419,9 +515,16 @@ class SkillIndex:
 
     # ------------------------------------------------------------------ stages
     def encode(self, queries: str | Sequence[str]) -> np.ndarray:
-        """Stage 1: validate and encode task texts, float32 (n, d)."""
+        """Stage 1: validate and encode task texts with the query encoder, float32 (n, d)."""
         texts = self.check_queries(queries)
-        return self.encoder.encode(texts) if texts else np.zeros((0, self.stats.dim), np.float32)
+        if not texts:
+            return np.zeros((0, self.stats.dim), np.float32)
+        qmap = self.dense.query_map
+        if qmap is None:
+            return self.encoder.encode(texts)
+        from skillsight_fast.models.static import apply_query_map
+
+        return apply_query_map(self.query_encoder.encode(texts), qmap)
 
     def remove_background(self, vectors: np.ndarray) -> np.ndarray:
         """Stage 2: q⊥ = q − B Bᵀ q (re-normalised if the index says so), float32 (n, d).
@@ -642,7 +745,8 @@ class SkillIndex:
         verify : bool
             Check every array's sha256 against the manifest.
         encoder : Encoder, optional
-            Query encoder; checked against the model recorded in the manifest.
+            Document encoder (the query encoder too, except in the static-mapped tier: set
+            :attr:`query_encoder`); checked against the model recorded in the manifest.
         """
         from skillsight_fast.io import load_index
 

@@ -2,7 +2,8 @@
 
 Layout of an index folder::
 
-    manifest.json     format_version, package version, model, config (the build settings),
+    manifest.json     format_version, package version, model (and, static-mapped tier, the
+                      static query model under model.query), config (the build settings),
                       decisions (what the build decided; what a search does), stats, arrays
                       (bundle, file, dtype, shape, sha256 of each), roots, injection_scan
     vocab.json        the sorted terms
@@ -182,7 +183,9 @@ def _save_unlocked(state: IndexState, directory: Path, extra_files: dict[str, by
             "format": "skillsight-fast-index",
             "format_version": FORMAT_VERSION,
             "package_version": __version__,
-            "model": {"id": state.model.id, "checksum": state.model.checksum, "dim": state.stats.dim},
+            "model": {"id": state.model.id, "checksum": state.model.checksum, "dim": state.stats.dim,
+                      **({"query": {"id": state.model.query_id, "checksum": state.model.query_checksum}}
+                         if state.model.query_id else {})},
             "config": state.config.to_dict(),
             "decisions": state.decisions.to_dict(),
             "stats": state.stats.to_dict(),
@@ -555,7 +558,11 @@ def _load_once(directory: Path, *, mmap: bool, verify: bool) -> tuple[IndexState
         config = IndexConfig.from_dict(manifest["config"])
         decisions = Decisions.from_dict(manifest["decisions"])
         stats = IndexStats.from_dict(manifest["stats"])
-        model = ModelInfo(str(manifest["model"]["id"]), str(manifest["model"]["checksum"]))
+        query = manifest["model"].get("query") or {}
+        if not isinstance(query, dict) or not all(isinstance(query.get(k, ""), str) for k in ("id", "checksum")):
+            raise IndexFormatError("manifest 'model.query' must be {id, checksum} strings")
+        model = ModelInfo(str(manifest["model"]["id"]), str(manifest["model"]["checksum"]),
+                          query.get("id", ""), query.get("checksum", ""))
         n = len(skills)
         dense = BUNDLES["dense"].from_arrays(arrays, n, stats.dim)  # type: ignore[call-arg]
         lexical = BUNDLES["lexical"].from_arrays(arrays, vocab, n)  # type: ignore[arg-type]

@@ -84,27 +84,33 @@ class DenseState:
         Orthonormal background basis B (r = 0 rows when background removal is off).
     singular_values : float32 (m,)
         Singular values of the token-direction matrix (for the effective rank and the plots).
+    query_map : float32 (d_s + 1, d), optional
+        The static-mapped tier's map from static task vectors into this space (last row the bias;
+        :func:`skillsight_fast.models.static.fit_query_map`); None for the other tiers.
     """
 
     embeddings: np.ndarray
     embeddings_perp: np.ndarray
     basis: np.ndarray
     singular_values: np.ndarray
+    query_map: np.ndarray | None = None
 
     ARRAYS: ClassVar[dict[str, ArraySpec]] = {
         "embeddings": ArraySpec("float32", 2),
         "embeddings_perp": ArraySpec("float32", 2),
         "basis": ArraySpec("float32", 2),
         "singular_values": ArraySpec("float32", 1),
+        "query_map": ArraySpec("float32", 2, optional=True),
     }
 
     @classmethod
     def build(cls, embeddings: np.ndarray, basis: np.ndarray, singular_values: np.ndarray, *,
-              renormalize: bool = False) -> "DenseState":
+              renormalize: bool = False, query_map: np.ndarray | None = None) -> "DenseState":
         """Project the background ``basis`` out of ``embeddings`` (shared when r = 0)."""
         basis = np.ascontiguousarray(basis, dtype=np.float32)
+        qmap = None if query_map is None else np.ascontiguousarray(query_map, dtype=np.float32)
         return cls(embeddings, remove_background(embeddings, basis, renormalize), basis,
-                   np.ascontiguousarray(singular_values, dtype=np.float32))
+                   np.ascontiguousarray(singular_values, dtype=np.float32), qmap)
 
     @property
     def n_docs(self) -> int:
@@ -115,16 +121,19 @@ class DenseState:
         return int(self.embeddings.shape[1])
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """name → array, as saved."""
-        return {name: getattr(self, name) for name in self.ARRAYS}
+        """name → array, as saved (the query map only when the index has one)."""
+        return {name: getattr(self, name) for name in self.ARRAYS if getattr(self, name) is not None}
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray], n_docs: int, dim: int) -> "DenseState":
         """Inverse of :meth:`arrays`, with the shapes checked (IndexFormatError)."""
-        state = cls(**{name: arrays[name] for name in cls.ARRAYS})
+        state = cls(**{name: arrays.get(name) for name in cls.ARRAYS})
+        qmap = state.query_map
         for name, ok in (("embeddings", state.embeddings.shape == (n_docs, dim)),
                          ("embeddings_perp", state.embeddings_perp.shape == (n_docs, dim)),
-                         ("basis", state.basis.shape[1:] == (dim,))):
+                         ("basis", state.basis.shape[1:] == (dim,)),
+                         ("query_map", qmap is None or (qmap.shape[0] >= 2 and qmap.shape[1] == dim
+                                                        and bool(np.isfinite(qmap).all())))):
             if not ok:
                 raise IndexFormatError(f"array {name} {getattr(state, name).shape} does not match "
                                        f"{n_docs} skills of dimension {dim}")
@@ -329,6 +338,9 @@ class ModelInfo:
 
     id: str = "unknown"
     checksum: str = ""
+    #: The static query encoder of the static-mapped tier ("" = queries use the document encoder).
+    query_id: str = ""
+    query_checksum: str = ""
 
 
 @dataclass
@@ -371,6 +383,11 @@ class IndexState:
         if self.decisions.lexical == "bm25" and not self.lexical.lexicon.has_tf:
             raise SkillsightError("the BM25 lexical side needs term frequencies and document lengths "
                                   "in the lexicon (Lexicon.build keeps them); rebuild the index")
+        mapped = self.config.query_encoder == "static-mapped"
+        if mapped != (self.dense.query_map is not None):
+            raise SkillsightError("a static-mapped index needs a query map, and only it has one"
+                                  if mapped else "the index has a query map but its query encoder is "
+                                  f"{self.config.query_encoder!r}")
         if not self.decisions.background and self.dense.basis.shape[0]:
             raise SkillsightError("background removal is off but the basis has rows")
 

@@ -191,9 +191,11 @@ def check_config(config: Mapping[str, Any]) -> None:
     for key in ("int8", "otsu_weighted", "renormalize", "adaptive"):
         if key in config and not isinstance(config[key], bool):
             raise IndexFormatError(f"manifest config: {key!r} must be true or false")
-    for key in ("model", "background_tokens", "fusion"):
+    for key in ("model", "background_tokens", "fusion", "query_encoder"):
         if key in config and not isinstance(config[key], str):
             raise IndexFormatError(f"manifest config: {key!r} must be a string")
+    if config.get("query_model") is not None and not isinstance(config["query_model"], str):
+        raise IndexFormatError("manifest config: 'query_model' must be a string or null")
 
 
 def check_arrays(arrays: Mapping[str, np.ndarray], n_skills: int, n_terms: int, dim: int) -> None:

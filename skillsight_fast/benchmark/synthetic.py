@@ -174,5 +174,7 @@ def scale_up(index, n_docs: int, *, seed: int = 0, keep: float = 0.85, new_share
     syn = SkillIndex.from_embeddings(
         metas, emb, index.config, model_id=index.model_id, model_checksum=index.model_checksum,
         encoder=index._encoder, lexicon=lexicon,
-        basis=(index.dense.basis, index.dense.singular_values), decisions=index.decisions)
+        basis=(index.dense.basis, index.dense.singular_values), decisions=index.decisions,
+        query_encoder=index._query_encoder if index.dense.query_map is not None else None,
+        query_map=index.dense.query_map)
     return syn, src

@@ -7,7 +7,7 @@ import sys
 import time
 
 from skillsight_fast.cli._common import add_abstention_args, emit_json
-from skillsight_fast.config import DEFAULT_MODEL, LEXICAL_SIDES, SCAN_CHOICES
+from skillsight_fast.config import DEFAULT_MODEL, LEXICAL_SIDES, QUERY_ENCODERS, SCAN_CHOICES
 
 
 def _safe(text: str) -> str:
@@ -38,10 +38,22 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
                    help="the method exactly as the paper writes it (no adaptive rules: SBC always, LEC, weight 1)")
     p.add_argument("--lexical", choices=LEXICAL_SIDES, default=None,
                    help="lexical side fused with the dense score (default: bm25, or lec with --paper)")
+    add_query_encoder_args(p)
     add_scan_args(p)
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or warnings")
     p.set_defaults(func=cmd_index)
+
+
+def add_query_encoder_args(p: argparse.ArgumentParser) -> None:
+    """``--query-encoder`` and ``--query-model`` (``index`` and ``eval``)."""
+    p.add_argument("--query-encoder", choices=QUERY_ENCODERS, default="transformer",
+                   help="how tasks are encoded: the transformer (default), static-mapped (a static table "
+                        "lookup mapped into the transformer's space; skills still transformer-encoded) or "
+                        "static (skills and tasks static); accuracy and speed in docs/ENCODERS.md")
+    p.add_argument("--query-model", metavar="DIR", default=None,
+                   help="model2vec folder of the static tiers (default: distilled from --model once, "
+                        "into the cache)")
 
 
 def add_scan_args(p: argparse.ArgumentParser, default: str | None = "auto") -> None:
@@ -111,9 +123,13 @@ def cmd_index(args: argparse.Namespace) -> int:
     for problem in report.problems:
         if not args.quiet:
             print(f"skipped {problem}", file=sys.stderr)
+    from skillsight_fast.index import resolve_query_encoder
+
     config = IndexConfig(model=args.model, int8=args.int8, adaptive=not args.paper, lexical=args.lexical,
-                         scan=args.scan, **scan_params(args))
-    encoder = load_encoder(args.model, int8=args.int8)
+                         scan=args.scan, query_encoder=args.query_encoder, query_model=args.query_model,
+                         **scan_params(args))
+    config = resolve_query_encoder(config)  # the static tiers' model folder (distilled once if needed)
+    encoder = load_encoder(config.model, int8=args.int8)
     from skillsight_fast.progress import ProgressEncoder, progress_enabled
 
     if progress_enabled(args.quiet):
@@ -124,7 +140,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     summary = {
         "output": str(args.output), "n_skills": len(index), "skipped": [str(p) for p in report.problems],
         "seconds": round(time.perf_counter() - t0, 2), **index.stats.to_dict(),
-        "scan": index.scan.describe(),
+        "scan": index.scan.describe(), "query_encoder": config.query_encoder,
     }
     if args.json:
         emit_json(summary)
@@ -201,6 +217,10 @@ def cmd_info(args: argparse.Namespace) -> int:
     s = info["stats"]
     print(f"index {args.index}: {m['n_skills']} skills, format v{m['format_version']}")
     print(f"model {m['model']['id']} (dim {m['model']['dim']}, sha256 {m['model']['checksum'][:12]})")
+    tier = m["config"].get("query_encoder", "transformer")
+    query = m["model"].get("query") or {}
+    print(f"query encoder {tier}" + (f": static model {query.get('id')} (sha256 {str(query.get('checksum'))[:12]}) "
+                                     "mapped into the model's space" if query else ""))
     tau = "none" if s["otsu_tau"] is None else f"{s['otsu_tau']:.3f}"
     print(f"vocabulary {s['vocab_size']} terms; generic |T_g| = {s['n_generic']} (Otsu tau = {tau})")
     print(f"background rank r = {s['rank']} (effective rank {s['effective_rank']})")

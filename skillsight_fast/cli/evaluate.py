@@ -29,6 +29,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--all-queries", action="store_true", help="metatool: all 20,544 queries, not the 2,000 subset")
     p.add_argument("--model", default=DEFAULT_MODEL, help="encoder for every dense method")
     p.add_argument("--int8", action="store_true", help="int8 encoder")
+    from skillsight_fast.cli.core import add_query_encoder_args
+
+    add_query_encoder_args(p)
     p.add_argument("--cross-encoder", metavar="PATH", help="a trained cross-encoder (folder or .onnx) for dense+rerank")
     p.add_argument("--rerank-queries", type=non_negative_int, default=20, metavar="N",
                    help="dense+rerank scores only the first N queries (0 = all; ~0.1 s per pair)")
@@ -68,6 +71,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if unknown:
         print(f"error: unknown method(s) {unknown}; choose from {', '.join(METHODS)}", file=sys.stderr)
         return 2
+    if args.ablations and args.query_encoder != "transformer":
+        print("error: --ablations runs with transformer queries only (drop --query-encoder)", file=sys.stderr)
+        return 2
     if args.ablations:
         from skillsight_fast.evaluation.ablations import run_ablations
 
@@ -89,7 +95,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     for folder in folders:
         ds = load_dataset(folder, all_queries=args.all_queries, limit=args.limit)
         ctx = EvalContext(ds, model=args.model, int8=args.int8, cache_dir=args.cache_dir, seed=args.seed,
-                          cross_encoder=args.cross_encoder, rerank_queries=args.rerank_queries)
+                          cross_encoder=args.cross_encoder, rerank_queries=args.rerank_queries,
+                          query_encoder=args.query_encoder, query_model=args.query_model)
         objs.append(evaluate_dataset(ctx, methods, n_boot=args.bootstrap, seed=args.seed))
     clean = [strip_private(o) for o in objs]
     if args.json:

@@ -68,6 +68,13 @@ class EvalContext:
         on two cores); 0 = all.
     encoder : object, optional
         Ready encoder (tests pass a fake).
+    query_encoder : str
+        Query encoder tier (:data:`skillsight_fast.config.QUERY_ENCODERS`, docs/ENCODERS.md):
+        ``transformer``; ``static-mapped`` (every dense method's task vectors are static vectors
+        mapped into the transformer's space by the map fitted on the corpus's texts, as an index
+        of that tier does); ``static`` (documents and tasks both encoded by the static model).
+    query_model : path, optional
+        model2vec folder of the static tiers (default: distilled from ``model`` into the cache).
     """
 
     dataset: Dataset
@@ -79,8 +86,24 @@ class EvalContext:
     rerank_queries: int = 20
     rerank_max_length: int = 256
     encoder: Any = None
+    query_encoder: str = "transformer"
+    query_model: str | None = None
     notes: dict[str, Any] = field(default_factory=dict)
     _indexes: dict[Any, Any] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        from skillsight_fast.config import QUERY_ENCODERS
+
+        if self.query_encoder not in QUERY_ENCODERS:
+            raise ValueError(f"query_encoder must be one of {QUERY_ENCODERS}")
+        if self.query_encoder != "transformer":
+            from skillsight_fast.models.static import resolve_static_model
+
+            folder = resolve_static_model(self.query_model, self.model, cache_dir=self.cache_dir)
+            self.query_model = str(folder)
+            self.notes["query_encoder"] = {"tier": self.query_encoder, "static_model": folder.name}
+            if self.query_encoder == "static":
+                self.model = str(folder)
 
     # -------------------------------------------------------------- shared inputs
     @property
@@ -105,7 +128,20 @@ class EvalContext:
 
     @cached_property
     def query_emb(self) -> np.ndarray:
+        if self.query_encoder == "static-mapped":
+            return self.mapped_query_emb
         return self.embeddings("query", self.dataset.query_texts)
+
+    @cached_property
+    def mapped_query_emb(self) -> np.ndarray:
+        """Static task vectors mapped into the transformer's space (the static-mapped tier)."""
+        from skillsight_fast.models.static import apply_query_map, fit_query_map, load_static_encoder
+
+        static = load_static_encoder(self.query_model)  # type: ignore[arg-type]
+        s_docs = EmbeddingCache(self.cache, static.model_id, static.checksum, "doc").get(
+            list(self.dataset.texts), static.encode)
+        query_map = fit_query_map(s_docs, self.doc_emb)
+        return apply_query_map(static.encode(self.dataset.query_texts), query_map)
 
     @cached_property
     def namedesc_emb(self) -> np.ndarray:

@@ -225,3 +225,90 @@ def load_static_encoder(folder: str | os.PathLike[str], *, max_length: int | Non
         normalize=bool(cfg.get("normalize", False)), weights=weights, mapping=mapping,
         max_length=max_length,
     )
+
+
+# ---------------------------------------------------------------------- the asymmetric tier
+#: Ridge coefficient of the static -> transformer map (fixed, not tuned; experiments/static_query_encoder.py).
+MAP_RIDGE = 1.0
+
+
+def fit_query_map(static_vectors: np.ndarray, target_vectors: np.ndarray, ridge: float = MAP_RIDGE) -> np.ndarray:
+    """The affine map from static vectors to the transformer's space, fitted on the library's texts.
+
+    ``W`` minimises ``|[s 1] W − t|² + ridge·|W|²`` over the rows (``s`` the static vector of a skill
+    text, ``t`` the transformer vector of the same text): the transformer is the teacher, no labels.
+
+    Parameters
+    ----------
+    static_vectors : float (N, d_s)
+    target_vectors : float (N, d_t)
+    ridge : float
+
+    Returns
+    -------
+    numpy.ndarray
+        float32 (d_s + 1, d_t); the last row is the bias.
+    """
+    x = np.asarray(static_vectors, dtype=np.float64)
+    y = np.asarray(target_vectors, dtype=np.float64)
+    if x.ndim != 2 or y.ndim != 2 or x.shape[0] != y.shape[0]:
+        raise ModelError(f"cannot fit a query map from {x.shape} onto {y.shape}")
+    xb = np.hstack([x, np.ones((x.shape[0], 1))])
+    a = xb.T @ xb + ridge * np.eye(xb.shape[1])
+    return np.linalg.solve(a, xb.T @ y).astype(np.float32)
+
+
+def apply_query_map(vectors: np.ndarray, query_map: np.ndarray) -> np.ndarray:
+    """Map static vectors into the transformer's space and L2-normalise, float32 (n, d_t).
+
+    A zero input row (a text without known tokens) maps onto the normalised bias.
+    """
+    y = np.asarray(vectors, dtype=np.float32) @ query_map[:-1] + query_map[-1]
+    norms = np.linalg.norm(y, axis=1, keepdims=True)
+    return np.ascontiguousarray(y / np.where(norms > 0, norms, 1.0), dtype=np.float32)
+
+
+def default_static_folder(model: str, cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Where the static model distilled from ``model`` lives in the cache (``<cache>/static/<name>-static``)."""
+    from skillsight_fast.models.encoder import cache_root
+
+    return cache_root(cache_dir) / "static" / f"{Path(str(model)).name}-static"
+
+
+def resolve_static_model(query_model: str | os.PathLike[str] | None, teacher_model: str, *,
+                         teacher: Any = None, cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The model2vec folder of a static tier: ``query_model`` if given, else the one distilled from
+    ``teacher_model`` (distilled into the cache on first use: about a minute on two cores).
+
+    Raises
+    ------
+    ModelError
+        ``query_model`` is not a model2vec folder.
+    """
+    if query_model is not None:
+        folder = Path(query_model).expanduser().absolute()
+        if not is_static_model_dir(folder):
+            raise ModelError(f"{folder} is not a model2vec folder (config.json with model_type model2vec, "
+                             "model.safetensors, tokenizer.json)")
+        return folder
+    folder = default_static_folder(teacher_model, cache_dir)
+    if not is_static_model_dir(folder):
+        from skillsight_fast.models.distill import distill_to_folder
+        from skillsight_fast.models.encoder import load_encoder
+
+        import shutil
+        import tempfile
+
+        logger.warning("distilling a static encoder from %s into %s (once; about a minute)", teacher_model, folder)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
+        try:
+            distill_to_folder(teacher if teacher is not None else load_encoder(teacher_model), tmp)
+            try:
+                os.rename(tmp, folder)  # a concurrent distillation may have won: keep its folder
+            except OSError:
+                if not is_static_model_dir(folder):
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return folder
