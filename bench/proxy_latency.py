@@ -93,7 +93,8 @@ async def measure(runs: int, warm: int) -> dict:
     errlog = open(os.devnull, "w")
     with tempfile.TemporaryDirectory() as tmp:
         cfg = Path(tmp) / "servers.json"
-        cfg.write_text(json.dumps({"mcpServers": {n: {"command": c, "args": args[n]} for n, c in servers.items()}}))
+        block = {n: {"command": c, "args": args[n]} for n, c in servers.items()}
+        cfg.write_text(json.dumps({"mcpServers": block}))
 
         async with stdio_client(StdioServerParameters(command=servers["git"]), errlog=errlog) as (r, w):
             async with ClientSession(r, w) as git:
@@ -106,8 +107,9 @@ async def measure(runs: int, warm: int) -> dict:
                 out["direct_call_time"] = _stats(await _timed(
                     lambda i: tm.call_tool("get_current_time", {"timezone": "Asia/Tokyo"}), runs, warm))
 
-        proxy_cmd = StdioServerParameters(command=sys.executable, env={"PYTHONPATH": str(ROOT)},
-                                          args=["-m", "skillsight_fast.cli", "serve", "--mcp", "--proxy", str(cfg), "-q"])
+        proxy_cmd = StdioServerParameters(
+            command=sys.executable, env={"PYTHONPATH": str(ROOT)},
+            args=["-m", "skillsight_fast.cli", "serve", "--mcp", "--proxy", str(cfg), "-q"])
         t0 = time.perf_counter()
         async with stdio_client(proxy_cmd, errlog=errlog) as (r, w):
             async with ClientSession(r, w) as px:
@@ -164,8 +166,8 @@ def main() -> int:
             if isinstance(val, dict) and "median_ms" in val:
                 print(f"{key:<28} median {val['median_ms']:8.2f} ms   p90 {val['p90_ms']:8.2f} ms")
         print(f"start to first search {out['proxy_start_to_first_search']['s']} s; added per forwarded call "
-              f"{out['added_per_forwarded_call_ms']} ms; {out['n_tools']} tools; {out['cpu']}, {out['cores']} cores, "
-              f"load {out['load_before']} -> {out['load_after']}")
+              f"{out['added_per_forwarded_call_ms']} ms; {out['n_tools']} tools; {out['cpu']}, "
+              f"{out['cores']} cores, load {out['load_before']} -> {out['load_after']}")
     return 0
 
 

@@ -21,7 +21,8 @@ def test_operations_become_tools_with_resolved_schemas():
     add = tools["addPet"]
     assert add.description.endswith("HTTP: POST /pets")
     body = add.input_schema["properties"]["body"]  # #/components/schemas/NewPet, resolved
-    assert body["required"] == ["name"] and body["x-in"] == "body" and add.input_schema["required"] == ["body"]
+    assert body["required"] == ["name"] and body["x-in"] == "body"
+    assert add.input_schema["required"] == ["body"]
     find = tools["findPets"].input_schema
     assert find["properties"]["limit"]["type"] == "integer" and find["properties"]["tags"]["x-in"] == "query"
     assert "required" not in find

@@ -44,7 +44,8 @@ def as_index(index: Any) -> Any:
     return index
 
 
-def hits(index: Any, query: str, k: int, abstention: Abstention | None, knobs: Mapping[str, Any]) -> list[Hit]:
+def hits(index: Any, query: str, k: int, abstention: Abstention | None,
+         knobs: Mapping[str, Any]) -> list[Hit]:
     """The hits of one query through the one find use case (empty when it abstains)."""
     return find_skills(index, [query], k, abstention=abstention, **dict(knobs))[0].hits
 

@@ -36,15 +36,16 @@ def registry_skills(registry: Mapping[str, Any], text: str = DEFAULT_TOOL_TEXT) 
     out = []
     for key, tool in registry.items():
         schema = tool.get_input_schema().model_json_schema() if hasattr(tool, "get_input_schema") else {}
-        skill = tool_skill(Tool(server="registry", name=str(tool.name), description=str(tool.description or ""),
-                                input_schema=schema), text)
+        skill = tool_skill(Tool(server="registry", name=str(tool.name),
+                                description=str(tool.description or ""), input_schema=schema), text)
         out.append(Skill(id=str(key), name=skill.name, description=skill.description,
                          body=tool_body(schema, text)))
     return out
 
 
 def make_retrieve_tools(index: Any, k: int = 3, *, abstention: Abstention | None = None,
-                        registry: Mapping[str, Any] | None = None, **knobs: Any) -> Callable[[str], list[str]]:
+                        registry: Mapping[str, Any] | None = None,
+                        **knobs: Any) -> Callable[[str], list[str]]:
     """A ``retrieve_tools(query) -> list of tool ids`` function for ``create_agent``.
 
     Parameters

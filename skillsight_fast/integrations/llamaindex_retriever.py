@@ -46,10 +46,12 @@ class SkillsightRetriever(_base.BaseRetriever):  # type: ignore[misc, name-defin
 
     def _retrieve(self, query_bundle: Any) -> list[Any]:
         out = []
-        for rank, h in enumerate(hits(self.index, query_bundle.query_str, self.k, self.abstention, self.knobs), 1):
+        found = hits(self.index, query_bundle.query_str, self.k, self.abstention, self.knobs)
+        for rank, h in enumerate(found, 1):
             # the evidence list stays out of the text the LLM sees, in metadata only
             meta = hit_metadata(h, rank)
             node = _schema.TextNode(id_=h.id, text=hit_text(self.index, h, self.include_body), metadata=meta,
-                                    excluded_llm_metadata_keys=list(meta), excluded_embed_metadata_keys=list(meta))
+                                    excluded_llm_metadata_keys=list(meta),
+                                    excluded_embed_metadata_keys=list(meta))
             out.append(_schema.NodeWithScore(node=node, score=h.score))
         return out

@@ -154,7 +154,9 @@ def _input_schema(resolver: _Resolver, params: list[Any], body: Any) -> dict[str
 def _first_media(content: Mapping[str, Any]) -> Any:
     media = content.get("application/json")
     if media is None:
-        media = next((m for k, m in content.items() if "json" in k), None) or next(iter(content.values()), None)
+        media = next((m for k, m in content.items() if "json" in k), None)
+        if media is None:
+            media = next(iter(content.values()), None)
     return media.get("schema") if isinstance(media, Mapping) else None
 
 
@@ -178,7 +180,7 @@ class _Resolver:
 
     def follow(self, node: Any, depth: int = 0) -> Any:
         """``node`` itself, or what its (chain of) local ``$ref`` points at."""
-        while isinstance(node, Mapping) and isinstance(node.get("$ref"), str) and node["$ref"].startswith("#/"):
+        while isinstance(node, Mapping) and str(node.get("$ref", "")).startswith("#/"):
             if depth >= MAX_REF_DEPTH:
                 return {}
             target = self.lookup(node["$ref"])

@@ -313,6 +313,7 @@ class ToolProxy:
         self.start_timeout, self.call_timeout = float(start_timeout), float(call_timeout)
         self.errlog = errlog if errlog is not None else sys.stderr
         self._encoder = encoder
+        self._encoder_error = ""
         self._vectors: dict[str, np.ndarray] = {}  # tool text -> embedding (re-index encodes new texts only)
         self._index: Any = None
         self._index_tools: dict[str, tuple[Upstream, Any]] = {}
@@ -369,7 +370,12 @@ class ToolProxy:
         from skillsight_fast.models.encoder import load_encoder
 
         config = IndexConfig()
-        self._encoder = await anyio.to_thread.run_sync(lambda: load_encoder(config.model, int8=config.int8))
+        try:
+            self._encoder = await anyio.to_thread.run_sync(
+                lambda: load_encoder(config.model, int8=config.int8))
+        except Exception as exc:  # no model package, broken model: searches say so, calls still work
+            self._encoder_error = _detail(exc)
+            logger.error("tool proxy: cannot load the encoder: %s", self._encoder_error)
 
     async def wait_ready(self) -> None:
         """Wait until every server was tried once and the first index is built."""
@@ -445,6 +451,9 @@ class ToolProxy:
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
             raise QueryError(f"'k' must be an integer from 1 to {MAX_K}, got {k!r}")
         await self.wait_ready()
+        if self._encoder is None:
+            raise SkillsightError(f"tool search is unavailable: the encoder could not be loaded "
+                                  f"({self._encoder_error or 'unknown error'})")
         await self._ensure_index()
         index, entries = self._index, self._index_tools
         rule = self.abstention.to_dict() if self.abstention else None
@@ -525,12 +534,17 @@ class ToolProxy:
         """The SDK tool objects of the pinned tools whose servers listed them (under their own names)."""
         if self.pins:
             await self.wait_ready()
-        out = []
+        out, names = [], {SEARCH_TOOL, CALL_TOOL}
         for pin in self.pins:
             server, _, tool = pin.partition("/")
             t = self.upstreams[server].tools.get(tool)
-            if t is not None:
-                out.append(t)
+            if t is None:
+                continue
+            if str(t.name) in names:  # a clash with the proxy's tools or another pin: search finds it
+                logger.warning("pinned tool %r is not listed: its name %r is taken", pin, t.name)
+                continue
+            names.add(str(t.name))
+            out.append(t)
         return out
 
 

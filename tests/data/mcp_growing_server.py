@@ -1,8 +1,12 @@
 """A real MCP server (official SDK) whose tool list grows: ``add_tool`` adds one and says so.
 
+``crash`` makes the process exit during the call (for the proxy's restart path).
+
 Used by tests/test_tools_proxy.py to check that the proxy re-indexes on
 ``notifications/tools/list_changed``. Run: ``python mcp_growing_server.py`` (stdio).
 """
+
+import os
 
 from mcp.server.mcpserver import Context, MCPServer
 
@@ -23,6 +27,12 @@ async def add_tool(name: str, description: str, ctx: Context) -> str:
     server.add_tool(new_tool, name=name, description=description)
     await ctx.session.send_tool_list_changed()
     return f"added {name}"
+
+
+@server.tool()
+def crash() -> str:
+    """Exit the server process in the middle of this call."""
+    os._exit(3)
 
 
 if __name__ == "__main__":
