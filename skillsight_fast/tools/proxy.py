@@ -530,22 +530,29 @@ class ToolProxy:
         except Exception as exc:  # a transport failure: report it, keep the proxy
             return _error_result(f"server {up.name!r} failed the call to {tool!r}: {_detail(exc)}")
 
-    async def pinned_tools(self) -> list[Any]:
-        """The SDK tool objects of the pinned tools whose servers listed them (under their own names)."""
-        if self.pins:
-            await self.wait_ready()
-        out, names = [], {SEARCH_TOOL, CALL_TOOL}
+    def pinned(self) -> dict[str, tuple[str, Any]]:
+        """``{listed name: (server/tool, SDK tool)}`` of the pinned tools their servers listed.
+
+        A pin whose name is taken (by the proxy's own tools or an earlier pin) is left out (search
+        still finds it).
+        """
+        out: dict[str, tuple[str, Any]] = {}
         for pin in self.pins:
             server, _, tool = pin.partition("/")
             t = self.upstreams[server].tools.get(tool)
             if t is None:
                 continue
-            if str(t.name) in names:  # a clash with the proxy's tools or another pin: search finds it
+            if str(t.name) in out or str(t.name) in (SEARCH_TOOL, CALL_TOOL):
                 logger.warning("pinned tool %r is not listed: its name %r is taken", pin, t.name)
                 continue
-            names.add(str(t.name))
-            out.append(t)
+            out[str(t.name)] = (pin, t)
         return out
+
+    async def pinned_tools(self) -> list[Any]:
+        """The SDK tool objects of the pinned tools (under their own names), once the servers were tried."""
+        if self.pins:
+            await self.wait_ready()
+        return [t for _, t in self.pinned().values()]
 
 
 def _error_result(message: str) -> Any:
@@ -628,10 +635,9 @@ def build_proxy_server(proxy: ToolProxy) -> Any:
                 return _json_result(await proxy.search(args.get("task"), args.get("k", 5)))
             if name == CALL_TOOL:
                 return await proxy.call(args.get("name"), args.get("arguments"))
-            pinned = {str(t.name): pin for pin in proxy.pins
-                      if (t := proxy.upstreams[pin.partition("/")[0]].tools.get(pin.partition("/")[2]))}
+            pinned = proxy.pinned()
             if name in pinned:
-                return await proxy.call(pinned[name], args)
+                return await proxy.call(pinned[name][0], args)
             return _error_result(f"unknown tool {name!r}: this server has {SEARCH_TOOL} and {CALL_TOOL}")
         except SkillsightError as exc:  # bad input: the agent sees the reason and can correct it
             return _error_result(str(exc))
