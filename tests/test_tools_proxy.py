@@ -194,3 +194,48 @@ def test_proxy_bad_input_is_a_message(tmp_path, capsys):
         ToolProxy([ServerConfig(name="a", command="x")], pins=["b/tool"])
     with pytest.raises(SkillFormatError, match="unique"):
         ToolProxy([ServerConfig(name="a", command="x"), ServerConfig(name="a", command="y")])
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_proxy_over_streamable_http_upstream():
+    import socket
+
+    from skillsight_fast.tools.catalog import parse_server_arg
+    from skillsight_fast.tools.proxy import ToolProxy
+
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, str(GROWING), "--http", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    pytest.fail("the HTTP MCP server did not start")
+                time.sleep(0.1)
+        proxy = ToolProxy([parse_server_arg(f"web=http://127.0.0.1:{port}/mcp")], encoder=HashEncoder())
+
+        async def run():
+            async with proxy.running():
+                found = await proxy.search("add a new tool to this server", 2)
+                assert found["tools"][0]["name"] == "web/add_tool"
+                res = await proxy.call("web/add_tool", {"name": "shout", "description": "Say text loudly"})
+                assert not res.is_error, _text(res)
+                # callable at once: a name missing from the last listing makes the proxy list again
+                assert _text(await proxy.call("web/shout", {"text": "hi"})) == "shout: hi"
+                assert "web/shout" in [t["name"] for t in (await proxy.search("say text loudly", 2))["tools"]]
+
+        anyio.run(run)
+    finally:
+        server.terminate()
+        server.wait(10)

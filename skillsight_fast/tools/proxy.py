@@ -515,6 +515,8 @@ class ToolProxy:
         except UpstreamError as exc:
             return _error_result(str(exc))
         if tool not in up.tools:
+            await up.refresh()  # a tool added since the last listing (its notification may be on its way)
+        if tool not in up.tools:
             return _error_result(f"server {up.name!r} has no tool {tool!r}: "
                                  f"use a name returned by {SEARCH_TOOL}")
         try:

@@ -3,7 +3,8 @@
 ``crash`` makes the process exit during the call (for the proxy's restart path).
 
 Used by tests/test_tools_proxy.py to check that the proxy re-indexes on
-``notifications/tools/list_changed``. Run: ``python mcp_growing_server.py`` (stdio).
+``notifications/tools/list_changed``. Run: ``python mcp_growing_server.py`` (stdio) or
+``python mcp_growing_server.py --http PORT`` (streamable HTTP on 127.0.0.1:PORT/mcp).
 """
 
 import os
@@ -36,4 +37,9 @@ def crash() -> str:
 
 
 if __name__ == "__main__":
-    server.run("stdio")
+    import sys
+
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":  # streamable HTTP on loopback, path /mcp
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run("stdio")
