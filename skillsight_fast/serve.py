@@ -321,7 +321,10 @@ def build_mcp_server(service: SkillService) -> Any:
 
 def run_mcp(service: SkillService) -> None:
     """Serve the MCP tools over stdio until the client closes the connection."""
-    build_mcp_server(service).run("stdio")
+    from skillsight_fast.stdin_filter import filtered_stdin
+
+    with filtered_stdin():  # a lone surrogate escape would make the SDK drop the request
+        build_mcp_server(service).run("stdio")
 
 
 # ---------------------------------------------------------------------- HTTP

@@ -156,8 +156,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"skillsight MCP server: loading {args.index} in the background, abstention {threshold}; "
                   "on stdio", file=sys.stderr)
+        from skillsight_fast.stdin_filter import filtered_stdin
+
         try:
-            server.run("stdio")
+            with filtered_stdin():  # a lone surrogate escape would make the SDK drop the request
+                server.run("stdio")
         finally:
             if side is not None:
                 endpoint.withdraw(args.index)

@@ -663,4 +663,7 @@ def run_proxy(proxy: ToolProxy) -> None:
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
 
-    anyio.run(main)
+    from skillsight_fast.stdin_filter import filtered_stdin
+
+    with filtered_stdin():  # a lone surrogate escape would make the SDK drop the request
+        anyio.run(main)
