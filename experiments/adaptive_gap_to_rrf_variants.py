@@ -59,6 +59,11 @@ from skillsight_fast.scan import build_scan
 DATA = Path(__file__).resolve().parent.parent / "data"
 
 
+
+def namedesc_emb(ctx: EvalContext) -> np.ndarray:
+    """Embedding of ``name + "\\n" + description`` only (a second, cheap document vector; cached)."""
+    return ctx.embeddings("namedesc", [f"{d.name}\n{d.description}" for d in ctx.dataset.docs])
+
 def unit(x: np.ndarray) -> np.ndarray:
     return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
 
@@ -80,7 +85,7 @@ def lexical_sides(idx, texts: list[str], cand: np.ndarray) -> dict[str, np.ndarr
 
 def sbc_off(ctx: EvalContext, short: bool = False) -> list[str]:
     ds = ctx.dataset
-    docs = ctx.namedesc_emb if short else ctx.doc_emb
+    docs = namedesc_emb(ctx) if short else ctx.doc_emb
     idx = ctx.index(IndexConfig(), embeddings=docs) if short else ctx.index(IndexConfig())
     assert idx.decisions.lexical == "bm25"
     kc = min(len(idx), idx.config.candidates)
@@ -119,7 +124,7 @@ def mix(ctx: EvalContext) -> list[str]:
     ds = ctx.dataset
     base = ctx.index(IndexConfig())
     on = base.decisions.background
-    vectors = unit(ctx.doc_emb + ctx.namedesc_emb)
+    vectors = unit(ctx.doc_emb + namedesc_emb(ctx))
     mixed = ctx.index(IndexConfig() if on else IndexConfig(rank=0), embeddings=vectors)
     return [f"{'on' if on else 'off'}", fmt(evaluate(ctx.search(base), ds.gold)),
             fmt(evaluate(ctx.search(mixed), ds.gold))]

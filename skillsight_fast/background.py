@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from skillsight_fast.config import BM25_B, BM25_K1  # noqa: F401 - the BM25 constants, owned by config
 from skillsight_fast.kernels import token_directions
 
 
@@ -21,9 +22,6 @@ def lec_weights(idf: np.ndarray, df: np.ndarray, n_docs: int, beta: float = 1.0)
     return (idf.astype(np.float64) * np.power(np.clip(frac, 0.0, 1.0), beta)).astype(np.float32)
 
 
-#: BM25 constants of the "bm25" lexical side (Lucene / Robertson defaults, not tuned).
-BM25_K1 = 1.2
-BM25_B = 0.75
 
 
 def bm25_idf(df: np.ndarray, n_docs: int) -> np.ndarray:

@@ -12,6 +12,10 @@ BACKGROUND_TOKENS = ("low_idf", "all", "random", "high_idf")
 #: Fusion modes (the fusion kernel numbers them in this order).
 FUSIONS = ("eq15", "convex", "rrf", "dense", "lexical")
 LEXICAL_SIDES = ("lec", "bm25")
+#: BM25 constants of the lexical side (Lucene / Robertson defaults, not tuned); the kernels'
+#: defaults, the index and the bm25s baselines use them.
+BM25_K1 = 1.2
+BM25_B = 0.75
 #: Dense candidate scans (skillsight_fast.scan; kept here so the config imports nothing heavy).
 SCAN_CHOICES = ("exact", "int8", "ivf", "auto")
 #: Lexical side of the adaptive default (Rule 3 of docs/ADAPTIVE.md); adaptive=False is the paper's LEC.

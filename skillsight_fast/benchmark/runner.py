@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from skillsight_fast.background import bm25_idf
+from skillsight_fast.background import BM25_B, BM25_K1, bm25_idf
 from skillsight_fast.kernels._flags import JIT
 
 logger = logging.getLogger(__name__)
@@ -85,11 +85,12 @@ def time_round_robin(arms: dict[str, Callable[[int], Any]], reps: int, timings: 
             timings.add(name, time.perf_counter() - t0)
 
 
-def bm25_retriever(index, k1: float = 1.5, b: float = 0.75):
+def bm25_retriever(index, k1: float = BM25_K1, b: float = BM25_B):
     """A ``bm25s.BM25`` over the index's own lexicon (binary tf, Lucene idf), built directly.
 
     Using the same token sets as SkillSight's lexicon keeps the comparison about the scoring kernel,
     not the tokeniser; the eager score matrix is what ``bm25s.BM25.index`` would compute with tf = 1.
+    k1 and b are the index's own BM25 constants (the eval's bm25 baseline uses them too).
     """
     import bm25s
 

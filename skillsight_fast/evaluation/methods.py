@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from skillsight_fast.background import BM25_B, BM25_K1
 from skillsight_fast.config import DEFAULT_MODEL
 from skillsight_fast.evaluation.cache import EmbeddingCache, texts_sha
 from skillsight_fast.evaluation.datasets import Dataset
@@ -144,11 +145,6 @@ class EvalContext:
         return apply_query_map(static.encode(self.dataset.query_texts), query_map)
 
     @cached_property
-    def namedesc_emb(self) -> np.ndarray:
-        """Embedding of ``name + "\\n" + description`` only (a second, cheap document vector)."""
-        return self.embeddings("namedesc", [f"{d.name}\n{d.description}" for d in self.dataset.docs])
-
-    @cached_property
     def lexicon(self) -> Any:
         from skillsight_fast.lexicon import Lexicon
 
@@ -174,7 +170,7 @@ class EvalContext:
         import bm25s
 
         tokens = bm25s.tokenize(self.dataset.texts, stopwords="en", show_progress=False)
-        retriever = bm25s.BM25(k1=1.2, b=0.75)
+        retriever = bm25s.BM25(k1=BM25_K1, b=BM25_B)  # the index's BM25 constants
         retriever.index(tokens, show_progress=False)
         q_tokens = bm25s.tokenize(self.dataset.query_texts, stopwords="en", return_ids=False, show_progress=False)
         out = np.zeros((self.n_queries, len(self.dataset.docs)), np.float32)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from skillsight_fast.config import BM25_B, BM25_K1
 from skillsight_fast.kernels._flags import JIT, PARALLEL_JIT
 from skillsight_fast.kernels._launch import parallel_launch
 from skillsight_fast.kernels._prefetch import prefetch
@@ -229,8 +230,8 @@ def score_bm25_candidates(
     doc_len: np.ndarray,
     idf: np.ndarray,
     *,
-    k1: float = 1.2,
-    b: float = 0.75,
+    k1: float = BM25_K1,
+    b: float = BM25_B,
     avgdl: float | None = None,
 ) -> np.ndarray:
     """BM25 s(d) = Σ_{t∈Q'∩d} idf(t)·tf(t,d)·(k1 + 1) / (tf(t,d) + k1·(1 − b + b·|d|/avgdl)).
