@@ -58,9 +58,13 @@ IVF_MIN_POINTS_PER_CELL = 39
 IVF_TRAIN_POINTS_PER_CELL = 64
 #: k-means iterations (faiss default 25; 10 is enough for a candidate stage and 2.5x cheaper).
 IVF_TRAIN_ITERATIONS = 10
-#: Cells visited per query, as a share of the cells, with a floor of IVF_MIN_NPROBE (docs/LARGE.md).
+#: Cells visited per query, with a floor of IVF_MIN_NPROBE (docs/LARGE.md).
 IVF_NPROBE = 64
 IVF_MIN_NPROBE = 8
+#: When the default would visit more than this share of the cells, it visits all of them: the scan
+#: then costs at most 1/share of the visit it replaces and loses nothing (small libraries, where a
+#: few coarse cells split real neighbours apart).
+IVF_FULL_VISIT_SHARE = 0.5
 #: An update reuses the trained IVF cells while the library stays within this factor of the size
 #: they were trained on (re-adding every vector is one assignment pass; re-training is k-means).
 IVF_RETRAIN_FACTOR = 2.0
@@ -91,8 +95,12 @@ def ivf_nlist(n_docs: int) -> int:
 
 
 def ivf_nprobe(nlist: int) -> int:
-    """Default cells visited per query: :data:`IVF_NPROBE`, at least IVF_MIN_NPROBE, at most ``nlist``."""
-    return int(max(1, min(nlist, max(IVF_MIN_NPROBE, IVF_NPROBE))))
+    """Default cells visited per query: :data:`IVF_NPROBE` (at least IVF_MIN_NPROBE), or every cell
+    when that would be more than :data:`IVF_FULL_VISIT_SHARE` of them."""
+    nprobe = max(IVF_MIN_NPROBE, IVF_NPROBE)
+    if nprobe > IVF_FULL_VISIT_SHARE * nlist:
+        return int(max(1, nlist))
+    return int(nprobe)
 
 
 def _require_faiss() -> Any:

@@ -205,3 +205,13 @@ def test_lexicon_reuse_rows_equals_a_full_build():
             assert x.dtype == y.dtype and np.array_equal(x, y), name
     with pytest.raises(ValueError, match="texts"):
         Lexicon.build(["a b"]).reuse_rows(np.array([-1, -1]), ["x"])
+
+
+def test_default_nprobe_visits_every_cell_when_the_default_would_visit_most_of_them():
+    from skillsight_fast.scan import IVF_NPROBE, ivf_nlist, ivf_nprobe
+
+    assert ivf_nprobe(1) == 1 and ivf_nprobe(88) == 88 and ivf_nprobe(2 * IVF_NPROBE - 1) == 2 * IVF_NPROBE - 1
+    assert ivf_nprobe(2 * IVF_NPROBE) == IVF_NPROBE and ivf_nprobe(4000) == IVF_NPROBE
+    # a library the size of the shared datasets is scanned whole; a large one visits 64 cells
+    assert ivf_nprobe(ivf_nlist(3_646)) == ivf_nlist(3_646)
+    assert ivf_nprobe(ivf_nlist(1_000_000)) == IVF_NPROBE
