@@ -57,7 +57,7 @@ def test_bench_no_model_writes_the_required_json(tiny_index, tmp_path, capsys):
     assert "| skills |" in capsys.readouterr().out
 
 
-def test_scale_up_keeps_the_real_rows_and_grows_the_vocabulary(tiny_index):
+def test_scale_up_keeps_the_real_rows_and_grows_the_vocabulary(tiny_index, tmp_path):
     import numpy as np
 
     from skillsight_fast.benchmark.synthetic import scale_up
@@ -78,3 +78,8 @@ def test_scale_up_keeps_the_real_rows_and_grows_the_vocabulary(tiny_index):
     again, _ = scale_up(base, n_real * 4, seed=3)  # seeded
     np.testing.assert_array_equal(again.lexicon.doc_terms, lex.doc_terms)
     np.testing.assert_array_equal(again.embeddings, syn.embeddings)
+    # a scaled-up index is a valid index: it saves and loads through the validating loader
+    big, _ = scale_up(base, n_real * 40, seed=1)
+    assert len(big.lexicon.vocab) > len(base.lexicon.vocab) + 10  # enough new terms to need ordering
+    loaded = SkillIndex.load(big.save(tmp_path / "syn"))
+    assert loaded.lexicon.vocab == big.lexicon.vocab and len(loaded) == len(big)

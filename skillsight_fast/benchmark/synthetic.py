@@ -147,7 +147,9 @@ def scale_up(index, n_docs: int, *, seed: int = 0, keep: float = 0.85, new_share
     del work
     n_terms = v0 + max(n_new, 0)
     post_indptr, post_docs = transpose_csr(doc_indptr, doc_terms, n_terms)
-    vocab = list(lex.vocab) + [f"zzsyn{i}" for i in range(max(n_new, 0))]
+    # "{" sorts after every analyser character ([a-z0-9_]) and the ids are zero-padded: the vocabulary
+    # stays sorted, as an index requires
+    vocab = list(lex.vocab) + [f"{{syn{i:08d}}}" for i in range(max(n_new, 0))]
     lexicon = Lexicon(vocab, doc_indptr, doc_terms, post_indptr, post_docs)
     if index.lexicon.has_tf:  # same kernel as the real index (tf values do not change its cost)
         lexicon.doc_tf = np.ones(doc_terms.shape[0], np.uint16)
