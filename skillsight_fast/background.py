@@ -126,11 +126,18 @@ def estimate_background(
         Fixed rank instead of the effective rank.
     """
     d = docs.shape[1]
-    g = token_directions(terms, post_indptr, post_docs, docs).astype(np.float64)
-    mean = docs.astype(np.float64).mean(axis=0, keepdims=True) if docs.shape[0] else np.zeros((1, d))
-    cols = np.vstack([g, mean])
+    g = token_directions(terms, post_indptr, post_docs, docs)
+    # one float64 matrix, normalised in place (the same values as stacking, masking and dividing
+    # copies, without three extra (m, d) float64 copies: m is large when few documents are huge)
+    cols = np.empty((g.shape[0] + 1, d), np.float64)
+    cols[:-1] = g
+    del g
+    cols[-1] = docs.astype(np.float64).mean(axis=0) if docs.shape[0] else 0.0
     norms = np.linalg.norm(cols, axis=1, keepdims=True)
-    cols = cols[norms[:, 0] > 0] / norms[norms[:, 0] > 0]
+    keep = norms[:, 0] > 0
+    if not keep.all():
+        cols, norms = cols[keep], norms[keep]
+    cols /= norms
     if cols.shape[0] == 0:
         return Background(np.zeros((0, d), np.float32), np.zeros(0, np.float32), 0, 0)
     _, s, vt = np.linalg.svd(cols, full_matrices=False)
