@@ -365,6 +365,19 @@ class SkillIndex:
         self.state.roots = [str(r) for r in roots]
 
     @property
+    def pins(self) -> list[str]:
+        """Ids of the skills every :func:`~skillsight_fast.find.find_skills` answer starts with."""
+        return self.state.pins
+
+    @pins.setter
+    def pins(self, pins: Sequence[str]) -> None:
+        known = set(self.ids)
+        unknown = [p for p in pins if p not in known]
+        if unknown:
+            raise SkillsightError(f"cannot pin unknown skill id(s): {', '.join(map(repr, unknown[:5]))}")
+        self.state.pins = list(dict.fromkeys(pins))
+
+    @property
     def flags(self) -> list[list[str]]:
         """Per skill, the reasons the prompt-injection scan flagged it ([] = clean)."""
         return self.state.flags  # type: ignore[return-value]

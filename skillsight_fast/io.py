@@ -194,6 +194,7 @@ def _save_unlocked(state: IndexState, directory: Path, extra_files: dict[str, by
             "scan": scan_section,
             "files": files,
             "roots": [str(r) for r in state.roots],
+            "pins": list(state.pins),
             "injection_scan": {"version": SCAN_VERSION,
                                "flagged": {str(i): list(r) for i, r in enumerate(state.flags or []) if r}},
         }
@@ -392,6 +393,9 @@ def check_manifest_schema(manifest: dict[str, Any], path: Path) -> None:
     roots = manifest.get("roots", [])
     if not isinstance(roots, list) or not all(isinstance(r, str) for r in roots):
         raise bad("'roots' must be a list of strings")
+    pins = manifest.get("pins", [])
+    if not isinstance(pins, list) or not all(isinstance(r, str) for r in pins):
+        raise bad("'pins' must be a list of skill ids")
 
 
 def _load_array(directory: Path, name: str, entry: dict[str, Any], mmap: bool, verify: bool) -> np.ndarray:
@@ -569,7 +573,7 @@ def _load_once(directory: Path, *, mmap: bool, verify: bool) -> tuple[IndexState
         scan = _load_scan(directory, manifest, dense.embeddings_perp, mmap=mmap, verify=verify)
         state = IndexState(skills=skills, dense=dense, lexical=lexical, decisions=decisions, stats=stats,
                            config=config, model=model, scan=scan, roots=list(manifest.get("roots", [])),
-                           flags=_read_flags(manifest, n, directory))
+                           flags=_read_flags(manifest, n, directory), pins=list(manifest.get("pins", [])))
     except IndexFormatError as exc:
         if str(exc).startswith(("array ", "vocab.json:", "skills.jsonl:", "manifest ", "doc_tf ", "unknown ")):
             raise IndexFormatError(f"{directory}: {exc}") from None

@@ -5,7 +5,9 @@ request, so every request costs one query encoding plus about a millisecond of s
 
 Tools (MCP) and routes (HTTP):
 
-* ``find_skills(task, k=5)`` / ``POST /search {"task", "k"}``: the best skills for a task, each with
+* ``find_skills(task, k=5, tags, source, cut, collapse)`` / ``POST /search {"task", "k", ...}``: the
+  best skills for a task (filters, pins, per-hit cut and duplicate collapse of
+  :func:`~skillsight_fast.find.find_skills`), each with
   its name, description, path, score, score parts (cosine qᵀd, dense s⊥, lexical) and the query's
   evidence tokens it contains; hits below the abstention threshold (``--min-cosine``/``--min-score``
   or the index's ``calibration.json``) are dropped, so a task that no skill fits gets an empty list.
@@ -158,21 +160,31 @@ class SkillService:
         self.find("warm up the skill search", 1)
 
     # ------------------------------------------------------------------ search
-    def find(self, task: Any, k: Any = 5) -> dict[str, Any]:
+    def find(self, task: Any, k: Any = 5, *, tags: Any = None, source: Any = None, cut: Any = "task",
+             collapse: Any = True) -> dict[str, Any]:
         """Hits for one task, as JSON-able dicts (see the module docstring); each hit carries its
         ``uri`` (``skill://<id>/SKILL.md``), and the answer the catalog ``version`` it came from.
+
+        ``tags``, ``source``, ``cut`` and ``collapse`` are those of
+        :func:`~skillsight_fast.find.find_skills` (pinned skills come first in every answer).
 
         Raises
         ------
         QueryError
-            ``task`` is not a non-empty string, or ``k`` is not an integer in 1..100.
+            ``task`` is not a non-empty string, ``k`` is not an integer in 1..100, or a filter,
+            ``cut`` or ``collapse`` is malformed.
         """
         if not isinstance(task, str):
             raise QueryError("'task' must be a string")
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_SERVE_K:
             raise QueryError(f"'k' must be an integer from 1 to {MAX_SERVE_K}, got {k!r}")
+        if tags is not None and not isinstance(tags, (list, str)):
+            raise QueryError("'tags' must be a list of strings")
+        if not isinstance(collapse, bool):
+            raise QueryError("'collapse' must be true or false")
         cat = self.catalog()
-        answer = find_skills(cat.index, [task], k, abstention=cat.abstention, lock=self._lock)[0]
+        answer = find_skills(cat.index, [task], k, abstention=cat.abstention, lock=self._lock, tags=tags,
+                             source=source, cut=cut, collapse=collapse)[0]
         out = answer.to_dict(digits=6)
         for hit in out["hits"]:
             hit["uri"] = skill_uri(hit["id"])
@@ -285,19 +297,30 @@ def build_mcp_server(service: SkillService) -> Any:
     )
 
     @server.tool()
-    async def find_skills(task: str, k: int = 5) -> dict[str, Any]:
+    async def find_skills(task: str, k: int = 5, tags: list[str] | None = None, source: str | None = None,
+                          cut: str = "task", collapse: bool = True) -> dict[str, Any]:
         """Find the skills that fit a task, best first.
 
         Each hit has id, uri (the skill:// resource of its SKILL.md), name, description, path,
-        score (fused), dense and lexical score parts and evidence (the task's distinctive words the
-        skill contains). No hits means that no skill in the library fits the task well enough.
+        score (fused), dense and lexical score parts, evidence (the task's distinctive words the
+        skill contains), tags, pinned (skills the library always returns first) and copies (ids of
+        duplicates of this skill folded into it). No hits means that no skill in the library fits
+        the task well enough.
 
         Args:
             task: The task, in natural language.
-            k: How many skills to return (1 to 100).
+            k: At most how many skills to return (1 to 100), besides the pinned ones.
+            tags: Only skills that carry all of these tags.
+            source: Only skills from this folder (or id prefix).
+            cut: "task" drops all hits when the best one is below the threshold; "hit" drops each
+                hit below it, so fewer than k come back when fewer fit.
+            collapse: Fold copies of one skill (same name, near-identical text) into one hit.
         """
+        def run() -> dict[str, Any]:
+            return service.find(task, k, tags=tags, source=source, cut=cut, collapse=collapse)
+
         try:
-            return await anyio.to_thread.run_sync(service.find, task, k)  # type: ignore[no-any-return]
+            return await anyio.to_thread.run_sync(run)  # type: ignore[no-any-return]
         except SkillsightError as exc:  # bad input: the agent sees the reason and can correct it
             raise ToolError(str(exc)) from None
 
@@ -544,7 +567,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(HTTPStatus.BAD_REQUEST, "the body must be a JSON object {\"task\": ..., \"k\": ...}")
             return
         try:
-            self._send(HTTPStatus.OK, self.service.find(payload.get("task"), payload.get("k", 5)))
+            self._send(HTTPStatus.OK, self.service.find(
+                payload.get("task"), payload.get("k", 5), tags=payload.get("tags"), source=payload.get("source"),
+                cut=payload.get("cut", "task"), collapse=payload.get("collapse", True)))
         except QueryError as exc:
             self._error(HTTPStatus.BAD_REQUEST, str(exc))
         except SkillsightError as exc:  # pragma: no cover - model or index failure

@@ -11,6 +11,7 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -24,6 +25,18 @@ _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 #: A SKILL.md larger than this is rejected (a real skill is a few to a few hundred KB).
 MAX_SKILL_BYTES = 4 * 1024 * 1024
 SKILL_FILE = "SKILL.md"
+
+#: Front-matter keys read besides ``name`` and ``description``, by the field they fill (first
+#: match wins for ``when_to_use``; list fields merge every key). Unknown keys are ignored.
+FRONT_MATTER_KEYS: dict[str, tuple[str, ...]] = {
+    "when_to_use": ("when_to_use", "when-to-use", "whenToUse"),
+    "tags": ("tags", "metadata.tags", "keywords", "category", "metadata.category"),
+    "triggers": ("triggers", "trigger", "metadata.triggers"),
+    "examples": ("examples", "example_queries", "example-queries", "use-cases", "use_cases"),
+}
+#: At most this many items of a list field are kept, each cut to MAX_FIELD_CHARS.
+MAX_FIELD_ITEMS = 32
+MAX_FIELD_CHARS = 1024
 
 
 @dataclass(frozen=True)
@@ -45,10 +58,28 @@ class Skill:
     description: str
     body: str
     path: str = ""
+    tags: tuple[str, ...] = ()
+    when_to_use: str = ""
+    triggers: tuple[str, ...] = ()
+    examples: tuple[str, ...] = ()
+
+    @property
+    def hints(self) -> str:
+        """The retrieval fields beyond name and description, one line each ("" when none).
+
+        ``when_to_use``, then ``triggers`` and ``examples`` (``; ``-joined), then ``tags``.
+        """
+        lines = [self.when_to_use, "; ".join(self.triggers), "; ".join(self.examples),
+                 ", ".join(self.tags)]
+        return "\n".join(line for line in lines if line)
 
     @property
     def text(self) -> str:
-        """The text that is embedded and analysed: name, description and body."""
+        """The text that is embedded and analysed: name, description, the other retrieval fields
+        (:attr:`hints`, only when the skill has any) and body."""
+        hints = self.hints
+        if hints:
+            return f"{self.name}\n{self.description}\n{hints}\n{self.body}"
         return f"{self.name}\n{self.description}\n{self.body}"
 
     @property
@@ -81,6 +112,9 @@ class LoadReport:
 def parse_skill_md(text: str, *, source: str = "SKILL.md") -> tuple[str, str, str]:
     """Split a SKILL.md into (name, description, body) using a real YAML parser.
 
+    :func:`parse_front_matter` keeps the whole mapping (:func:`front_matter_fields` reads the
+    other retrieval fields from it).
+
     Raises
     ------
     SkillFormatError
@@ -91,6 +125,19 @@ def parse_skill_md(text: str, *, source: str = "SKILL.md") -> tuple[str, str, st
     --------
     >>> parse_skill_md("---\\nname: pdf\\ndescription: Read PDFs.\\n---\\n# PDF\\n")
     ('pdf', 'Read PDFs.', '# PDF\\n')
+    """
+    meta, body = parse_front_matter(text, source=source)
+    return meta["name"].strip(), " ".join(meta["description"].split()), body
+
+
+def parse_front_matter(text: str, *, source: str = "SKILL.md") -> tuple[dict[str, Any], str]:
+    """The front matter of a SKILL.md (a mapping with non-empty string ``name`` and
+    ``description``) and its body.
+
+    Raises
+    ------
+    SkillFormatError
+        As :func:`parse_skill_md`.
     """
     if text.startswith("\ufeff"):
         text = text[1:]
@@ -117,8 +164,61 @@ def parse_skill_md(text: str, *, source: str = "SKILL.md") -> tuple[str, str, st
         value = meta.get(key)
         if not isinstance(value, str) or not value.strip():
             raise SkillFormatError(f"{source}: front matter needs a non-empty string '{key}'")
-    body = "".join(lines[end + 1 :])
-    return meta["name"].strip(), " ".join(meta["description"].split()), body
+    return meta, "".join(lines[end + 1 :])
+
+
+def _strings(value: Any, split: bool = False) -> list[str]:
+    """A front-matter value as a list of one-line strings (``split``: a string is comma-separated)."""
+    if isinstance(value, str):
+        items: list[Any] = value.split(",") if split else [value]
+    elif isinstance(value, list):
+        items = value
+    else:
+        return []
+    out = []
+    for item in items[:MAX_FIELD_ITEMS]:
+        if isinstance(item, (int, float)) and not isinstance(item, bool):
+            item = str(item)
+        if isinstance(item, str):
+            one = clean_text(" ".join(item.split()))[:MAX_FIELD_CHARS]
+            if one:
+                out.append(one)
+    return out
+
+
+def _lookup(meta: dict[str, Any], key: str) -> Any:
+    """``meta[key]``, where ``a.b`` reads ``meta["a"]["b"]``."""
+    value: Any = meta
+    for part in key.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    return value
+
+
+def front_matter_fields(meta: dict[str, Any]) -> dict[str, Any]:
+    """The retrieval fields of a parsed front matter (:data:`FRONT_MATTER_KEYS`), as
+    :class:`Skill` keyword arguments; values of the wrong type are ignored.
+
+    Examples
+    --------
+    >>> front_matter_fields({"tags": "pdf, documents", "when_to_use": "When a PDF is given.",
+    ...                      "metadata": {"triggers": ["merge pdf"]}, "risk": "low"})
+    {'tags': ('pdf', 'documents'), 'when_to_use': 'When a PDF is given.', 'triggers': ('merge pdf',), 'examples': ()}
+    """
+    out: dict[str, Any] = {}
+    for field_name, keys in FRONT_MATTER_KEYS.items():
+        if field_name == "when_to_use":
+            text = next((v for v in (_lookup(meta, k) for k in keys) if isinstance(v, str) and v.strip()), "")
+            out[field_name] = clean_text(" ".join(text.split()))[: 4 * MAX_FIELD_CHARS]
+            continue
+        seen: dict[str, None] = {}
+        for key in keys:
+            for item in _strings(_lookup(meta, key), split=field_name == "tags"):
+                seen.setdefault(item, None)
+        out[field_name] = tuple(seen)[:MAX_FIELD_ITEMS]
+    return {"tags": out["tags"], "when_to_use": out["when_to_use"], "triggers": out["triggers"],
+            "examples": out["examples"]}
 
 
 def read_skill_file(path: Path, skill_id: str) -> Skill:
@@ -137,8 +237,9 @@ def read_skill_file(path: Path, skill_id: str) -> Skill:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SkillFormatError(f"{path}: not valid UTF-8 (byte {exc.start})") from None
-    name, description, body = parse_skill_md(text, source=str(path))
-    return Skill(id=skill_id, name=name, description=description, body=body, path=os.path.abspath(path))
+    meta, body = parse_front_matter(text, source=str(path))
+    return Skill(id=skill_id, name=meta["name"].strip(), description=" ".join(meta["description"].split()),
+                 body=body, path=os.path.abspath(path), **front_matter_fields(meta))
 
 
 def _walk_skill_files(root: Path) -> Iterator[Path]:
@@ -181,7 +282,11 @@ def _open_text(path: Path):
 
 
 def read_jsonl(path: Path, report: LoadReport, *, strict: bool = False, skip_ids: Iterable[str] = ()) -> None:
-    """Append the records ``{id, name, description, body}`` of a .jsonl / .jsonl.gz file."""
+    """Append the records ``{id, name, description, body}`` of a .jsonl / .jsonl.gz file.
+
+    Optional keys are read as in a SKILL.md front matter (:data:`FRONT_MATTER_KEYS`: ``tags``,
+    ``when_to_use``, ``triggers``, ``examples``, ...); other keys are ignored.
+    """
     skip = set(skip_ids)
     try:
         with _open_text(path) as fh:
@@ -196,9 +301,12 @@ def read_jsonl(path: Path, report: LoadReport, *, strict: bool = False, skip_ids
                     for key in ("id", "name"):
                         if not isinstance(rec.get(key), str) or not rec[key].strip():
                             raise SkillFormatError(f"{where}: needs a non-empty string '{key}'")
-                    for key in ("description", "body"):
+                    for key in ("description", "body", "when_to_use"):
                         if not isinstance(rec.get(key, ""), str):
                             raise SkillFormatError(f"{where}: '{key}' must be a string")
+                    for key in ("tags", "triggers", "examples"):
+                        if not isinstance(rec.get(key, []), (list, str)):
+                            raise SkillFormatError(f"{where}: '{key}' must be a list of strings")
                     if clean_text(rec["id"]) != rec["id"]:
                         raise SkillFormatError(f"{where}: 'id' holds a lone surrogate")
                 except SkillFormatError as exc:
@@ -212,7 +320,7 @@ def read_jsonl(path: Path, report: LoadReport, *, strict: bool = False, skip_ids
                 # a record's "path" is not kept: a JSONL source must not point the server at a file
                 report.skills.append(
                     Skill(rec["id"], clean_text(rec["name"]), clean_text(rec.get("description", "")),
-                          clean_text(rec.get("body", "")))
+                          clean_text(rec.get("body", "")), **front_matter_fields(rec))
                 )
     except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile) as exc:
         raise SkillFormatError(f"{path}: cannot read ({exc})") from None

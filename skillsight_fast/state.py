@@ -41,21 +41,39 @@ class ArraySpec:
 
 @dataclass(frozen=True)
 class SkillMeta:
-    """What the index keeps of each skill besides its vectors."""
+    """What the index keeps of each skill besides its vectors.
+
+    ``tags`` (what ``find_skills(tags=...)`` filters on) and ``when_to_use`` (part of a host's
+    skill listing, which ``doctor`` measures) are stored only when the skill has them.
+    """
 
     id: str
     name: str
     description: str
     path: str
     sha256: str
+    tags: tuple[str, ...] = ()
+    when_to_use: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.tags, tuple):
+            object.__setattr__(self, "tags", tuple(self.tags))
 
     @classmethod
     def of(cls, skill: Any) -> "SkillMeta":
         """From a :class:`~skillsight_fast.skills.Skill`."""
-        return cls(skill.id, skill.name, skill.description, skill.path, skill.sha256)
+        return cls(skill.id, skill.name, skill.description, skill.path, skill.sha256,
+                   tuple(getattr(skill, "tags", ())), getattr(skill, "when_to_use", ""))
 
-    def to_dict(self) -> dict[str, str]:
-        return dataclasses.asdict(self)
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = dataclasses.asdict(self)
+        if not self.tags:
+            del out["tags"]
+        else:
+            out["tags"] = list(self.tags)
+        if not self.when_to_use:
+            del out["when_to_use"]
+        return out
 
 
 def remove_background(vectors: np.ndarray, basis: np.ndarray, renormalize: bool) -> np.ndarray:
@@ -352,7 +370,8 @@ class IndexState:
     ``scan`` is the dense candidate stage over ``dense.embeddings_perp`` (exact unless built
     otherwise, :mod:`skillsight_fast.scan`); ``roots`` the absolute folders the SKILL.md files were
     read from (files are served only below them); ``flags`` per skill the reasons the
-    prompt-injection scan flagged it (:mod:`skillsight_fast.injection`; [] = clean).
+    prompt-injection scan flagged it (:mod:`skillsight_fast.injection`; [] = clean); ``pins`` the
+    ids of the skills every answer of :func:`~skillsight_fast.find.find_skills` starts with.
     """
 
     skills: list[SkillMeta]
@@ -366,6 +385,8 @@ class IndexState:
     scan: Scan | None = None
     roots: list[str] = field(default_factory=list)
     flags: list[list[str]] | None = None
+    #: Ids of the skills every answer starts with (``find_skills``), in order.
+    pins: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         n = len(self.skills)

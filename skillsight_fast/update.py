@@ -131,6 +131,8 @@ def update_index(directory: str | os.PathLike[str], skills: Sequence[Skill], *, 
                                      previous_scan=old.scan)
     phase("rebuild")
     new.roots = list(roots) if roots is not None else list(old.roots)
+    kept = set(new.ids)
+    new.pins = [p for p in getattr(old, "pins", []) if p in kept]  # a pinned skill that is gone is unpinned
     calibration = read_calibration(directory)
     extra = {}
     if calibration is not None:  # keep it, noting that the corpus changed since; same swap as the index

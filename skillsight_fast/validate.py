@@ -111,13 +111,19 @@ def check_vocab(vocab: Any) -> None:
 
 
 def check_skill_records(records: Sequence[Mapping[str, Any]]) -> None:
-    """One ``{id, name, description, path, sha256}`` of strings per skill; ids unique."""
+    """One ``{id, name, description, path, sha256}`` of strings per skill (plus optional
+    ``when_to_use``, a string, and ``tags``, a list of strings); ids unique."""
     seen: set[str] = set()
     keys = ("id", "name", "description", "path", "sha256")
+    optional = {"tags", "when_to_use"}
     for row, rec in enumerate(records):
-        if not isinstance(rec, dict) or set(rec) != set(keys):
-            raise IndexFormatError(f"skills.jsonl: row {row} is not an object with exactly {', '.join(keys)}")
-        for key in keys:
+        if not isinstance(rec, dict) or not set(keys) <= set(rec) or set(rec) - set(keys) - optional:
+            raise IndexFormatError(f"skills.jsonl: row {row} is not an object with exactly {', '.join(keys)} "
+                                   f"(and optionally {', '.join(sorted(optional))})")
+        tags = rec.get("tags", [])
+        if not isinstance(tags, list) or not all(type(t) is str for t in tags):
+            raise IndexFormatError(f"skills.jsonl: row {row}: 'tags' must be a list of strings")
+        for key in (*keys, *(optional & set(rec) - {"tags"})):
             value = rec[key]
             if type(value) is not str:
                 raise IndexFormatError(f"skills.jsonl: row {row}: {key!r} must be a string")

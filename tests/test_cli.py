@@ -32,7 +32,7 @@ def test_index_search_info(library, tmp_path, capsys):
     res = json.loads(capsys.readouterr().out)
     assert res["query"] == "merge pdf pages" and len(res["hits"]) == 2
     assert res["hits"][0]["id"] == "pdf"
-    assert set(res["hits"][0]) == {"id", "name", "score", "dense", "lexical", "evidence"}
+    assert set(res["hits"][0]) == {"id", "name", "score", "dense", "lexical", "evidence", "tags", "pinned", "copies"}
     assert main(["search", "-i", str(idx), "stl volume", "--explain"]) == 0
     text = capsys.readouterr().out
     assert "mesh" in text and "evidence" in text

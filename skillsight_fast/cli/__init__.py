@@ -19,6 +19,7 @@ from skillsight_fast.errors import SkillsightError
 COMMANDS: tuple[str, ...] = (
     "skillsight_fast.cli.core", "skillsight_fast.cli.agents", "skillsight_fast.cli.evaluate",
     "skillsight_fast.cli.bench", "skillsight_fast.cli.scan", "skillsight_fast.cli.hooks",
+    "skillsight_fast.cli.authors",
 )
 
 

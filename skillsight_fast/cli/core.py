@@ -40,6 +40,8 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
                    help="lexical side fused with the dense score (default: bm25, or lec with --paper)")
     add_query_encoder_args(p)
     add_scan_args(p)
+    p.add_argument("--pin", action="append", default=[], metavar="ID",
+                   help="a skill every search returns first (repeatable; see also 'skillsight pin')")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or warnings")
     p.set_defaults(func=cmd_index)
@@ -134,8 +136,14 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     if progress_enabled(args.quiet):
         encoder = ProgressEncoder(encoder, desc=f"encoding {len(report.skills)} skills")
+    if args.pin:
+        known = {s.id for s in report.skills}
+        unknown = [p for p in args.pin if p not in known]
+        if unknown:
+            raise SkillFormatError(f"--pin: no skill has the id {unknown[0]!r}")
     index = SkillIndex.build(report.skills, encoder, config)
     index.roots = report.roots
+    index.pins = args.pin
     index.save(args.output)
     summary = {
         "output": str(args.output), "n_skills": len(index), "skipped": [str(p) for p in report.problems],
@@ -159,6 +167,14 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object per task")
     p.add_argument("--explain", action="store_true", help="show score components and evidence tokens")
     p.add_argument("--mmap", action="store_true", help="memory-map the index instead of reading it")
+    p.add_argument("--tag", action="append", default=None, metavar="TAG",
+                   help="only skills with this tag (repeatable: all of them)")
+    p.add_argument("--source", metavar="DIR", help="only skills from this folder (or id prefix)")
+    p.add_argument("--cut", choices=("task", "hit"), default="task",
+                   help="task: no hits when the best is below the threshold (default); hit: drop each hit below it")
+    p.add_argument("--no-collapse", dest="collapse", action="store_false",
+                   help="list copies of a skill (same name, near-identical text) as separate hits")
+    p.add_argument("--no-pins", action="store_true", help="leave out the index's pinned skills")
     add_abstention_args(p)
     p.set_defaults(func=cmd_search)
 
@@ -174,22 +190,27 @@ def cmd_search(args: argparse.Namespace) -> int:
     index = SkillIndex.load(args.index, mmap=args.mmap)
     rule = resolve_abstention(args.index, args.min_score, args.min_cosine)
     with without_scipy_probe():  # a one-shot process: skip Numba's BLAS probe (see _startup.py)
-        answers = find_skills(index, args.task, args.k, abstention=rule)
+        answers = find_skills(index, args.task, args.k, abstention=rule, tags=args.tag, source=args.source,
+                              cut=args.cut, collapse=args.collapse, pins=[] if args.no_pins else None)
     for answer in answers:
         if args.json:
             emit_json({"query": answer.query, "hits": [
                 {"id": h.id, "name": h.name, "score": h.score, "dense": h.dense, "lexical": h.lexical,
-                 "evidence": h.evidence} for h in answer.hits]})
+                 "evidence": h.evidence, "tags": h.tags, "pinned": h.pinned, "copies": h.copies}
+                for h in answer.hits]})
             continue
         print(f"task: {answer.query}")
         for rank, h in enumerate(answer.hits, 1):
-            print(f"{rank:>3}. {_safe(h.name)}  [{_safe(h.id)}]  score {h.score:.3f}")
+            mark = "  (pinned)" if h.pinned else ""
+            print(f"{rank:>3}. {_safe(h.name)}  [{_safe(h.id)}]  score {h.score:.3f}{mark}")
+            if h.copies:
+                print(f"     copies: {', '.join(_safe(c) for c in h.copies)}")
             desc = _safe(h.description)
             print(f"     {desc[:117] + '...' if len(desc) > 120 else desc}")
             if args.explain:
                 print(f"     dense {h.dense:.3f}  lexical {h.lexical:.3f}  "
                       f"evidence: {', '.join(h.evidence) or '-'}")
-        if not answer.hits:
+        if not any(not h.pinned for h in answer.hits):
             print("  (no hits)" if rule is None else
                   f"  (no skill fits: the best hit's {rule.signal} is below {rule.threshold:.4f})")
     return 0

@@ -460,7 +460,9 @@ class ToolProxy:
         out: dict[str, Any] = {"query": task, "abstention": rule, "tools": []}
         if index is not None:
             answer = await anyio.to_thread.run_sync(
-                lambda: find_skills(index, [task], k, abstention=self.abstention, lock=self._search_lock)[0])
+                # collapse=False: two servers' tools of one name are different tools, not copies
+                lambda: find_skills(index, [task], k, abstention=self.abstention, lock=self._search_lock,
+                                    collapse=False)[0])
             for hit in answer.hits:
                 up, t = entries[hit.id]
                 out["tools"].append({
