@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from skillsight_fast.cli._common import non_negative_int, positive_int
+from skillsight_fast.cli._common import add_abstention_args, non_negative_int, positive_int
 from skillsight_fast.config import DEFAULT_MODEL
 
 
@@ -21,6 +21,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src.add_argument("--data", action="append", metavar="DIR", help="dataset folder (repeatable)")
     src.add_argument("--all", action="store_true",
                      help="the five shared datasets under --data-root (skillsbench, sra_theoremqa, bfcl, metatool, gorilla_hf)")
+    src.add_argument("--triggers", metavar="FILE|DIR",
+                     help="a skill-creator trigger-eval file [{query, should_trigger}] (with --skill), or a folder "
+                          "of them named after their skills; needs -i")
+    p.add_argument("-i", "--index", metavar="DIR", help="--triggers: the index to run the prompts against")
+    p.add_argument("--skill", metavar="ID", help="--triggers: the skill the file is about (default: the file name)")
+    p.add_argument("-k", type=positive_int, default=5, help="--triggers: the skill triggers when it is in the top k (default 5)")
+    p.add_argument("--cut", choices=("task", "hit"), default="hit",
+                   help="--triggers: the threshold drops each hit below it (hit, default) or a whole answer (task)")
+    add_abstention_args(p)
     p.add_argument("--data-root", metavar="DIR", help="folder holding the datasets (default: the checkout's data/)")
     p.add_argument("--methods", help="comma-separated methods (default: all); see skillsight_fast.evaluation.methods")
     p.add_argument("--json", metavar="OUT", help="write results as JSON")
@@ -56,7 +65,31 @@ def _table(objs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def cmd_triggers(args: argparse.Namespace) -> int:
+    """``eval --triggers``: trigger and false-trigger rates at the calibrated threshold."""
+    from skillsight_fast import SkillIndex
+    from skillsight_fast.calibrate import resolve_abstention
+    from skillsight_fast.errors import QueryError
+    from skillsight_fast.triggers import evaluate_triggers, format_triggers, read_triggers
+
+    if not args.index:
+        raise QueryError("eval --triggers needs the index to test: -i DIR")
+    cases = read_triggers(args.triggers, args.skill)
+    index = SkillIndex.load(args.index)
+    rule = resolve_abstention(args.index, args.min_score, args.min_cosine)
+    result = evaluate_triggers(index, cases, k=args.k, abstention=rule, cut=args.cut, n_boot=args.bootstrap,
+                               seed=args.seed)
+    result["index"], result["triggers"] = str(args.index), str(args.triggers)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+    print(format_triggers(result))
+    return 0
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
+    if args.triggers:
+        return cmd_triggers(args)
     from skillsight_fast.evaluation.datasets import SHARED_DATASETS, default_data_root, load_dataset
     from skillsight_fast.evaluation.methods import DEFAULT_METHODS, METHODS, EvalContext
     from skillsight_fast.evaluation.report import write_markdown
