@@ -73,4 +73,5 @@ def test_doctor_cli_json_and_text(index, tmp_path, capsys, monkeypatch):
     assert main(["doctor", "-i", str(tmp_path / "idx")]) == 0
     assert "self-retrieval" in capsys.readouterr().out
     assert main(["doctor", "-i", str(tmp_path / "missing")]) == 1
-    assert main(["doctor", "-i", str(tmp_path / "idx"), "-k", "0"]) == 1
+    with pytest.raises(SystemExit):  # a usage error
+        main(["doctor", "-i", str(tmp_path / "idx"), "-k", "0"])

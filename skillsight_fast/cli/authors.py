@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from skillsight_fast.cli._common import emit_json
+from skillsight_fast.cli._common import emit_json, non_negative_int, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add doctor and pin."""
     p = sub.add_parser("doctor", help="check a library: self-retrieval, confusable pairs, duplicates, listing budget")
     p.add_argument("-i", "--index", required=True, metavar="DIR")
-    p.add_argument("-k", type=int, default=10, help="depth of the self-retrieval search (default 10)")
-    p.add_argument("--limit", type=int, default=10, metavar="N", help="findings shown per check (default 10)")
+    p.add_argument("-k", type=positive_int, default=10, help="depth of the self-retrieval search (default 10)")
+    p.add_argument("--limit", type=non_negative_int, default=10, metavar="N", help="findings shown per check (default 10)")
     p.add_argument("--json", action="store_true", help="the whole report as one JSON object")
     p.set_defaults(func=cmd_doctor)
 
@@ -27,10 +27,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_doctor(args: argparse.Namespace) -> int:
     from skillsight_fast import SkillIndex
     from skillsight_fast.doctor import diagnose, format_report
-    from skillsight_fast.errors import QueryError
-
-    if args.k < 1 or args.limit < 0:
-        raise QueryError("-k must be at least 1 and --limit at least 0")
     index = SkillIndex.load(args.index)
     report = diagnose(index, k=args.k)
     if args.json:
