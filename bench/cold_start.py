@@ -2,6 +2,13 @@
 
     python bench/cold_start.py -i IDX                 # 1 warm-up run, then 7 timed runs
     python bench/cold_start.py -i IDX --runs 15 --json
+    python bench/cold_start.py --tiers data/skillsbench --out /tmp/tiers   # one index per query
+                                                      # encoder tier, each timed the same way
+
+With ``--tiers SOURCE`` the script builds (once; reused when present) ``OUT/transformer``,
+``OUT/static-mapped`` and ``OUT/static`` with ``skillsight index --query-encoder TIER`` and times a
+one-shot search on each, the runs interleaved so background load hits the tiers alike. Each timed
+index also gets one untimed in-process search that reports whether onnxruntime was imported.
 
 Runs the ``skillsight`` console script next to this Python (not a shell shim) as a fresh process
 each time, after one untimed run that fills the OS page cache and the Numba and ONNX caches, and
@@ -26,16 +33,33 @@ TASK = "Extract the tables from a PDF report and save them as CSV files"
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("-i", "--index", required=True, help="index folder")
+    ap.add_argument("-i", "--index", action="append", default=[], metavar="[LABEL=]DIR",
+                    help="index folder (repeatable)")
+    ap.add_argument("--tiers", metavar="SOURCE", help="build one index of SOURCE per query encoder tier")
+    ap.add_argument("--out", default="/tmp/skillsight-cold-start", help="where --tiers puts the indexes")
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--task", default=TASK)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     script = Path(sys.executable).with_name("skillsight")
-    cmd = [str(script) if script.is_file() else sys.executable, *([] if script.is_file() else
-           ["-m", "skillsight_fast.cli"]), "search", "-i", args.index, args.task, "-k", "3"]
+    base = [str(script) if script.is_file() else sys.executable, *([] if script.is_file() else
+            ["-m", "skillsight_fast.cli"])]
+    indexes: dict[str, str] = {}
+    for item in args.index:
+        label, _, path = item.rpartition("=")
+        indexes[label or path] = path
+    if args.tiers:
+        for tier in ("transformer", "static-mapped", "static"):
+            folder = Path(args.out) / tier
+            if not (folder / "manifest.json").is_file():
+                subprocess.run([*base, "index", args.tiers, "-o", str(folder), "--query-encoder", tier, "-q"],
+                               check=True)
+            indexes[tier] = str(folder)
+    if not indexes:
+        ap.error("give -i DIR or --tiers SOURCE")
 
-    def run() -> float:
+    def run(path: str) -> float:
+        cmd = [*base, "search", "-i", path, args.task, "-k", "3"]
         t0 = time.perf_counter()
         done = subprocess.run(cmd, capture_output=True, text=True)
         dt = time.perf_counter() - t0
@@ -43,12 +67,23 @@ def main() -> int:
             raise SystemExit(f"skillsight search failed: {done.stderr.strip()}")
         return dt
 
-    run()  # warm-up: page cache, Numba cache, ONNX export
+    def imports_onnxruntime(path: str) -> bool:
+        code = ("import sys; from skillsight_fast.cli import main; "
+                f"main(['search', '-i', {path!r}, {args.task!r}, '-k', '3']); print('onnxruntime' in sys.modules)")
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        return done.stdout.strip().splitlines()[-1] == "True"
+
+    ort = {label: imports_onnxruntime(path) for label, path in indexes.items()}  # also the warm-up
     load_before = os.getloadavg()[0]
-    times = [run() for _ in range(args.runs)]
+    times: dict[str, list[float]] = {label: [] for label in indexes}
+    for _ in range(args.runs):  # interleaved: load changes hit every index alike
+        for label, path in indexes.items():
+            times[label].append(run(path))
     out = {
-        "command": " ".join(cmd), "runs_s": [round(t, 3) for t in times],
-        "median_s": round(statistics.median(times), 3),
+        "command": " ".join([*base, "search", "-i", "IDX", repr(args.task), "-k", "3"]),
+        "indexes": {label: {"index": indexes[label], "runs_s": [round(t, 3) for t in ts],
+                            "median_s": round(statistics.median(ts), 3), "onnxruntime_imported": ort[label]}
+                    for label, ts in times.items()},
         "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2),
         "python": platform.python_version(),
         "versions": {p: version(p) for p in ("numpy", "numba", "onnxruntime", "skillsight-fast")},
@@ -56,8 +91,10 @@ def main() -> int:
     if args.json:
         print(json.dumps(out))
     else:
-        print(f"median {out['median_s']} s over {args.runs} runs {out['runs_s']} "
-              f"(load {out['load_before']} -> {out['load_after']})")
+        for label, r in out["indexes"].items():
+            print(f"{label}: median {r['median_s']} s over {args.runs} runs {r['runs_s']}"
+                  f"{' (onnxruntime imported)' if r['onnxruntime_imported'] else ' (no onnxruntime)'}")
+        print(f"load {out['load_before']} -> {out['load_after']}")
     return 0
 
 

@@ -45,10 +45,10 @@ def test_bench_no_model_writes_the_required_json(tiny_index, tmp_path, capsys):
     for entry in report["sizes"]:
         assert set(entry) == set(size_keys)
         assert set(entry["p50_ms"]) == set(stages)
-        assert entry["dim"] == 32 and entry["floor_ms"] > 0
+        assert entry["dim"] == 32 and entry["floor_ms"] > 0 and entry["tiers"] == {}
         for stage in ("project", "dense_topk", "lexical", "fuse_topk", "scoring", "faiss_flat", "bm25s"):
             assert entry["p50_ms"][stage] > 0
-        for stage in ("encode", "end_to_end", "dense_rerank"):  # no model: skipped
+        for stage in ("encode", "end_to_end", "dense_rerank", "tinybert_rerank"):  # no model: skipped
             assert entry["p50_ms"][stage] is None
     full = json.loads(details.read_text())
     assert 0.0 <= full["sizes"][2]["detail"]["recall_at_K_vs_exact"] <= 1.0
@@ -83,3 +83,52 @@ def test_scale_up_keeps_the_real_rows_and_grows_the_vocabulary(tiny_index, tmp_p
     assert len(big.lexicon.vocab) > len(base.lexicon.vocab) + 10  # enough new terms to need ordering
     loaded = SkillIndex.load(big.save(tmp_path / "syn"))
     assert loaded.lexicon.vocab == big.lexicon.vocab and len(loaded) == len(big)
+
+
+def test_bench_times_each_query_encoder_tier(tiny_index):
+    import numpy as np
+
+    from skillsight_fast.benchmark.driver import format_table, tier_views
+    from skillsight_fast.benchmark.runner import bench_size
+    from skillsight_fast.models.static import apply_query_map, fit_query_map
+
+    directory, _ = tiny_index
+    base = SkillIndex.load(directory, encoder=HashEncoder(dim=32))
+    static = HashEncoder(dim=32, model_id="hash-static", checksum="static0")  # stands in for a static table
+    texts = [f"{m.name}\n{m.description}" for m in base.skills]
+    qmap = fit_query_map(static.encode(texts), base.embeddings)
+    views = tier_views(base, static, qmap)
+    task = "merge pdf pages and extract tables"
+    np.testing.assert_allclose(views["static-mapped"].encode([task]), apply_query_map(static.encode([task]), qmap))
+    np.testing.assert_allclose(views["static"].encode([task]), static.encode([task]))
+    assert views["static-mapped"].search([task], k=3).skill_ids[0][0] is not None
+    assert base.dense.query_map is None  # the views do not change the index they share arrays with
+    queries = [task, "dedupe csv rows with pandas"]
+    entry = bench_size(base, queries, base.encode(queries), lambda j: texts[j], encoder=base.encoder,
+                       tiers={"static-mapped": views["static-mapped"]}, reps=2)[0]
+    assert set(entry["tiers"]) == {"transformer", "static-mapped"}
+    for tier in entry["tiers"].values():
+        assert tier["encode"] > 0 and tier["end_to_end"] >= tier["encode"]
+    assert "| static-mapped |" in format_table({"sizes": [entry]})
+
+
+@pytest.mark.model
+def test_tinybert_reranker_has_the_architecture(tmp_path):
+    import numpy as np
+    import onnx
+
+    from skillsight_fast.models.cross_encoder import TINYBERT_ARCHITECTURE, load_tinybert_reranker
+
+    try:
+        ce = load_tinybert_reranker(cache_dir=tmp_path, threads=1)
+    except Exception as exc:  # the bundled tokenizer's package is not installed
+        pytest.skip(f"bundled model unavailable: {exc}")
+    assert not ce.trained and ce.architecture == TINYBERT_ARCHITECTURE and ce.max_length == 512
+    model = onnx.load(str(ce.onnx_path))
+    shapes = {i.name: tuple(i.dims) for i in model.graph.initializer}
+    assert shapes["word_embeddings"] == (30522, 128)
+    assert any(n.startswith("encoder.layer.1.") for n in shapes)
+    assert not any(n.startswith("encoder.layer.2.") for n in shapes)  # two layers
+    assert shapes["encoder.layer.0.intermediate.dense.weight_t"] == (128, 512)
+    s = ce.score("merge two pdf files", ["pdf tools to merge and split", "git helper"])
+    assert s.shape == (2,) and np.isfinite(s).all()

@@ -18,7 +18,9 @@ import numpy as np
 logger = logging.getLogger(__name__)
 
 REPORT_KEYS = ("cpu", "threads", "sizes")
-SIZE_KEYS = ("n_docs", "dim", "dtype", "p50_ms", "floor_ms")
+SIZE_KEYS = ("n_docs", "dim", "dtype", "p50_ms", "floor_ms", "tiers")
+#: Query encoder tiers timed besides the transformer (docs/ENCODERS.md).
+STATIC_TIERS = ("static-mapped", "static")
 
 
 def report_schema_keys() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
@@ -54,6 +56,31 @@ def _base_index(args: argparse.Namespace, encoder) -> Any:
     return index
 
 
+def tier_views(index, static, query_map: np.ndarray) -> dict[str, Any]:
+    """Views of ``index`` that search with each static tier (the arrays are shared, not copied).
+
+    ``static-mapped``: the index with ``query_map`` and ``static`` as its query encoder (what
+    ``skillsight index --query-encoder static-mapped`` builds). ``static``: the static model as
+    the query encoder of the same arrays. A real static index holds static document vectors of the
+    same shape; the scan, the lexical side and the fusion cost the same whatever the values, so the
+    latency is that tier's, while its accuracy is measured on real static indexes (ENCODERS.md).
+    """
+    import dataclasses
+
+    from skillsight_fast import SkillIndex
+    from skillsight_fast.state import ModelInfo
+
+    st = index.state
+    folder = str(getattr(static, "folder", "") or static.model_id)
+    mapped = dataclasses.replace(
+        st, config=st.config.replace(query_encoder="static-mapped", query_model=folder),
+        dense=dataclasses.replace(st.dense, query_map=query_map),
+        model=dataclasses.replace(st.model, query_id=static.model_id, query_checksum=static.checksum))
+    plain = dataclasses.replace(st, config=st.config.replace(query_encoder="static", model=folder, query_model=folder),
+                                model=ModelInfo(static.model_id, static.checksum))
+    return {"static-mapped": SkillIndex(mapped, index._encoder, static), "static": SkillIndex(plain, static)}
+
+
 def _doc_texts(index, sources: Sequence[str]) -> list[str]:
     """Text of each real row (full skill text when the sources load, else name + description)."""
     texts = [f"{m.name}\n{m.description}" for m in index.skills]
@@ -74,6 +101,8 @@ def run_benchmark(
     *,
     encoder=None,
     cross_encoder=None,
+    tinybert=None,
+    static=None,
     doc_texts: Sequence[str] | None = None,
     reps: int = 30,
     rerank_reps: int = 3,
@@ -95,6 +124,11 @@ def run_benchmark(
     encoder, cross_encoder : optional
         Query encoder (``encode``) and reranker (``score``); None skips the encode, end-to-end and
         rerank arms (their entries are null).
+    tinybert : optional
+        A second reranker (the ms-marco-TinyBERT-L-2-v2 architecture), ``p50_ms.tinybert_rerank``.
+    static : StaticEncoder, optional
+        Times the static tiers (``tiers`` of each size); the static-mapped map is fitted on the
+        real corpus's ``doc_texts`` onto ``base``'s embeddings, as an index build does.
     """
     from skillsight_fast.benchmark.runner import bench_size, cpu_name, load_average
     from skillsight_fast.benchmark.synthetic import scale_up
@@ -110,6 +144,16 @@ def run_benchmark(
         qv = base.embeddings[src] + rng.standard_normal((len(texts), base.stats.dim)).astype(np.float32) * 0.05
         qv /= np.linalg.norm(qv, axis=1, keepdims=True)
     doc_texts = list(doc_texts) if doc_texts is not None else [f"{m.name}\n{m.description}" for m in base.skills]
+    query_map = None
+    if static is not None:
+        from skillsight_fast.evaluation.cache import EmbeddingCache
+        from skillsight_fast.models import cache_root
+        from skillsight_fast.models.static import fit_query_map
+
+        t0 = time.perf_counter()  # the skills' static vectors are cached per text (a rerun fits in ~0.1 s)
+        s_docs = EmbeddingCache(cache_root(), static.model_id, static.checksum, "doc").get(doc_texts, static.encode)
+        query_map = fit_query_map(s_docs, base.embeddings)
+        say(f"static-mapped: map fitted on {len(doc_texts)} skill texts in {time.perf_counter() - t0:.1f} s")
     all_threads = os.cpu_count() or 1
     bw_buffer = np.ones(1 << 26, np.float32)  # 256 MB, far beyond the last-level cache
     report: dict[str, Any] = {"cpu": cpu_name(), "threads": 1, "sizes": []}
@@ -119,8 +163,14 @@ def run_benchmark(
                                 "trained": bool(getattr(cross_encoder, "trained", True)),
                                 "architecture": getattr(cross_encoder, "architecture", "?"),
                                 "max_length": getattr(cross_encoder, "max_length", None),
-                                "depth": 100}}
+                                "depth": 100},
+                            "tinybert": None if tinybert is None else {
+                                "trained": bool(getattr(tinybert, "trained", True)),
+                                "architecture": getattr(tinybert, "architecture", "?"),
+                                "max_length": getattr(tinybert, "max_length", None), "depth": 100},
+                            "static_encoder": getattr(static, "model_id", None)}
     rerank_cost: float | None = None  # the cross-encoder's seconds per query, measured once per run
+    tinybert_cost: float | None = None
     for size in sizes:
         n = len(base) if size == "real" else int(size)
         t0 = time.perf_counter()
@@ -134,13 +184,18 @@ def run_benchmark(
         say(f"size {n}: corpus ready in {build_s:.1f} s (load {load_average():.2f}); timing")
         entries = bench_size(
             index, texts, qv, lambda j, src=src: doc_texts[int(src[j])],
-            encoder=encoder, cross_encoder=cross_encoder, reps=reps if n < 500_000 else max(5, reps // 3),
-            rerank_reps=rerank_reps, rerank_pairs=rerank_pairs, rerank_cost=rerank_cost, compressed=n >= compressed_from, approximate=n >= compressed_from,
+            encoder=encoder, cross_encoder=cross_encoder, tinybert=tinybert,
+            tiers=tier_views(index, static, query_map) if static is not None else None,
+            reps=reps if n < 500_000 else max(5, reps // 3),
+            rerank_reps=rerank_reps, rerank_pairs=rerank_pairs, rerank_cost=rerank_cost,
+            tinybert_cost=tinybert_cost, compressed=n >= compressed_from, approximate=n >= compressed_from,
             all_threads=all_threads, bandwidth_buffer=bw_buffer,
         )
         rr = entries[0]["detail"].get("rerank", {})
         if rerank_cost is None and "cross_encoder_s" in rr:
             rerank_cost = rr["cross_encoder_s"]
+        if tinybert_cost is None and "tinybert_rerank_cross_encoder_s" in rr:
+            tinybert_cost = rr["tinybert_rerank_cross_encoder_s"]
         for e in entries:
             e.setdefault("detail", {})["synthetic"] = n != len(base)
             e["detail"]["corpus_build_s"] = round(build_s, 1)
@@ -169,7 +224,7 @@ def _versions() -> dict[str, str]:
 def public_report(report: dict[str, Any]) -> dict[str, Any]:
     """The ``--json`` schema only: {cpu, threads, sizes: [{n_docs, dim, dtype, p50_ms, floor_ms}]}."""
     return {"cpu": report["cpu"], "threads": report["threads"],
-            "sizes": [{k: e[k] for k in SIZE_KEYS} for e in report["sizes"]]}
+            "sizes": [{k: e.get(k, {}) if k == "tiers" else e[k] for k in SIZE_KEYS} for e in report["sizes"]]}
 
 
 def _fmt(x: float | None) -> str:
@@ -200,6 +255,14 @@ def format_table(report: dict[str, Any]) -> str:
                  _ratio(extra.get("lexical_all"), p["bm25s"]), _ratio(p["dense_rerank"], p["scoring"]),
                  _ratio(p["dense_rerank"], p["end_to_end"])]
         lines.append("| " + " | ".join(cells) + " |")
+    tier_rows = [(e, name, t) for e in report["sizes"] for name, t in (e.get("tiers") or {}).items()]
+    if tier_rows:
+        lines += ["", "| skills | dtype | query encoder | encode | end_to_end | Dense + Reranker (MiniLM-L6) / e2e "
+                  "| Dense + TinyBERT-L-2 / e2e |", "|---|---|---|---|---|---|---|"]
+        for e, name, t in tier_rows:
+            p = e["p50_ms"]
+            lines.append(f"| {e['n_docs']:,} | {e['dtype']} | {name} | {_fmt(t['encode'])} | {_fmt(t['end_to_end'])} "
+                         f"| {_ratio(p['dense_rerank'], t['end_to_end'])} | {_ratio(p['tinybert_rerank'], t['end_to_end'])} |")
     return "\n".join(lines)
 
 
@@ -247,13 +310,18 @@ def run_from_args(args: argparse.Namespace) -> int:
     sizes = args.sizes or list(QUICK_SIZES if args.quick else DEFAULT_SIZES)
     reps = args.reps or (10 if args.quick else 40)
     rerank_reps = args.rerank_reps or (1 if args.quick else 3)
-    encoder = cross = None
+    encoder = cross = tinybert = static = None
     if not args.no_model:
         from skillsight_fast.models import load_encoder
         from skillsight_fast.models.cross_encoder import load_cross_encoder
 
+        from skillsight_fast.models.cross_encoder import load_tinybert_reranker
+        from skillsight_fast.models.static import load_static_encoder, resolve_static_model
+
         encoder = load_encoder(threads=1)
         cross = load_cross_encoder(threads=1)
+        tinybert = load_tinybert_reranker(threads=1)
+        static = load_static_encoder(resolve_static_model(args.static_model, encoder.model_id, teacher=encoder))
     base = _base_index(args, encoder)
     qfile = Path(args.queries) if args.queries else Path(args.corpus[0]) / "queries.jsonl.gz"
     queries = _read_queries(qfile) if qfile.exists() else [s.description or s.name for s in base.skills[:64]]
@@ -265,7 +333,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         print(msg, file=sys.stderr, flush=True)
 
     report = run_benchmark(base, queries, [s if s == "real" else int(s) for s in sizes], encoder=encoder,
-                           cross_encoder=cross, doc_texts=doc_texts, reps=reps, rerank_reps=rerank_reps,
+                           cross_encoder=cross, tinybert=tinybert, static=static, doc_texts=doc_texts, reps=reps, rerank_reps=rerank_reps,
                            rerank_pairs=10 if args.quick else 100,
                            compressed_from=args.compressed_from, seed=args.seed, progress=say,
                            checkpoint=args.details)
@@ -283,6 +351,12 @@ def run_from_args(args: argparse.Namespace) -> int:
     if cross is not None and not getattr(cross, "trained", True):
         print("note: Dense + Reranker uses the ms-marco-MiniLM-L-6-v2 architecture with the bundled "
               "all-MiniLM-L6-v2 weights and an untrained head: its latency is real, its scores are not.")
+    if tinybert is not None and not getattr(tinybert, "trained", True):
+        print("note: Dense + TinyBERT-L-2 is the ms-marco-TinyBERT-L-2-v2 architecture (FlashRank's default) with "
+              "seeded random weights (no trained copy offline): its latency is real, its scores are not.")
+    if static is not None:
+        print("note: the static tier is timed on the same arrays with the static model as query encoder "
+              "(a static index has the same shapes); its accuracy is in docs/ENCODERS.md.")
     print(f"cpu {report['cpu']}; 1 thread per query; bandwidth floor from a streaming read in the same run; "
           f"wall {report['meta']['wall_s']} s")
     return 0

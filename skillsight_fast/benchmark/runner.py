@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 
 #: Stage names of the JSON report (``p50_ms``), in table order.
 STAGES = ("encode", "project", "dense_topk", "lexical", "fuse_topk", "scoring", "end_to_end",
-          "faiss_flat", "bm25s", "dense_rerank")
+          "faiss_flat", "bm25s", "dense_rerank", "tinybert_rerank")
 #: Candidates scanned by the dense + reranker baseline.
 RERANK_DEPTH = 100
 
@@ -128,10 +128,13 @@ def bench_size(
     *,
     encoder=None,
     cross_encoder=None,
+    tinybert=None,
+    tiers: dict[str, Any] | None = None,
     reps: int = 30,
     rerank_reps: int = 3,
     rerank_pairs: int = RERANK_DEPTH,
     rerank_cost: float | None = None,
+    tinybert_cost: float | None = None,
     k: int = 10,
     compressed: bool = False,
     approximate: bool = False,
@@ -139,7 +142,14 @@ def bench_size(
     all_threads: int = 2,
     bandwidth_buffer: np.ndarray | None = None,
 ) -> list[dict[str, Any]]:
-    """Time every arm on one index; returns one report entry (two with ``compressed``)."""
+    """Time every arm on one index; returns one report entry (two with ``compressed``).
+
+    ``tiers`` maps a query-encoder tier name to a view of ``index`` searching with that tier
+    (:func:`skillsight_fast.benchmark.driver.tier_views`); each gets an ``encode`` arm
+    (``SkillIndex.encode`` of one task) and an ``end_to_end`` arm (``SkillIndex.search``). The
+    transformer tier is the ``encode`` / ``end_to_end`` stages. ``tinybert`` is a second reranker
+    (the ms-marco-TinyBERT-L-2-v2 architecture) timed like ``cross_encoder``.
+    """
     import faiss
 
     from skillsight_fast.kernels._threads import n_threads
@@ -219,6 +229,15 @@ def bench_size(
             index.search([texts[q_of(r)]], k)
 
         arms = {"encode": a_encode, **arms, "end_to_end": a_end_to_end}
+    for tier_name, view in (tiers or {}).items():
+        def a_tier_encode(r: int, view: Any = view) -> None:
+            view.encode([texts[q_of(r)]])
+
+        def a_tier_e2e(r: int, view: Any = view) -> None:
+            view.search([texts[q_of(r)]], k)
+
+        arms[f"encode@{tier_name}"] = a_tier_encode
+        arms[f"end_to_end@{tier_name}"] = a_tier_e2e
     scan8 = ivf_scan = None
 
     def scoring_with(scan: Any) -> Callable[[int], None]:
@@ -271,7 +290,10 @@ def bench_size(
     load_after = load_average()
 
     rerank: dict[str, Any] = {}
-    if cross_encoder is not None and rerank_cost is not None:
+    rerankers = [(name, ce, cost) for name, ce, cost in (("dense_rerank", cross_encoder, rerank_cost),
+                                                         ("tinybert_rerank", tinybert, tinybert_cost))
+                 if ce is not None]
+    if rerankers and all(cost is not None for _, _, cost in rerankers):
         # the cross-encoder part does not depend on the library size: reuse the run's measurement
         # of it and time the size-dependent part (dense top-100 through faiss) here
         def a_top100(r: int) -> None:
@@ -280,24 +302,31 @@ def bench_size(
 
         with n_threads(1):
             time_round_robin({"faiss_top100": a_top100}, reps, timings)
-        timings.samples["dense_rerank"] = [t + rerank_cost for t in timings.samples["faiss_top100"]]
-        rerank["cross_encoder_s_reused"] = rerank_cost
-    elif cross_encoder is not None:
-        def a_rerank(r: int) -> None:
-            i = q_of(r)
-            _, top = flat.search(qv[i : i + 1], RERANK_DEPTH)
-            docs = [doc_text(int(j)) for j in top[0] if j >= 0][:rerank_pairs]
-            t0 = time.perf_counter()
-            scores = cross_encoder.score(texts[i], docs)
-            state.setdefault("ce_s", []).append((time.perf_counter() - t0) * RERANK_DEPTH / len(docs))
-            top[0][np.argsort(-scores, kind="stable")[:k]]
+        for name, _, cost in rerankers:
+            timings.samples[name] = [t + cost for t in timings.samples["faiss_top100"]]
+            rerank[f"{name}_cross_encoder_s_reused"] = cost
+    elif rerankers:
+        def rerank_arm(name: str, ce: Any) -> Callable[[int], None]:
+            def arm(r: int) -> None:
+                i = q_of(r)
+                _, top = flat.search(qv[i : i + 1], RERANK_DEPTH)
+                docs = [doc_text(int(j)) for j in top[0] if j >= 0][:rerank_pairs]
+                t0 = time.perf_counter()
+                scores = ce.score(texts[i], docs)
+                state.setdefault(f"ce_s_{name}", []).append((time.perf_counter() - t0) * RERANK_DEPTH / len(docs))
+                top[0][np.argsort(-scores, kind="stable")[:k]]
+
+            return arm
 
         with n_threads(1):
-            time_round_robin({"dense_rerank": a_rerank}, rerank_reps, timings)
-        if rerank_pairs < RERANK_DEPTH:  # quick mode: scale the cross-encoder part to 100 pairs
-            timings.samples["dense_rerank"] = [t * RERANK_DEPTH / rerank_pairs for t in timings.samples["dense_rerank"]]
+            time_round_robin({name: rerank_arm(name, ce) for name, ce, _ in rerankers}, rerank_reps, timings)
         rerank["pairs_scored"] = rerank_pairs
-        rerank["cross_encoder_s"] = float(np.median(state["ce_s"][1:] or state["ce_s"]))
+        for name, _, _ in rerankers:
+            if rerank_pairs < RERANK_DEPTH:  # quick mode: scale the cross-encoder part to 100 pairs
+                timings.samples[name] = [t * RERANK_DEPTH / rerank_pairs for t in timings.samples[name]]
+            ce_s = state[f"ce_s_{name}"]
+            rerank["cross_encoder_s" if name == "dense_rerank" else f"{name}_cross_encoder_s"] = float(
+                np.median(ce_s[1:] or ce_s))
 
     bandwidth = bw_buf.nbytes / np.median(timings.samples["bandwidth"]) / 1e9
     matrix_bytes = perp.nbytes
@@ -358,8 +387,13 @@ def bench_size(
         "n_generic": int(index.lexical.generic.sum()),
         "mean_terms_per_doc": round(float(np.diff(lex.doc_indptr).mean()), 1),
     }
+    tier_p50: dict[str, dict[str, float | None]] = {}
+    if encoder is not None:
+        tier_p50["transformer"] = {"encode": base_p50["encode"], "end_to_end": base_p50["end_to_end"]}
+    for tier_name in tiers or {}:
+        tier_p50[tier_name] = {"encode": p50(f"encode@{tier_name}"), "end_to_end": p50(f"end_to_end@{tier_name}")}
     entries = [{"n_docs": n_docs, "dim": dim, "dtype": "float32", "p50_ms": base_p50,
-                "floor_ms": round(floor_ms, 4), "detail": detail_common}]
+                "floor_ms": round(floor_ms, 4), "tiers": tier_p50, "detail": detail_common}]
     if compressed:
         exact_ids, _ = index.dense_candidates(qp_all, kc)
         with n_threads(all_threads):
@@ -369,10 +403,14 @@ def bench_size(
         p8["scoring"] = p50("scoring_int8")
         if base_p50["end_to_end"] is not None and base_p50["scoring"] is not None:
             p8["end_to_end"] = round(base_p50["end_to_end"] - base_p50["scoring"] + p8["scoring"], 4)
-        if base_p50["dense_rerank"] is not None:
-            p8["dense_rerank"] = base_p50["dense_rerank"]
+        for name in ("dense_rerank", "tinybert_rerank"):
+            if base_p50[name] is not None:
+                p8[name] = base_p50[name]
+        shift = (p8["scoring"] - base_p50["scoring"]) if p8["scoring"] is not None and base_p50["scoring"] else None
+        tiers8 = {name: {"encode": t["encode"], "end_to_end": None if t["end_to_end"] is None or shift is None
+                         else round(t["end_to_end"] + shift, 4)} for name, t in tier_p50.items()}
         int8_bytes = scan8.nbytes()
-        entries.append({"n_docs": n_docs, "dim": dim, "dtype": "int8", "p50_ms": p8,
+        entries.append({"n_docs": n_docs, "dim": dim, "dtype": "int8", "p50_ms": p8, "tiers": tiers8,
                         "floor_ms": round(int8_bytes / (bandwidth * 1e9) * 1e3, 4),
                         "detail": {"recall_at_K_vs_exact": round(_recall(ids8, exact_ids), 4),
                                    "oversample": scan8.oversample, "matrix_MB": round(int8_bytes / 1e6, 1),

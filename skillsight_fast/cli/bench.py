@@ -29,6 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also time the int8 scan and a faiss IVF candidate stage from N skills on")
     p.add_argument("--no-model", action="store_true",
                    help="no encoder or cross-encoder: skip the encode, end-to-end and rerank arms")
+    p.add_argument("--static-model", metavar="DIR", default=None,
+                   help="model2vec folder of the static tiers (default: distilled from the encoder, cached)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_bench)
 

@@ -373,3 +373,79 @@ def load_cross_encoder(
     if onnx_file.suffix != ".onnx" or not onnx_file.is_file():
         raise ModelError(f"{p} is neither a .onnx file, a folder with model.onnx, nor a BERT folder")
     return CrossEncoder(onnx_file, onnx_file.parent / "tokenizer.json", **kwargs)
+
+
+#: The smallest reranker a CPU user would pick: FlashRank's default, cross-encoder/ms-marco-TinyBERT-L-2-v2
+#: (BertForSequenceClassification, 2 layers, hidden 128, 2 heads, FFN 512, 512 positions, uncased
+#: WordPiece vocabulary of 30,522, one logit).
+TINYBERT_ARCHITECTURE = "cross-encoder/ms-marco-TinyBERT-L-2-v2"
+TINYBERT_CONFIG: dict[str, Any] = {
+    "model_type": "bert", "hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
+    "intermediate_size": 512, "max_position_embeddings": 512, "type_vocab_size": 2, "vocab_size": 30522,
+    "hidden_act": "gelu", "layer_norm_eps": 1e-12, "initializer_range": 0.02,
+}
+
+
+def random_bert_weights(cfg: dict[str, Any], seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded N(0, initializer_range²) weights (LayerNorm 1 / 0, biases 0) for a BERT of ``cfg``,
+    with the names of :func:`~skillsight_fast.models.export.load_bert_weights` (pooler included)."""
+    rng = np.random.default_rng(seed)
+    std = float(cfg.get("initializer_range", 0.02))
+    h, ff = cfg["hidden_size"], cfg["intermediate_size"]
+
+    def normal(*shape: int) -> np.ndarray:
+        return rng.normal(0.0, std, size=shape).astype(np.float32)
+
+    out: dict[str, np.ndarray] = {
+        "embeddings.word_embeddings.weight": normal(cfg["vocab_size"], h),
+        "embeddings.position_embeddings.weight": normal(cfg["max_position_embeddings"], h),
+        "embeddings.token_type_embeddings.weight": normal(cfg["type_vocab_size"], h),
+        "embeddings.LayerNorm.weight": np.ones(h, np.float32), "embeddings.LayerNorm.bias": np.zeros(h, np.float32),
+        "pooler.dense.weight": normal(h, h), "pooler.dense.bias": np.zeros(h, np.float32),
+    }
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"encoder.layer.{i}"
+        for name, (n_out, n_in) in {"attention.self.query": (h, h), "attention.self.key": (h, h),
+                                    "attention.self.value": (h, h), "attention.output.dense": (h, h),
+                                    "intermediate.dense": (ff, h), "output.dense": (h, ff)}.items():
+            out[f"{p}.{name}.weight"] = normal(n_out, n_in)
+            out[f"{p}.{name}.bias"] = np.zeros(n_out, np.float32)
+        for name in ("attention.output.LayerNorm", "output.LayerNorm"):
+            out[f"{p}.{name}.weight"] = np.ones(h, np.float32)
+            out[f"{p}.{name}.bias"] = np.zeros(h, np.float32)
+    return out
+
+
+def load_tinybert_reranker(*, cache_dir: str | os.PathLike[str] | None = None, seed: int = 0,
+                           max_length: int = 512, batch_size: int = 16, threads: int | None = None) -> CrossEncoder:
+    """The ms-marco-TinyBERT-L-2-v2 architecture with **seeded random** weights, for timing only.
+
+    Its trained weights are not obtainable offline here; the graph has the trained model's layers,
+    widths and sequence lengths, hence its cost, but ``trained`` is False and its scores mean
+    nothing. The tokenizer is the bundled MiniLM's (the same uncased 30,522-token WordPiece
+    vocabulary as TinyBERT's). Exported once into the cache.
+    """
+    import onnx
+
+    from skillsight_fast.models.encoder import _copy_atomic, cache_root
+    from skillsight_fast.models.registry import DEFAULT_MODEL, find_model_dir
+
+    target = cache_root(cache_dir) / f"ms-marco-TinyBERT-L-2-v2-random-seed{seed}"
+    onnx_file = target / "model.onnx"
+    if not onnx_file.is_file():
+        target.mkdir(parents=True, exist_ok=True)
+        cfg = dict(TINYBERT_CONFIG)
+        weights = random_bert_weights(cfg, seed)
+        meta = {"skillsight.kind": "cross-encoder", "skillsight.trained": "false",
+                "skillsight.architecture": TINYBERT_ARCHITECTURE, "skillsight.head_seed": str(seed)}
+        model = build_bert_onnx(cfg, weights, with_token_type_ids=True, metadata=meta)
+        rng = np.random.default_rng(seed + 1)
+        h = cfg["hidden_size"]
+        append_classification_head(model, weights["pooler.dense.weight"], weights["pooler.dense.bias"],
+                                   rng.normal(0.0, 0.02, size=(1, h)).astype(np.float32), np.zeros(1, np.float32))
+        onnx.checker.check_model(model)
+        atomic_write_bytes(onnx_file, model.SerializeToString())
+    if not (target / "tokenizer.json").is_file():
+        _copy_atomic(find_model_dir(DEFAULT_MODEL) / "tokenizer.json", target / "tokenizer.json")
+    return CrossEncoder(onnx_file, target / "tokenizer.json", max_length=max_length, batch_size=batch_size,
+                        threads=threads)

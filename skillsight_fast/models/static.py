@@ -104,6 +104,8 @@ class StaticEncoder:
         self.normalize = normalize
         self.max_length = max_length
         self.dim = int(self.table.shape[1])
+        #: The model2vec folder it was loaded from (None when built in memory).
+        self.folder: Path | None = None
 
     def __repr__(self) -> str:
         return f"StaticEncoder(model_id={self.model_id!r}, dim={self.dim}, vocab={self.table.shape[0]})"
@@ -220,11 +222,13 @@ def load_static_encoder(folder: str | os.PathLike[str], *, max_length: int | Non
         raise
     except Exception as exc:  # safetensors / tokenizers raise their own types
         raise ModelError(f"cannot load the static model in {folder}: {exc}") from exc
-    return StaticEncoder(
+    encoder = StaticEncoder(
         emb, tok, model_id=folder.name, checksum=sha256_file(folder / "model.safetensors"),
         normalize=bool(cfg.get("normalize", False)), weights=weights, mapping=mapping,
         max_length=max_length,
     )
+    encoder.folder = folder.absolute()
+    return encoder
 
 
 # ---------------------------------------------------------------------- the asymmetric tier
