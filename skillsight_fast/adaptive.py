@@ -99,8 +99,27 @@ def decide(embeddings: np.ndarray, basis: np.ndarray, lexicon: Lexicon, generic:
     """
     g = generic_share(lexicon, generic)
     e_d = float(background_energy(embeddings, basis).mean()) if len(embeddings) else 0.0
+    return decide_from_statistics(g, e_d, basis, config)
+
+
+def decide_from_statistics(g: float, e_d: float, basis: np.ndarray, config: IndexConfig
+                           ) -> tuple[Decisions, np.ndarray, dict[str, Any]]:
+    """:func:`decide` from the two statistics Rule 1 reads, however they were computed.
+
+    A build that sums its statistics over shards (:mod:`skillsight_fast.build`) has g and e_D
+    without the whole embedding matrix in memory, and finishes here.
+
+    Parameters
+    ----------
+    g : float
+        Mean generic-token share of the documents (:func:`generic_share`).
+    e_d : float
+        Mean background energy ‖B d‖² of the documents (:func:`background_energy`).
+    basis : float32 (r, d)
+    config : IndexConfig
+    """
     sbc = bool(g >= GENERIC_SHARE_MIN and e_d <= BACKGROUND_ENERGY_MAX and basis.shape[0] > 0)
     weight = config.lexical_weight * (LEXICAL_SCALE if config.fusion == "eq15" else 1.0)
-    out_basis = basis if sbc else np.zeros((0, embeddings.shape[1]), np.float32)
+    out_basis = basis if sbc else np.zeros((0, basis.shape[1]), np.float32)
     decisions = Decisions.of_config(config, background=sbc, lexical_weight=float(weight), rule="adaptive")
     return decisions, out_basis, {"generic_share": round(g, 6), "doc_background_energy": round(e_d, 6)}

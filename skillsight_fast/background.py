@@ -127,12 +127,35 @@ def estimate_background(
     """
     d = docs.shape[1]
     g = token_directions(terms, post_indptr, post_docs, docs)
+    mean = docs.astype(np.float64).mean(axis=0) if docs.shape[0] else np.zeros(d)
+    return background_from_directions(g, mean, max_rank=max_rank, rank=rank)
+
+
+def background_from_directions(
+    directions: np.ndarray, mean: np.ndarray, *, max_rank: int, rank: int | None = None
+) -> Background:
+    """METHOD.md step 5 from the token directions g_t and the corpus mean d̄.
+
+    :func:`estimate_background` computes both from the embeddings; a build that summed its
+    statistics over shards (:mod:`skillsight_fast.build`) has them as sums and finishes here.
+
+    Parameters
+    ----------
+    directions : float (m, d)
+        Token-induced directions g_t, one per row.
+    mean : float (d,) or (1, d)
+        Mean of all document embeddings.
+    max_rank, rank : see :func:`estimate_background`.
+    """
+    mean = np.asarray(mean, dtype=np.float64).reshape(-1)
+    d = mean.shape[0]
+    g = np.asarray(directions).reshape(-1, d)
     # one float64 matrix, normalised in place (the same values as stacking, masking and dividing
     # copies, without three extra (m, d) float64 copies: m is large when few documents are huge)
     cols = np.empty((g.shape[0] + 1, d), np.float64)
     cols[:-1] = g
     del g
-    cols[-1] = docs.astype(np.float64).mean(axis=0) if docs.shape[0] else 0.0
+    cols[-1] = mean
     norms = np.linalg.norm(cols, axis=1, keepdims=True)
     keep = norms[:, 0] > 0
     if not keep.all():

@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -41,6 +41,21 @@ def write_durable(path: str | os.PathLike[str], data: bytes) -> None:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
+
+
+def write_durable_chunks(path: str | os.PathLike[str], chunks: Iterable[bytes]) -> str:
+    """Write ``chunks`` one after the other to ``path``, fsync it and return its hex SHA-256.
+
+    The streaming twin of :func:`write_durable`: the content is never held in memory at once.
+    """
+    h = hashlib.sha256()
+    with open(path, "wb") as fh:
+        for chunk in chunks:
+            h.update(chunk)
+            fh.write(chunk)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return h.hexdigest()
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:

@@ -47,7 +47,7 @@ import numpy as np
 from skillsight_fast import __version__, validate
 from skillsight_fast.config import IndexConfig
 from skillsight_fast.errors import IndexFormatError, SkillsightError
-from skillsight_fast.files import fsync_dir, sha256_bytes, sha256_file, write_durable
+from skillsight_fast.files import fsync_dir, sha256_bytes, sha256_file, write_durable, write_durable_chunks
 from skillsight_fast.limits import is_regular_file, load_json, load_json_lines, read_regular_file
 from skillsight_fast.scan import SCAN_ARRAYS, SCAN_TYPES, Scan, restore_scan
 from skillsight_fast.state import BUNDLES, Decisions, IndexState, IndexStats, ModelInfo, SkillMeta
@@ -176,9 +176,9 @@ def _save_unlocked(state: IndexState, directory: Path, extra_files: dict[str, by
         write_durable(tmp / "skills.jsonl", skills)
         files = {"vocab.json": sha256_bytes(vocab), "skills.jsonl": sha256_bytes(skills)}
         if state.bodies is not None and len(state.bodies) == len(state.skills):
-            texts = "".join(json.dumps(b, ensure_ascii=False) + "\n" for b in state.bodies).encode("utf-8")
-            write_durable(tmp / TEXTS, texts)
-            files[TEXTS] = sha256_bytes(texts)
+            # line by line: a streamed build's bodies live on disk (skillsight_fast.build.DiskTexts)
+            files[TEXTS] = write_durable_chunks(
+                tmp / TEXTS, ((json.dumps(b, ensure_ascii=False) + "\n").encode("utf-8") for b in state.bodies))
         manifest = {
             "format": "skillsight-fast-index",
             "format_version": FORMAT_VERSION,

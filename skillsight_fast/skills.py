@@ -287,6 +287,15 @@ def read_jsonl(path: Path, report: LoadReport, *, strict: bool = False, skip_ids
     Optional keys are read as in a SKILL.md front matter (:data:`FRONT_MATTER_KEYS`: ``tags``,
     ``when_to_use``, ``triggers``, ``examples``, ...); other keys are ignored.
     """
+    report.skills.extend(iter_jsonl_skills(path, report, strict=strict, skip_ids=skip_ids))
+
+
+def iter_jsonl_skills(path: Path, report: LoadReport, *, strict: bool = False,
+                      skip_ids: Iterable[str] = ()) -> Iterator[Skill]:
+    """The records of a .jsonl / .jsonl.gz file, one at a time (see :func:`read_jsonl`).
+
+    Broken records become problems in ``report`` (``report.skills`` is not touched).
+    """
     skip = set(skip_ids)
     try:
         with _open_text(path) as fh:
@@ -318,10 +327,8 @@ def read_jsonl(path: Path, report: LoadReport, *, strict: bool = False, skip_ids
                 if rec["id"] in skip:
                     continue
                 # a record's "path" is not kept: a JSONL source must not point the server at a file
-                report.skills.append(
-                    Skill(rec["id"], clean_text(rec["name"]), clean_text(rec.get("description", "")),
-                          clean_text(rec.get("body", "")), **front_matter_fields(rec))
-                )
+                yield Skill(rec["id"], clean_text(rec["name"]), clean_text(rec.get("description", "")),
+                            clean_text(rec.get("body", "")), **front_matter_fields(rec))
     except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile) as exc:
         raise SkillFormatError(f"{path}: cannot read ({exc})") from None
 
@@ -336,6 +343,11 @@ def read_dataset(path: Path, report: LoadReport, *, strict: bool = False) -> Non
 
     The pool named by ``meta.distractors`` is looked up as a sibling folder.
     """
+    report.skills.extend(iter_dataset_skills(path, report, strict=strict))
+
+
+def iter_dataset_skills(path: Path, report: LoadReport, *, strict: bool = False) -> Iterator[Skill]:
+    """A dataset's corpus, then its distractor pool minus the excluded ids, one skill at a time."""
     meta_path = path / "meta.json"
     meta = load_json(read_regular_file(meta_path, 1 << 24, error=SkillFormatError, what="meta.json"),
                      error=SkillFormatError, what=str(meta_path))
@@ -347,13 +359,12 @@ def read_dataset(path: Path, report: LoadReport, *, strict: bool = False) -> Non
         raise SkillFormatError(f"{meta_path}: 'distractors' must be the name of a sibling folder")
     if not isinstance(excluded, list) or not all(isinstance(x, str) for x in excluded):
         raise SkillFormatError(f"{meta_path}: 'excluded_pool_ids' must be a list of strings")
-    read_jsonl(path / "corpus.jsonl.gz", report, strict=strict)
-    if pool:
-        pool_dir = path.parent / pool
-        if not is_dataset_folder(pool_dir):
-            raise SkillFormatError(f"{path}: its distractor pool {pool!r} is not at {pool_dir}")
-        read_jsonl(pool_dir / "corpus.jsonl.gz", report, strict=strict,
-                   skip_ids=excluded)
+    pool_dir = path.parent / pool if pool else None
+    if pool_dir is not None and not is_dataset_folder(pool_dir):
+        raise SkillFormatError(f"{path}: its distractor pool {pool!r} is not at {pool_dir}")
+    yield from iter_jsonl_skills(path / "corpus.jsonl.gz", report, strict=strict)
+    if pool_dir is not None:
+        yield from iter_jsonl_skills(pool_dir / "corpus.jsonl.gz", report, strict=strict, skip_ids=excluded)
 
 
 def load_skills(sources: Sequence[str | os.PathLike[str]], *, strict: bool = False) -> LoadReport:
@@ -381,41 +392,67 @@ def load_skills(sources: Sequence[str | os.PathLike[str]], *, strict: bool = Fal
         No skill was found.
     """
     report = LoadReport()
-    trees: list[tuple[Path, int, int]] = []  # (root, first, end) rows read from each folder tree
+    skills = list(iter_skills(sources, report, strict=strict))
+    report.skills = skills
+    return report
+
+
+def iter_skills(sources: Sequence[str | os.PathLike[str]], report: LoadReport, *,
+                strict: bool = False) -> Iterator[Skill]:
+    """The skills of :func:`load_skills`, same order and ids, one at a time (the streaming build).
+
+    Records of JSONL files and dataset folders are read as they are consumed; SKILL.md folder
+    trees are read when the iteration starts (skills of different trees that share an id are
+    renamed, :func:`prefix_colliding_tree_ids`, which needs every tree's ids). The folders read go
+    into ``report.roots`` and the skipped files into ``report.problems``; ``report.skills`` is not
+    touched. Raises what :func:`load_skills` raises, a duplicate id when its second copy is reached
+    and an empty library at the end.
+    """
     check_sources_do_not_overlap(sources)
+    paths: list[Path] = []
     for src in sources:
         path = Path(src).expanduser()
         if not path.exists():
             raise SkillFormatError(f"{path}: no such file or folder")
-        if path.is_dir():
-            if is_dataset_folder(path):
-                read_dataset(path, report, strict=strict)
-            else:
-                start = len(report.skills)
-                report.roots.append(os.path.realpath(path))
-                read_skill_tree(path, report, strict=strict)
-                trees.append((path, start, len(report.skills)))
-        elif path.name.endswith((".jsonl", ".jsonl.gz")):
-            read_jsonl(path, report, strict=strict)
+        if not (path.is_dir() or path.name.endswith((".jsonl", ".jsonl.gz")) or path.name == SKILL_FILE):
+            raise SkillFormatError(f"{path}: not a folder, a .jsonl(.gz) file or a SKILL.md")
+        paths.append(path)
+    tree_report = LoadReport(problems=report.problems)
+    trees: list[tuple[Path, int, int]] = []  # (root, first, end) rows read from each folder tree
+    spans: dict[int, tuple[int, int]] = {}
+    for i, path in enumerate(paths):
+        if path.is_dir() and not is_dataset_folder(path):
+            start = len(tree_report.skills)
+            report.roots.append(os.path.realpath(path))
+            read_skill_tree(path, tree_report, strict=strict)
+            trees.append((path, start, len(tree_report.skills)))
+            spans[i] = trees[-1][1:]
         elif path.name == SKILL_FILE:
             report.roots.append(os.path.realpath(path.parent))
-            report.skills.append(read_skill_file(path, path.parent.resolve().name))
-        else:
-            raise SkillFormatError(f"{path}: not a folder, a .jsonl(.gz) file or a SKILL.md")
-    prefix_colliding_tree_ids(report, trees)
+    prefix_colliding_tree_ids(tree_report, trees)
     seen: dict[str, str] = {}
-    for s in report.skills:
-        if s.id in seen:
-            raise DuplicateSkillError(
-                f"duplicate skill id {s.id!r} ({seen[s.id] or 'record'} and {s.path or 'record'}); "
-                "ids must be unique across all sources"
-            )
-        seen[s.id] = s.path
-    if not report.skills:
+    for i, path in enumerate(paths):
+        if i in spans:
+            a, b = spans[i]
+            these: Iterable[Skill] = tree_report.skills[a:b]
+        elif path.is_dir():
+            these = iter_dataset_skills(path, report, strict=strict)
+        elif path.name == SKILL_FILE:
+            these = [read_skill_file(path, path.parent.resolve().name)]
+        else:
+            these = iter_jsonl_skills(path, report, strict=strict)
+        for s in these:
+            if s.id in seen:
+                raise DuplicateSkillError(
+                    f"duplicate skill id {s.id!r} ({seen[s.id] or 'record'} and {s.path or 'record'}); "
+                    "ids must be unique across all sources"
+                )
+            seen[s.id] = s.path
+            yield s
+    if not seen:
         detail = (f" ({len(report.problems)} files skipped as broken; first: {report.problems[0]})"
                   if report.problems else "")
         raise EmptyLibraryError(f"no skills found in {', '.join(map(str, sources))}{detail}")
-    return report
 
 
 def check_sources_do_not_overlap(sources: Sequence[str | os.PathLike[str]]) -> None:

@@ -42,6 +42,16 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
     add_scan_args(p)
     p.add_argument("--pin", action="append", default=[], metavar="ID",
                    help="a skill every search returns first (repeatable; see also 'skillsight pin')")
+    p.add_argument("--stream", action="store_true",
+                   help="read, analyse and encode the sources in chunks, embeddings in a memory-mapped "
+                        "file (memory grows with the outputs, not the texts; docs/BUILD.md)")
+    p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                   help="encode the chunks on Ray workers (needs skillsight-fast[ray]): no ADDRESS starts "
+                        "Ray on this machine, 'auto' joins the running cluster, or HOST:PORT / ray://HOST:PORT")
+    p.add_argument("--ray-workers", type=_positive, default=None, metavar="N",
+                   help="Ray workers, one CPU each (default: the cluster's CPUs)")
+    p.add_argument("--chunk-size", type=_positive, default=None, metavar="N",
+                   help="skills per chunk of --stream / --ray (default 4096)")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or warnings")
     p.set_defaults(func=cmd_index)
@@ -87,28 +97,14 @@ def _positive(value: str) -> int:
     return n
 
 
-def cmd_index(args: argparse.Namespace) -> int:
-    from skillsight_fast import IndexConfig, SkillIndex
-    from skillsight_fast.models import load_encoder
-    from skillsight_fast.skills import load_skills
-
-    from skillsight_fast.errors import SkillFormatError
-    from skillsight_fast.skills import LoadReport
-
-    from skillsight_fast.io import check_index_target
-
-    t0 = time.perf_counter()
-    if not args.sources and not args.mcp and not args.openapi:
-        raise SkillFormatError("nothing to index: give a SOURCE, --mcp or --openapi")
-    check_index_target(args.output)  # a bad output path fails now, not after the encoding
-    report = load_skills(args.sources, strict=args.strict) if args.sources else LoadReport()
+def _read_tools(args: argparse.Namespace) -> list:
+    """The tools of ``--mcp`` servers and ``--openapi`` files, as skills."""
+    tools: list = []
     if args.mcp:
         from skillsight_fast.tools.catalog import parse_server_arg
         from skillsight_fast.tools.mcp_source import read_mcp_tools
 
         tools = read_mcp_tools([parse_server_arg(a) for a in args.mcp])
-    else:
-        tools = []
     if args.openapi:
         from skillsight_fast.tools.catalog import tool_skill
         from skillsight_fast.tools.openapi import parse_openapi_arg, read_openapi
@@ -116,32 +112,38 @@ def cmd_index(args: argparse.Namespace) -> int:
         for arg in args.openapi:
             name, spec = parse_openapi_arg(arg)
             tools += [tool_skill(t) for t in read_openapi(spec, name)]
-    if tools:
-        ids = {s.id for s in report.skills}
-        clash = next((s.id for s in tools if s.id in ids), None)
-        if clash is not None or len({s.id for s in tools}) != len(tools):
-            raise SkillFormatError(f"duplicate tool id {clash or 'among the servers'}: name the servers with NAME=")
-        report.skills.extend(tools)
-    for problem in report.problems:
-        if not args.quiet:
-            print(f"skipped {problem}", file=sys.stderr)
+    return tools
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from skillsight_fast import IndexConfig
+    from skillsight_fast.errors import SkillFormatError
+
+    t0 = time.perf_counter()
+    if not args.sources and not args.mcp and not args.openapi:
+        raise SkillFormatError("nothing to index: give a SOURCE, --mcp or --openapi")
+    from skillsight_fast.io import check_index_target
+
+    check_index_target(args.output)  # a bad output path fails now, not after the encoding
+    if args.chunk_size is not None and not (args.stream or args.ray is not None):
+        raise SkillFormatError("--chunk-size is for --stream or --ray")
+    if args.ray_workers is not None and args.ray is None:
+        raise SkillFormatError("--ray-workers is for --ray")
     from skillsight_fast.index import resolve_query_encoder
 
     config = IndexConfig(model=args.model, int8=args.int8, adaptive=not args.paper, lexical=args.lexical,
                          scan=args.scan, query_encoder=args.query_encoder, query_model=args.query_model,
                          **scan_params(args))
     config = resolve_query_encoder(config)  # the static tiers' model folder (distilled once if needed)
-    encoder = load_encoder(config.model, int8=args.int8)
-    from skillsight_fast.progress import ProgressEncoder, progress_enabled
-
-    if progress_enabled(args.quiet):
-        encoder = ProgressEncoder(encoder, desc=f"encoding {len(report.skills)} skills")
+    if args.stream or args.ray is not None:
+        index, report = _index_streaming(args, config)
+    else:
+        index, report = _index_in_memory(args, config)
     if args.pin:
-        known = {s.id for s in report.skills}
+        known = set(index.ids)
         unknown = [p for p in args.pin if p not in known]
         if unknown:
             raise SkillFormatError(f"--pin: no skill has the id {unknown[0]!r}")
-    index = SkillIndex.build(report.skills, encoder, config)
     index.roots = report.roots
     index.pins = args.pin
     index.save(args.output)
@@ -157,6 +159,75 @@ def cmd_index(args: argparse.Namespace) -> int:
               f"(rank r = {index.stats.rank}, |T_g| = {index.stats.n_generic}, "
               f"scan {index.scan.kind}, {len(report.problems)} skipped)")
     return 0
+
+
+def _index_in_memory(args: argparse.Namespace, config) -> tuple:
+    from skillsight_fast import SkillIndex
+    from skillsight_fast.errors import SkillFormatError
+    from skillsight_fast.models import load_encoder
+    from skillsight_fast.progress import ProgressEncoder, progress_enabled
+    from skillsight_fast.skills import LoadReport, load_skills
+
+    report = load_skills(args.sources, strict=args.strict) if args.sources else LoadReport()
+    tools = _read_tools(args)
+    if tools:
+        ids = {s.id for s in report.skills}
+        clash = next((s.id for s in tools if s.id in ids), None)
+        if clash is not None or len({s.id for s in tools}) != len(tools):
+            raise SkillFormatError(f"duplicate tool id {clash or 'among the servers'}: name the servers with NAME=")
+        report.skills.extend(tools)
+    for problem in report.problems:
+        if not args.quiet:
+            print(f"skipped {problem}", file=sys.stderr)
+    encoder = load_encoder(config.model, int8=args.int8)
+    if progress_enabled(args.quiet):
+        encoder = ProgressEncoder(encoder, desc=f"encoding {len(report.skills)} skills")
+    return SkillIndex.build(report.skills, encoder, config), report
+
+
+def _index_streaming(args: argparse.Namespace, config) -> tuple:
+    """``--stream`` / ``--ray``: the sources as a stream of chunks (skillsight_fast.build)."""
+    import functools
+    import itertools
+    from pathlib import Path
+
+    from skillsight_fast.build import DEFAULT_CHUNK, stream_build
+    from skillsight_fast.errors import SkillFormatError
+    from skillsight_fast.models import load_encoder
+    from skillsight_fast.progress import progress_enabled
+    from skillsight_fast.skills import LoadReport, iter_skills
+
+    report = LoadReport()
+    tools = _read_tools(args)
+    if len({s.id for s in tools}) != len(tools):
+        raise SkillFormatError("duplicate tool id among the servers: name the servers with NAME=")
+    skills = itertools.chain(iter_skills(args.sources, report, strict=args.strict) if args.sources else (),
+                             tools)
+    workdir = Path(args.output).expanduser().absolute().parent
+    workdir.mkdir(parents=True, exist_ok=True)
+    chunk = args.chunk_size or DEFAULT_CHUNK
+    t0 = time.perf_counter()
+
+    def progress(done: int) -> None:
+        if progress_enabled(args.quiet):
+            rate = done / max(time.perf_counter() - t0, 1e-9)
+            print(f"\rencoded {done} skills ({rate:.1f}/s)", end="", file=sys.stderr, flush=True)
+
+    if args.ray is not None:
+        from skillsight_fast.build.ray import ray_build
+
+        factory = functools.partial(load_encoder, config.model, int8=args.int8, threads=1)
+        index = ray_build(skills, factory, config, address=None if args.ray == "local" else args.ray,
+                          workers=args.ray_workers, chunk_size=chunk, workdir=workdir, on_chunk=progress)
+    else:
+        index = stream_build(skills, load_encoder(config.model, int8=args.int8), config, chunk_size=chunk,
+                             workdir=workdir, on_chunk=progress)
+    if progress_enabled(args.quiet):
+        print(file=sys.stderr)
+    for problem in report.problems:
+        if not args.quiet:
+            print(f"skipped {problem}", file=sys.stderr)
+    return index, report
 
 
 def _add_search(sub: argparse._SubParsersAction) -> None:
