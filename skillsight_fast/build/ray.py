@@ -1,0 +1,139 @@
+"""Distributed build on Ray: shards encoded on Ray workers, statistics added, one index written.
+
+The driver reads the sources as a stream (:func:`skillsight_fast.skills.iter_skills`), cuts it into
+chunks and hands them round-robin to ``workers`` Ray actors. Each actor loads the encoder once
+(``encoder_factory``, called on the worker) and turns a chunk into a
+:class:`~skillsight_fast.build.shard.Shard`: the chunk analysed, encoded and summarised
+(:func:`~skillsight_fast.build.shard.encode_shard`). The driver adds the shards in chunk order to a
+:class:`~skillsight_fast.build.stream.StreamBuilder`, with at most two chunks per worker in
+flight, and assembles the index exactly as the single-machine streaming build does, so both write
+the same index (tests/test_build_ray.py).
+
+Ray is an optional dependency: ``pip install 'skillsight-fast[ray]'``. On a cluster every node
+needs skillsight-fast and the model files at the same path.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from skillsight_fast.build.shard import Shard, encode_shard
+from skillsight_fast.build.stream import DEFAULT_CHUNK, StreamBuilder, chunks
+from skillsight_fast.config import IndexConfig
+from skillsight_fast.errors import SkillsightError
+from skillsight_fast.skills import Skill
+from skillsight_fast.types import Encoder
+
+if TYPE_CHECKING:
+    from skillsight_fast.index import SkillIndex
+
+logger = logging.getLogger(__name__)
+
+#: Chunks queued per worker (one being encoded, one waiting), so no worker idles between chunks.
+IN_FLIGHT_PER_WORKER = 2
+
+
+class RayNotInstalledError(SkillsightError):
+    """The ``ray`` extra is not installed."""
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or :class:`RayNotInstalledError` naming the extra."""
+    try:
+        import ray
+    except ImportError:
+        raise RayNotInstalledError(
+            "the Ray build needs ray: pip install 'skillsight-fast[ray]'") from None
+    return ray
+
+
+class ShardWorker:
+    """What each Ray actor runs: the encoder, loaded once, and :func:`encode_shard`."""
+
+    def __init__(self, encoder_factory: Callable[[], Encoder], config: IndexConfig) -> None:
+        self.encoder = encoder_factory()
+        self.config = config
+
+    def identity(self) -> tuple[str, str, int]:
+        """(model id, checksum, pid) of this worker's encoder."""
+        return self.encoder.model_id, self.encoder.checksum, os.getpid()
+
+    def encode(self, skills: list[Skill]) -> Shard:
+        return encode_shard(skills, self.encoder, self.config)
+
+
+def ray_build(skills: Iterable[Skill], encoder_factory: Callable[[], Encoder],
+              config: IndexConfig | None = None, *, address: str | None = None,
+              workers: int | None = None, chunk_size: int = DEFAULT_CHUNK,
+              workdir: str | os.PathLike[str] | None = None, query_encoder: Encoder | None = None,
+              on_chunk: Callable[[int], None] | None = None) -> SkillIndex:
+    """Build an index with the shards encoded on Ray workers.
+
+    Parameters
+    ----------
+    skills : iterable of Skill
+    encoder_factory : callable
+        Returns the document encoder; pickled and called once on every worker (e.g.
+        ``functools.partial(load_encoder, "all-MiniLM-L6-v2", threads=1)``).
+    config : IndexConfig, optional
+    address : str, optional
+        The cluster to join (``auto``, ``HOST:PORT`` or ``ray://HOST:PORT``); None starts a local
+        one. When this process is already connected to Ray, that connection is used.
+    workers : int, optional
+        Ray actors (one CPU each); default the cluster's CPUs.
+    chunk_size : int
+        Skills per shard.
+    workdir : path, optional
+        Temporary files of the driver (:class:`StreamBuilder`).
+    query_encoder : Encoder, optional
+        Attached to the returned index for searching (the workers' encoders stay on the workers).
+    on_chunk : callable, optional
+        Called with the number of skills added after each shard.
+
+    Returns
+    -------
+    SkillIndex
+        The index the single-machine build writes.
+    """
+    ray = import_ray()
+    config = config or IndexConfig()
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                 logging_level=logging.WARNING)
+    try:
+        n_workers = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        actor = ray.remote(num_cpus=1)(ShardWorker)
+        pool = [actor.remote(encoder_factory, config) for _ in range(n_workers)]
+        identities = ray.get([w.identity.remote() for w in pool])
+        if len({(m, c) for m, c, _ in identities}) != 1:
+            raise SkillsightError(f"the Ray workers loaded different encoders: {identities}")
+        model_id, checksum, _ = identities[0]
+        logger.info("ray build: %d workers, chunks of %d skills", n_workers, chunk_size)
+        builder = StreamBuilder(config, workdir)
+        try:
+            pending: collections.deque[Any] = collections.deque()
+            for i, chunk in enumerate(chunks(skills, chunk_size)):
+                pending.append(pool[i % n_workers].encode.remote(chunk))
+                while len(pending) >= IN_FLIGHT_PER_WORKER * n_workers:
+                    _add(builder, ray.get(pending.popleft()), on_chunk)
+            while pending:
+                _add(builder, ray.get(pending.popleft()), on_chunk)
+            return builder.finish(model_id=model_id, model_checksum=checksum, encoder=query_encoder)
+        finally:
+            builder.close()
+            for w in pool:
+                ray.kill(w)
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _add(builder: StreamBuilder, shard: Shard, on_chunk: Callable[[int], None] | None) -> None:
+    builder.add(shard)
+    if on_chunk is not None:
+        on_chunk(len(builder))
