@@ -136,7 +136,7 @@ def cmd_stream(a: argparse.Namespace) -> None:
         res = json.loads(subprocess.run(
             [sys.executable, __file__, "_one", "--static", a.static, "--", str(src), "-o",
              str(WORK / f"idx-{n}"), "--stream", "--model", a.static, *a.extra],
-            check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+            check=True, stdout=subprocess.PIPE, text=True).stdout.strip().splitlines()[-1])  # stderr shown
         save(a.out, f"stream_{n}", {**res, "skills_per_s": round(n / res["wall_s"], 1),
                                     "encoder": "static (model2vec-format MiniLM table)"})
 
