@@ -226,6 +226,11 @@ FULL_DISK = textwrap.dedent("""
     import skillsight_fast.models as models
     from skillsight_fast.cli import main
     models.load_encoder = lambda *a, **k: HashEncoder()  # the test encoder, as in fake_model
+    from skillsight_fast import SkillIndex
+    from skillsight_fast.skills import load_skills
+    # compile (and cache) the kernels first: on a cold Numba cache, writing the cache under the
+    # limit would fail with "File too large" before the save this test is about
+    SkillIndex.build(load_skills([{lib!r}]).skills, HashEncoder())
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail instead of killing
     resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, resource.RLIM_INFINITY))
     sys.exit(main(["index", {lib!r}, "-o", {out!r}, "-q"]))
