@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 
 _TOKEN = re.compile(r"[a-z0-9_]+")
 _DEFAULT_TOKEN = re.compile(r"(?<![a-z0-9_])[a-z0-9_]{2,40}(?![a-z0-9_])")
@@ -25,8 +24,3 @@ def analyze(text: str, min_len: int = 2, max_len: int = 40) -> list[str]:
 def unique_tokens(text: str, min_len: int = 2, max_len: int = 40) -> list[str]:
     """Distinct tokens of ``text`` in order of first appearance."""
     return list(dict.fromkeys(analyze(text, min_len, max_len)))
-
-
-def analyze_many(texts: Iterable[str], min_len: int = 2, max_len: int = 40) -> list[set[str]]:
-    """Token sets of many texts."""
-    return [set(analyze(t, min_len, max_len)) for t in texts]

@@ -80,8 +80,8 @@ def read_calibration(directory: str | os.PathLike[str]) -> dict[str, Any] | None
                                            what="calibration"), error=SkillsightError, what=str(path))
     except SkillsightError as exc:
         raise SkillsightError(f"{exc}; {hint}") from None
-    threshold = data.get("threshold", data.get("min_score")) if isinstance(data, dict) else None
-    if (not isinstance(data, dict) or data.get("signal", "score") not in SIGNALS
+    threshold = data.get("threshold") if isinstance(data, dict) else None
+    if (not isinstance(data, dict) or data.get("signal") not in SIGNALS
             or isinstance(threshold, bool) or not isinstance(threshold, (int, float))
             or not math.isfinite(threshold)):
         raise SkillsightError(f"{path}: no valid 'signal' and finite numeric 'threshold'; {hint}")
@@ -128,7 +128,7 @@ def resolve_abstention(directory: str | os.PathLike[str], min_score: float | Non
     cal = read_calibration(directory)
     if cal is None:
         return None
-    return Abstention(cal.get("signal", "score"), float(cal.get("threshold", cal.get("min_score"))))
+    return Abstention(cal["signal"], float(cal["threshold"]))
 
 
 def hit_cosines(index: "SkillIndex", vectors: np.ndarray, ids: np.ndarray) -> np.ndarray:

@@ -16,8 +16,11 @@ LEXICAL_SIDES = ("lec", "bm25")
 #: defaults, the index and the bm25s baselines use them.
 BM25_K1 = 1.2
 BM25_B = 0.75
-#: Dense candidate scans (skillsight_fast.scan; kept here so the config imports nothing heavy).
-SCAN_CHOICES = ("exact", "int8", "ivf", "auto")
+#: Dense candidate scans an index can be built with (skillsight_fast.scan; kept here so the config
+#: imports nothing heavy).
+SCANS = ("exact", "int8", "ivf")
+#: What ``skillsight index --scan`` and IndexConfig.scan accept: a scan, or ``auto`` (by size).
+SCAN_CHOICES = (*SCANS, "auto")
 #: Lexical side of the adaptive default (Rule 3 of docs/ADAPTIVE.md); adaptive=False is the paper's LEC.
 ADAPTIVE_LEXICAL = "bm25"
 #: Query encoder tiers (docs/ENCODERS.md): the transformer itself; static task vectors mapped into the

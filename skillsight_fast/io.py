@@ -12,7 +12,7 @@ Layout of an index folder::
                       (indexes without it still load; see read_bodies)
     scan_*            optional: the dense candidate scan's own arrays (scan_int8_codes.npy,
                       scan_int8_scales.npy) or files (scan_ivf.faiss, faiss's own format), listed
-                      with their sha256 under the manifest's ``scan`` section (no section: exact)
+                      with their sha256 under the manifest's ``scan`` section
     *.npy             the arrays of the dense and lexical bundles; skillsight_fast.state owns
                       their names, dtypes and shapes (doc_tf.npy / doc_len.npy, the term
                       frequencies of the BM25 side, are optional)
@@ -44,7 +44,8 @@ from typing import Any
 
 import numpy as np
 
-from skillsight_fast import __version__, validate
+from skillsight_fast import validate
+from skillsight_fast._version import __version__
 from skillsight_fast.config import IndexConfig
 from skillsight_fast.errors import IndexFormatError, SkillsightError
 from skillsight_fast.files import fsync_dir, sha256_bytes, sha256_file, write_durable, write_durable_chunks
@@ -352,15 +353,19 @@ def read_manifest(directory: Path) -> dict[str, Any]:
     return manifest
 
 
+_JSON_KINDS = {dict: "object", str: "string", list: "array"}
+
+
 def check_manifest_schema(manifest: dict[str, Any], path: Path) -> None:
     """The manifest's structure: the keys and value types every reader relies on (``info`` too)."""
     def bad(what: str) -> IndexFormatError:
         return IndexFormatError(f"{path}: malformed manifest ({what})")
 
     for key, kind in (("package_version", str), ("model", dict), ("config", dict), ("decisions", dict),
-                      ("stats", dict), ("arrays", dict), ("files", dict)):
+                      ("stats", dict), ("arrays", dict), ("files", dict), ("scan", dict),
+                      ("injection_scan", dict), ("roots", list)):
         if not isinstance(manifest.get(key), kind):
-            raise bad(f"{key!r} must be a JSON {'object' if kind is dict else 'string'}")
+            raise bad(f"{key!r} must be a JSON {_JSON_KINDS[kind]}")
     n = manifest.get("n_skills")
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         raise bad("'n_skills' must be a non-negative integer")
@@ -378,8 +383,6 @@ def check_manifest_schema(manifest: dict[str, Any], path: Path) -> None:
                 or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in entry["shape"])):
             raise bad(f"array entry {name!r} must be {{bundle: '{ALL_ARRAYS[name][0]}', file: '{name}.npy', "
                       "dtype, shape: [ints], sha256}")
-    if manifest.get("scan") is not None and not isinstance(manifest["scan"], dict):
-        raise bad("'scan' must be a JSON object")
     for fname, digest in manifest["files"].items():
         if fname not in ("vocab.json", "skills.jsonl", TEXTS) or not isinstance(digest, str):
             raise bad(f"unknown file entry {fname!r}")
@@ -390,8 +393,7 @@ def check_manifest_schema(manifest: dict[str, Any], path: Path) -> None:
     tau = stats.get("otsu_tau")
     if tau is not None and (not isinstance(tau, (int, float)) or isinstance(tau, bool)):
         raise bad("'stats.otsu_tau' must be a number or null")
-    roots = manifest.get("roots", [])
-    if not isinstance(roots, list) or not all(isinstance(r, str) for r in roots):
+    if not all(isinstance(r, str) for r in manifest["roots"]):
         raise bad("'roots' must be a list of strings")
     pins = manifest.get("pins", [])
     if not isinstance(pins, list) or not all(isinstance(r, str) for r in pins):
@@ -572,7 +574,7 @@ def _load_once(directory: Path, *, mmap: bool, verify: bool) -> tuple[IndexState
         lexical = BUNDLES["lexical"].from_arrays(arrays, vocab, n)  # type: ignore[arg-type]
         scan = _load_scan(directory, manifest, dense.embeddings_perp, mmap=mmap, verify=verify)
         state = IndexState(skills=skills, dense=dense, lexical=lexical, decisions=decisions, stats=stats,
-                           config=config, model=model, scan=scan, roots=list(manifest.get("roots", [])),
+                           config=config, model=model, scan=scan, roots=list(manifest["roots"]),
                            flags=_read_flags(manifest, n, directory), pins=list(manifest.get("pins", [])))
     except IndexFormatError as exc:
         if str(exc).startswith(("array ", "vocab.json:", "skills.jsonl:", "manifest ", "doc_tf ", "unknown ")):
@@ -586,8 +588,8 @@ def _load_once(directory: Path, *, mmap: bool, verify: bool) -> tuple[IndexState
 
 
 def _load_scan(directory: Path, manifest: dict[str, Any], perp: np.ndarray, *, mmap: bool, verify: bool) -> Scan:
-    """The saved scan (exact when the manifest has no ``scan`` section)."""
-    section = manifest.get("scan") or {"kind": "exact"}
+    """The saved scan, as the manifest's ``scan`` section describes it."""
+    section = manifest["scan"]
     try:
         kind = section["kind"]
         params = dict(section.get("params") or {})
@@ -614,9 +616,8 @@ def _load_scan(directory: Path, manifest: dict[str, Any], perp: np.ndarray, *, m
 
 
 def _read_flags(manifest: dict[str, Any], n: int, directory: Path) -> list[list[str]]:
-    """Per skill, the reasons the index-time scan flagged it (empty lists when none or not scanned)."""
-    section = manifest.get("injection_scan")
-    flags = section.get("flagged", {}) if isinstance(section, dict) else {}
+    """Per skill, the reasons the index-time scan flagged it (empty lists when none)."""
+    flags = manifest["injection_scan"].get("flagged")
     out: list[list[str]] = [[] for _ in range(n)]
     if not isinstance(flags, dict):
         raise IndexFormatError(f"{directory}: malformed manifest ('injection_scan.flagged' must be an object)")

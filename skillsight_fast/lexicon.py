@@ -32,7 +32,7 @@ class Lexicon:
         Sorted document rows containing each term.
     doc_tf : uint16 (nnz,) or None
         Term frequency of each entry of ``doc_terms`` (capped at ``TF_MAX``); None when the
-        lexicon was built from token sets (or loaded from an index saved without it).
+        lexicon was built from token sets (and so when such an index is loaded).
     doc_len : int32 (N,) or None
         Number of analyzer tokens of each document (with repeats), the BM25 document length.
     """
@@ -123,7 +123,7 @@ class Lexicon:
         Raises
         ------
         ValueError
-            This lexicon has no term frequencies (indexes saved before them: rebuild instead),
+            This lexicon has no term frequencies (it was built from token sets: rebuild instead),
             or ``texts`` does not match the number of -1 rows.
         """
         rows = np.asarray(rows, dtype=np.int64)

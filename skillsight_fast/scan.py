@@ -37,10 +37,6 @@ from skillsight_fast.errors import IndexFormatError, SkillsightError
 
 logger = logging.getLogger(__name__)
 
-#: The scans an index can be built with.
-SCANS = ("exact", "int8", "ivf")
-# ``SCAN_CHOICES`` (what ``skillsight index --scan`` accepts: SCANS and ``auto``) lives in
-# skillsight_fast.config, which validates IndexConfig.scan against it.
 #: ``auto`` switches from the exact float32 scan to the int8 scan at this many skills. Below it the
 #: float32 scan of one query is under ~15 ms on one core (docs/SPEED.md: 7.6 ms of scoring at
 #: 100k); from it on the int8 scan is 2.5-3x faster at recall 1.000 of the exact candidates.

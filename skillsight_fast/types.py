@@ -9,8 +9,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 F32 = NDArray[np.float32]
-I32 = NDArray[np.int32]
-I64 = NDArray[np.int64]
 
 
 @runtime_checkable

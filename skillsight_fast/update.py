@@ -123,7 +123,7 @@ def update_index(directory: str | os.PathLike[str], skills: Sequence[Skill], *, 
     phase("encode")
     cfg = old.config
     lexicon = None
-    if old.lexicon.has_tf:  # analyse only the new texts; older indexes without tf are re-analysed
+    if old.lexicon.has_tf:  # analyse only the new texts; a lexicon without tf (token sets) is rebuilt
         lexicon = old.lexicon.reuse_rows(rows, [skills[i].text for i in todo], cfg.min_token_len,
                                          cfg.max_token_len)
     new = SkillIndex.from_embeddings(skills, emb, cfg, model_id=old.model_id,

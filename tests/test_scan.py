@@ -105,13 +105,14 @@ def test_corrupt_or_missing_scan_files_are_refused(skills, tmp_path):
         SkillIndex.load(tmp_path / "idx", verify=False)
 
 
-def test_index_without_scan_section_loads_as_exact(exact, tmp_path):
+def test_a_manifest_needs_a_known_scan_section(exact, tmp_path):
     exact.save(tmp_path / "idx")
     mf = tmp_path / "idx" / "manifest.json"
     manifest = json.loads(mf.read_text())
-    del manifest["scan"]  # as saved before scans existed
+    del manifest["scan"]  # every version-2 index has one (v1 indexes are refused: rebuild)
     mf.write_text(json.dumps(manifest))
-    assert SkillIndex.load(tmp_path / "idx").scan.kind == "exact"
+    with pytest.raises(IndexFormatError, match="'scan' must be a JSON object"):
+        SkillIndex.load(tmp_path / "idx")
     manifest["scan"] = {"kind": "hnsw", "params": {}, "arrays": {}, "files": {}}
     mf.write_text(json.dumps(manifest))
     with pytest.raises(IndexFormatError, match="unknown scan"):

@@ -67,10 +67,10 @@ def test_update_with_nothing_to_do_writes_nothing(tmp_path):
 
 def test_update_keeps_the_calibration(tmp_path):
     SkillIndex.build(toy_skills(), HashEncoder()).save(tmp_path / "idx")
-    write_calibration(tmp_path / "idx", {"min_score": 0.25})
+    write_calibration(tmp_path / "idx", {"signal": "score", "threshold": 0.25})
     update_index(tmp_path / "idx", toy_skills()[:-1], encoder=HashEncoder())
     cal = read_calibration(tmp_path / "idx")
-    assert cal["min_score"] == 0.25 and cal["updated_after_calibration"] is True
+    assert cal["threshold"] == 0.25 and cal["updated_after_calibration"] is True
 
 
 def test_update_cli(tmp_path, monkeypatch, capsys):
@@ -114,8 +114,8 @@ def test_load_then_save_keeps_the_bodies(tmp_path):
 
 def test_extra_files_are_swapped_in_with_the_index(tmp_path):
     index = SkillIndex.build(toy_skills(), HashEncoder())
-    index.save(tmp_path / "idx", extra_files={"calibration.json": b'{"min_score": 0.5}'})
-    assert read_calibration(tmp_path / "idx")["min_score"] == 0.5
+    index.save(tmp_path / "idx", extra_files={"calibration.json": b'{"signal": "score", "threshold": 0.5}'})
+    assert read_calibration(tmp_path / "idx")["threshold"] == 0.5
     SkillIndex.load(tmp_path / "idx")  # the extra file does not upset the checksums
     for bad in ("", "../x", "sub/x", ".hidden", "manifest.json", "embeddings.npy"):
         with pytest.raises(ValueError):

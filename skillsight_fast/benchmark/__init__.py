@@ -6,15 +6,5 @@ the handler, so registering the subcommand costs nothing at start-up.
 
 from __future__ import annotations
 
-from typing import Any
-
 DEFAULT_SIZES = ("real", "26000", "100000", "1000000")
 QUICK_SIZES = ("real", "26000")
-
-
-def __getattr__(name: str) -> Any:  # lazy access to the driver's public helpers
-    if name in ("run_benchmark", "report_schema_keys"):
-        from skillsight_fast.benchmark import driver
-
-        return getattr(driver, name)
-    raise AttributeError(name)

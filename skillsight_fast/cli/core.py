@@ -329,11 +329,12 @@ def scan_info(manifest: dict) -> dict:
     """The manifest's scan section for ``info``: kind, parameters, bytes on disk (no faiss needed)."""
     import numpy as np
 
-    section = manifest.get("scan") or {"kind": "exact"}
-    sizes = [int(np.prod(e["shape"])) * np.dtype(e["dtype"]).itemsize for e in section.get("arrays", {}).values()]
-    sizes += [int(e.get("bytes", 0)) for e in section.get("files", {}).values()]
-    return {"scan": section.get("kind", "exact"), **section.get("params", {}), "scan_bytes": sum(sizes),
-            "files": sorted([*section.get("arrays", {}), *section.get("files", {})])}
+    section = manifest["scan"]  # read_manifest checked that it is an object
+    arrays, files = section.get("arrays", {}), section.get("files", {})
+    sizes = [int(np.prod(e["shape"])) * np.dtype(e["dtype"]).itemsize for e in arrays.values()]
+    sizes += [int(e.get("bytes", 0)) for e in files.values()]
+    return {"scan": section.get("kind"), **section.get("params", {}), "scan_bytes": sum(sizes),
+            "files": sorted([*arrays, *files])}
 
 
 def _add_rescan(sub: argparse._SubParsersAction) -> None:

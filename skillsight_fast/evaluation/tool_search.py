@@ -23,8 +23,6 @@ from skillsight_fast.evaluation.metrics import bootstrap_diff, bootstrap_mean, c
 from skillsight_fast.skills import Skill
 from skillsight_fast.tools.catalog import TOOL_TEXTS, tool_body
 
-#: The metrics of the tool-search table, in column order.
-TOOL_METRICS = ("hit@1", "hit@5", "complete@5")
 #: Methods compared (names of :mod:`skillsight_fast.evaluation.methods`).
 TOOL_METHODS = ("skillsight", "bm25", "dense")
 
