@@ -1,0 +1,131 @@
+"""The layering of the package, checked: import-linter's contracts (pyproject.toml) and no import cycles.
+
+The contracts: the leaf modules (config, errors, files, _version) import nothing else of the
+package; kernels import nothing above them; no library module imports the CLI; io does not import
+index; no cycles between sibling modules or packages. Their module lists name every top-level
+module, so a new module that is not added to them fails here instead of escaping the contracts.
+"""
+
+from __future__ import annotations
+
+import os
+import pkgutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import grimp  # comes with import-linter (the dev extra)
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "skillsight_fast"
+#: Modules the leaf contract lets everything import; they import nothing of the package.
+LEAVES = {"_version", "config", "errors", "files"}
+
+
+def _contracts() -> dict[str, dict]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    return {c["id"]: c for c in config["contracts"]}
+
+
+def _top_level() -> set[str]:
+    """Every module and subpackage directly under skillsight_fast/ (found on disk, not imported)."""
+    return {m.name for m in pkgutil.iter_modules([str(ROOT / PACKAGE)])}
+
+
+def _names(modules: list[str]) -> set[str]:
+    assert all(m.startswith(f"{PACKAGE}.") and m.count(".") == 1 for m in modules), modules
+    return {m.split(".", 1)[1] for m in modules}
+
+
+def test_import_contracts_hold() -> None:
+    """``lint-imports`` over this checkout: every contract of pyproject.toml is kept."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", "from importlinter.cli import lint_imports_command as c; c()",
+                           "--no-cache"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"import contracts broken:\n{proc.stdout}\n{proc.stderr}"
+    assert "0 broken" in proc.stdout and "kept" in proc.stdout
+
+
+def test_contract_lists_name_every_top_level_module() -> None:
+    """A new module must be placed in the contracts (else it could import the CLI unchecked)."""
+    modules, contracts = _top_level(), _contracts()
+    assert {"cli", "kernels", "io", "index", *LEAVES} <= modules
+    missing = {
+        "cli (source_modules)": modules - {"cli"} - _names(contracts["cli"]["source_modules"]),
+        "kernels (forbidden_modules)": modules - {"kernels"} - LEAVES - _names(contracts["kernels"]["forbidden_modules"]),
+        "leaves (forbidden_modules)": modules - LEAVES - _names(contracts["leaves"]["forbidden_modules"]),
+    }
+    extra = {
+        "cli": _names(contracts["cli"]["source_modules"]) - (modules - {"cli"}),
+        "kernels": _names(contracts["kernels"]["forbidden_modules"]) - (modules - {"kernels"} - LEAVES),
+        "leaves": _names(contracts["leaves"]["forbidden_modules"]) - (modules - LEAVES),
+    }
+    assert not any(missing.values()), f"add these modules to pyproject.toml's contracts: {missing}"
+    assert not any(extra.values()), f"these listed modules do not exist (or are misplaced): {extra}"
+    assert _names(contracts["leaves"]["source_modules"]) == LEAVES
+    assert contracts["io"]["source_modules"] == [f"{PACKAGE}.io"]
+    assert contracts["io"]["forbidden_modules"] == [f"{PACKAGE}.index"]
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            v, children = work[-1]
+            for w in children:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1:
+                        out.append(sorted(comp))
+    return out
+
+
+def test_cycle_finder_finds_cycles() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a", "e"}, "e": {"d"}, "f": set()}
+    assert sorted(_cycles(graph)) == [["a", "b", "c"], ["d", "e"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles_between_modules() -> None:
+    """Every import statement counts (also inside functions and under TYPE_CHECKING), and a package's
+    ``__init__`` is a module of its own: ``benchmark`` <-> ``benchmark.driver`` is a cycle too
+    (import-linter's acyclic_siblings contract does not see parent-child cycles)."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        g = grimp.build_graph(PACKAGE, cache_dir=None)
+    finally:
+        sys.path.remove(str(ROOT))
+    graph = {m: set(g.find_modules_directly_imported_by(m)) for m in g.modules}
+    assert len(graph) > 50
+    assert _cycles(graph) == [], "import cycles among skillsight_fast modules"
