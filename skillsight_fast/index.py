@@ -107,7 +107,8 @@ def resolve_query_encoder(config: IndexConfig, teacher: Encoder | None = None) -
     """
     if config.query_encoder == "transformer":
         return config
-    from skillsight_fast.models.static import is_static_model_dir, resolve_static_model
+    from skillsight_fast.models.distill import resolve_static_model
+    from skillsight_fast.models.static import is_static_model_dir
 
     if config.query_encoder == "static" and config.query_model is None and is_static_model_dir(config.model):
         folder = resolve_static_model(config.model, config.model)

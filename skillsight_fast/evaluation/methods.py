@@ -98,7 +98,7 @@ class EvalContext:
         if self.query_encoder not in QUERY_ENCODERS:
             raise ValueError(f"query_encoder must be one of {QUERY_ENCODERS}")
         if self.query_encoder != "transformer":
-            from skillsight_fast.models.static import resolve_static_model
+            from skillsight_fast.models.distill import resolve_static_model
 
             folder = resolve_static_model(self.query_model, self.model, cache_dir=self.cache_dir)
             self.query_model = str(folder)

@@ -15,10 +15,12 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from skillsight_fast.models.static import StaticEncoder, save_static_model
+from skillsight_fast.errors import ModelError
+from skillsight_fast.models.static import StaticEncoder, is_static_model_dir, save_static_model
 
 logger = logging.getLogger(__name__)
 
@@ -127,3 +129,48 @@ def distill_to_folder(
         config={"tokenizer_name": getattr(encoder, "model_id", ""), "apply_pca": pca_dims,
                 "sif_coefficient": sif_coefficient},
     )
+
+
+def default_static_folder(model: str, cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Where the static model distilled from ``model`` lives in the cache (``<cache>/static/<name>-static``)."""
+    from skillsight_fast.models.encoder import cache_root
+
+    return cache_root(cache_dir) / "static" / f"{Path(str(model)).name}-static"
+
+
+def resolve_static_model(query_model: str | os.PathLike[str] | None, teacher_model: str, *,
+                         teacher: Any = None, cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The model2vec folder of a static tier: ``query_model`` if given, else the one distilled from
+    ``teacher_model`` (distilled into the cache on first use: about a minute on two cores).
+
+    Raises
+    ------
+    ModelError
+        ``query_model`` is not a model2vec folder.
+    """
+    if query_model is not None:
+        folder = Path(query_model).expanduser().absolute()
+        if not is_static_model_dir(folder):
+            raise ModelError(f"{folder} is not a model2vec folder (config.json with model_type model2vec, "
+                             "model.safetensors, tokenizer.json)")
+        return folder
+    folder = default_static_folder(teacher_model, cache_dir)
+    if not is_static_model_dir(folder):
+        import shutil
+        import tempfile
+
+        from skillsight_fast.models.encoder import load_encoder
+
+        logger.warning("distilling a static encoder from %s into %s (once; about a minute)", teacher_model, folder)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
+        try:
+            distill_to_folder(teacher if teacher is not None else load_encoder(teacher_model), tmp)
+            try:
+                os.rename(tmp, folder)  # a concurrent distillation may have won: keep its folder
+            except OSError:
+                if not is_static_model_dir(folder):
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return folder
