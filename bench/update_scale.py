@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import gzip
 import json
 import pstats
 import sys
@@ -33,9 +32,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 
 def library(n: int, seed: int = 0):
+    from skillsight_fast.files import read_jsonl
     from skillsight_fast.skills import Skill
 
-    recs = [json.loads(line) for line in gzip.open(ROOT / "data" / "skill_pool" / "corpus.jsonl.gz", "rt")]
+    recs = read_jsonl(ROOT / "data" / "skill_pool" / "corpus.jsonl.gz")
     vocab = sorted({w for r in recs[:300] for w in r["description"].lower().split() if w.isalpha()})
     rng = np.random.default_rng(seed)
     words = rng.integers(0, len(vocab), (n, 6))

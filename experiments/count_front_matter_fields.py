@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import argparse
 import collections
-import gzip
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import yaml
+
+from skillsight_fast.files import read_jsonl
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 DATASETS = ("skill_pool", "skillsbench")
@@ -60,7 +61,7 @@ def count(repos: Path) -> dict:
             commits[src["repo"]] = src["commit"]
     out: dict = {"n_records": 0, "n_found": 0, "fields": {}}
     for ds in DATASETS:
-        docs = [json.loads(line) for line in gzip.open(DATA / ds / "corpus.jsonl.gz", "rt", encoding="utf-8")]
+        docs = read_jsonl(DATA / ds / "corpus.jsonl.gz")
         by_repo: dict[str, list] = collections.defaultdict(list)
         for d in docs:
             repo, path = d["source"].split(":", 1)

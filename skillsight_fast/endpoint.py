@@ -12,14 +12,14 @@ Light on purpose (standard library only): the hook imports it on every prompt.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from skillsight_fast.files import atomic_write_bytes, sha256_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ def runtime_dir() -> Path:
 def endpoint_file(index: str | os.PathLike[str]) -> Path:
     """The endpoint file of an index folder (keyed by its real path)."""
     real = os.path.realpath(os.path.expanduser(os.fspath(index)))
-    key = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:20]
+    key = sha256_bytes(real.encode("utf-8", "surrogateescape"))[:20]
     return runtime_dir() / f"{key}.json"
 
 
@@ -44,15 +44,7 @@ def publish(index: str | os.PathLike[str], url: str) -> Path:
     path = endpoint_file(index)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     record = {"url": url, "pid": os.getpid(), "index": os.path.realpath(os.fspath(index)), "started": time.time()}
-    fd, tmp = tempfile.mkstemp(prefix=".endpoint-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(record, fh)
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_bytes(path, json.dumps(record).encode("utf-8"), mode=0o600)
     return path
 
 

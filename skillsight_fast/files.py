@@ -1,11 +1,13 @@
 """File plumbing shared by the whole package: checksums, durable and atomic writes, text readers.
 
-One copy of each: the index format (:mod:`skillsight_fast.io`), the model export, the evaluation
-cache and every JSONL reader use these.
+One copy of each: the index format (:mod:`skillsight_fast.io`), the model export and cache, the
+evaluation cache, the installer, the endpoint files and every JSONL reader use these. This module
+imports nothing else of the package.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
@@ -72,21 +74,51 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, mode: int = 0o644) -> None:
-    """Write ``data`` to ``path`` via a fsynced temp file in the same folder and :func:`os.replace`."""
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike[str], mode: int = 0o644, suffix: str = ".tmp") -> Iterator[Path]:
+    """A temporary path beside ``path`` that replaces ``path`` when the block ends without error.
+
+    The block writes the temporary file (by name: for writers that take a path, such as
+    onnxruntime's quantizer or :func:`shutil.copyfile`); it is then fsynced, given ``mode``
+    (:func:`tempfile.mkstemp` creates 0600) and renamed over ``path`` with :func:`os.replace`, and
+    the folder is fsynced. On an error the temporary file is removed and ``path`` is unchanged.
+
+    Parameters
+    ----------
+    path : path
+        The destination; its folder is created if missing.
+    mode : int
+        Permission bits of the result.
+    suffix : str
+        Ending of the temporary file's name (for writers that look at it).
+
+    Yields
+    ------
+    pathlib.Path
+        The temporary file (created empty).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)  # mkstemp creates 0600
+        yield tmp
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
+    fsync_dir(path.parent)
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, mode: int = 0o644) -> None:
+    """Write ``data`` to ``path`` atomically and durably (see :func:`atomic_output`)."""
+    with atomic_output(path, mode) as tmp:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
 
 
 def open_text(path: str | os.PathLike[str]) -> IO[str]:
@@ -96,6 +128,22 @@ def open_text(path: str | os.PathLike[str]) -> IO[str]:
     return open(path, encoding="utf-8")
 
 
+def iter_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, str]]:
+    """(line number, line) of each non-blank line of a UTF-8 text file, gunzipping ``*.gz``.
+
+    A UTF-8 byte-order mark at the start of the file is dropped. Lines keep their newline. For
+    readers that parse each line themselves (and report a bad one without stopping); the others
+    use :func:`iter_jsonl`. Raises ``UnicodeDecodeError`` or ``OSError``/``EOFError`` (a damaged
+    gzip stream can also raise ``zlib.error``).
+    """
+    with open_text(path) as fh:
+        for lineno, line in enumerate(fh, 1):
+            if lineno == 1:
+                line = line.removeprefix("\ufeff")
+            if line.strip():
+                yield lineno, line
+
+
 def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
     """(line number, parsed value) of each non-blank line of a ``.jsonl`` / ``.jsonl.gz`` file.
 
@@ -103,12 +151,8 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
     ``RecursionError``, ``UnicodeDecodeError`` or ``OSError``/``EOFError``; callers turn them into
     their own error with the file and line.
     """
-    with open_text(path) as fh:
-        for lineno, line in enumerate(fh, 1):
-            if lineno == 1:
-                line = line.removeprefix("\ufeff")
-            if line.strip():
-                yield lineno, json.loads(line)
+    for lineno, line in iter_lines(path):
+        yield lineno, json.loads(line)
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> list[Any]:

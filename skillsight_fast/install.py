@@ -16,12 +16,12 @@ import json
 import os
 import shlex
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from skillsight_fast.errors import SkillsightError
+from skillsight_fast.files import atomic_write_bytes
 
 #: Name of the MCP server entry.
 SERVER_NAME = "skillsight"
@@ -185,16 +185,7 @@ def apply(changes: list[Change]) -> list[Path]:
     for ch in changes:
         if not ch.changed:
             continue
-        ch.path.parent.mkdir(parents=True, exist_ok=True)
         mode = ch.path.stat().st_mode & 0o777 if ch.path.exists() else 0o644
-        fd, tmp = tempfile.mkstemp(prefix=f".{ch.path.name}.", dir=ch.path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(ch.new)
-            os.chmod(tmp, mode)
-            os.replace(tmp, ch.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write_bytes(ch.path, ch.new.encode("utf-8"), mode)
         written.append(ch.path)
     return written

@@ -48,7 +48,14 @@ from skillsight_fast import validate
 from skillsight_fast._version import __version__
 from skillsight_fast.config import IndexConfig
 from skillsight_fast.errors import IndexFormatError, SkillsightError
-from skillsight_fast.files import fsync_dir, sha256_bytes, sha256_file, write_durable, write_durable_chunks
+from skillsight_fast.files import (
+    atomic_write_bytes,
+    fsync_dir,
+    sha256_bytes,
+    sha256_file,
+    write_durable,
+    write_durable_chunks,
+)
 from skillsight_fast.limits import is_regular_file, load_json, load_json_lines, read_regular_file
 from skillsight_fast.scan import SCAN_ARRAYS, SCAN_TYPES, Scan, restore_scan
 from skillsight_fast.state import BUNDLES, Decisions, IndexState, IndexStats, ModelInfo, SkillMeta
@@ -225,14 +232,7 @@ def write_index_file(directory: Path, name: str, data: bytes) -> Path:
     with _save_lock(directory.parent):
         if not (directory / MANIFEST).is_file():
             raise IndexFormatError(f"{directory}: not an index folder")
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
-        os.close(fd)
-        try:
-            write_durable(tmp, data)
-            os.replace(tmp, directory / name)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write_bytes(directory / name, data)
     return directory / name
 
 

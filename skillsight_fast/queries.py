@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from skillsight_fast.errors import SkillFormatError
+from skillsight_fast.files import iter_lines
 from skillsight_fast.limits import clean_text, load_json
 
 
@@ -65,28 +66,24 @@ def read_queries(source: str | os.PathLike[str], limit: int | None = None) -> li
                 if line and not line.startswith("#"):
                     out.append(Task(f"{path.stem}:{i}", line))
         else:
-            opener = gzip.open if path.name.endswith(".gz") else open
-            with opener(path, "rt", encoding="utf-8") as fh:  # type: ignore[operator]
-                for lineno, line in enumerate(fh, 1):
-                    if not line.strip():
-                        continue
-                    rec = load_json(line, error=SkillFormatError, what=f"{path}:{lineno}")
-                    if not isinstance(rec, dict) or not isinstance(rec.get("text"), str):
-                        raise SkillFormatError(f"{path}:{lineno}: a query record needs a string 'text'")
-                    gold = rec.get("gold")
-                    if gold is None:
-                        gold = []
-                    if not isinstance(gold, list) or not all(isinstance(g, (str, int)) and not isinstance(g, bool)
-                                                             for g in gold):
-                        raise SkillFormatError(f"{path}:{lineno}: 'gold' must be a list of skill ids, "
-                                               f"got {json.dumps(gold)[:60]}")
-                    qid = rec.get("id", f"{path.stem}:{lineno}")
-                    if not isinstance(qid, (str, int)) or isinstance(qid, bool):
-                        raise SkillFormatError(f"{path}:{lineno}: 'id' must be a string, got {json.dumps(qid)[:60]}")
-                    out.append(Task(clean_text(str(qid)), clean_text(rec["text"]),
-                                     tuple(clean_text(str(g)) for g in gold)))
-                    if limit is not None and len(out) >= limit:
-                        break
+            for lineno, line in iter_lines(path):
+                rec = load_json(line, error=SkillFormatError, what=f"{path}:{lineno}")
+                if not isinstance(rec, dict) or not isinstance(rec.get("text"), str):
+                    raise SkillFormatError(f"{path}:{lineno}: a query record needs a string 'text'")
+                gold = rec.get("gold")
+                if gold is None:
+                    gold = []
+                if not isinstance(gold, list) or not all(isinstance(g, (str, int)) and not isinstance(g, bool)
+                                                         for g in gold):
+                    raise SkillFormatError(f"{path}:{lineno}: 'gold' must be a list of skill ids, "
+                                           f"got {json.dumps(gold)[:60]}")
+                qid = rec.get("id", f"{path.stem}:{lineno}")
+                if not isinstance(qid, (str, int)) or isinstance(qid, bool):
+                    raise SkillFormatError(f"{path}:{lineno}: 'id' must be a string, got {json.dumps(qid)[:60]}")
+                out.append(Task(clean_text(str(qid)), clean_text(rec["text"]),
+                                tuple(clean_text(str(g)) for g in gold)))
+                if limit is not None and len(out) >= limit:
+                    break
     except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise SkillFormatError(f"{path}: cannot read queries ({exc})") from None
     return out[:limit] if limit is not None else out

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
-import hashlib
-import json
 import logging
 import os
+import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 import yaml
 
 from skillsight_fast.errors import DuplicateSkillError, EmptyLibraryError, SkillFormatError
+from skillsight_fast.files import iter_lines, sha256_text
 from skillsight_fast.limits import clean_text, load_json, read_regular_file
 
 logger = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ class Skill:
     @property
     def sha256(self) -> str:
         """Content hash of the indexed text (used by incremental updates)."""
-        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+        return sha256_text(self.text)
 
 
 @dataclass
@@ -275,12 +275,6 @@ def read_skill_tree(root: Path, report: LoadReport, *, strict: bool = False) -> 
             report.problems.append(Problem(str(file), str(exc).removeprefix(f"{file}: ")))
 
 
-def _open_text(path: Path):
-    if path.name.endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8-sig")  # -sig: a BOM must not eat the first record
-    return open(path, encoding="utf-8-sig")
-
-
 def read_jsonl(path: Path, report: LoadReport, *, strict: bool = False, skip_ids: Iterable[str] = ()) -> None:
     """Append the records ``{id, name, description, body}`` of a .jsonl / .jsonl.gz file.
 
@@ -298,38 +292,35 @@ def iter_jsonl_skills(path: Path, report: LoadReport, *, strict: bool = False,
     """
     skip = set(skip_ids)
     try:
-        with _open_text(path) as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                where = f"{path}:{lineno}"
-                try:
-                    rec = load_json(line, error=SkillFormatError, what=where)
-                    if not isinstance(rec, dict):
-                        raise SkillFormatError(f"{where}: not a JSON object")
-                    for key in ("id", "name"):
-                        if not isinstance(rec.get(key), str) or not rec[key].strip():
-                            raise SkillFormatError(f"{where}: needs a non-empty string '{key}'")
-                    for key in ("description", "body", "when_to_use"):
-                        if not isinstance(rec.get(key, ""), str):
-                            raise SkillFormatError(f"{where}: '{key}' must be a string")
-                    for key in ("tags", "triggers", "examples"):
-                        if not isinstance(rec.get(key, []), (list, str)):
-                            raise SkillFormatError(f"{where}: '{key}' must be a list of strings")
-                    if clean_text(rec["id"]) != rec["id"]:
-                        raise SkillFormatError(f"{where}: 'id' holds a lone surrogate")
-                except SkillFormatError as exc:
-                    msg = str(exc)
-                    if strict:
-                        raise SkillFormatError(msg) from None
-                    report.problems.append(Problem(where, msg.removeprefix(f"{where}: ")))
-                    continue
-                if rec["id"] in skip:
-                    continue
-                # a record's "path" is not kept: a JSONL source must not point the server at a file
-                yield Skill(rec["id"], clean_text(rec["name"]), clean_text(rec.get("description", "")),
-                            clean_text(rec.get("body", "")), **front_matter_fields(rec))
-    except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile) as exc:
+        for lineno, line in iter_lines(path):  # a BOM must not eat the first record
+            where = f"{path}:{lineno}"
+            try:
+                rec = load_json(line, error=SkillFormatError, what=where)
+                if not isinstance(rec, dict):
+                    raise SkillFormatError(f"{where}: not a JSON object")
+                for key in ("id", "name"):
+                    if not isinstance(rec.get(key), str) or not rec[key].strip():
+                        raise SkillFormatError(f"{where}: needs a non-empty string '{key}'")
+                for key in ("description", "body", "when_to_use"):
+                    if not isinstance(rec.get(key, ""), str):
+                        raise SkillFormatError(f"{where}: '{key}' must be a string")
+                for key in ("tags", "triggers", "examples"):
+                    if not isinstance(rec.get(key, []), (list, str)):
+                        raise SkillFormatError(f"{where}: '{key}' must be a list of strings")
+                if clean_text(rec["id"]) != rec["id"]:
+                    raise SkillFormatError(f"{where}: 'id' holds a lone surrogate")
+            except SkillFormatError as exc:
+                msg = str(exc)
+                if strict:
+                    raise SkillFormatError(msg) from None
+                report.problems.append(Problem(where, msg.removeprefix(f"{where}: ")))
+                continue
+            if rec["id"] in skip:
+                continue
+            # a record's "path" is not kept: a JSONL source must not point the server at a file
+            yield Skill(rec["id"], clean_text(rec["name"]), clean_text(rec.get("description", "")),
+                        clean_text(rec.get("body", "")), **front_matter_fields(rec))
+    except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise SkillFormatError(f"{path}: cannot read ({exc})") from None
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import logging
 import os
@@ -28,12 +27,6 @@ def report_schema_keys() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, .
     from skillsight_fast.benchmark.runner import STAGES
 
     return REPORT_KEYS, SIZE_KEYS, STAGES
-
-
-def _read_queries(path: Path) -> list[str]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        return [json.loads(line)["text"] for line in fh if line.strip()]
 
 
 def _base_index(args: argparse.Namespace, encoder) -> Any:
@@ -306,6 +299,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     """Entry point of ``skillsight bench``."""
     t_start = time.perf_counter()
     from skillsight_fast.benchmark import DEFAULT_SIZES, QUICK_SIZES
+    from skillsight_fast.queries import read_queries
 
     sizes = args.sizes or list(QUICK_SIZES if args.quick else DEFAULT_SIZES)
     reps = args.reps or (10 if args.quick else 40)
@@ -324,7 +318,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         static = load_static_encoder(resolve_static_model(args.static_model, encoder.model_id, teacher=encoder))
     base = _base_index(args, encoder)
     qfile = Path(args.queries) if args.queries else Path(args.corpus[0]) / "queries.jsonl.gz"
-    queries = _read_queries(qfile) if qfile.exists() else [s.description or s.name for s in base.skills[:64]]
+    queries = [t.text for t in read_queries(qfile)] if qfile.exists() else [s.description or s.name for s in base.skills[:64]]
     if args.quick:
         queries = queries[:16]
     doc_texts = None if args.no_model else _doc_texts(base, args.corpus)

@@ -21,13 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from skillsight_fast.models.export import atomic_write_bytes
+from skillsight_fast.files import atomic_write_bytes, sha256_text
 
 logger = logging.getLogger(__name__)
-
-
-def text_sha(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def texts_sha(texts: Sequence[str]) -> str:
@@ -40,7 +36,8 @@ def texts_sha(texts: Sequence[str]) -> str:
     return h.hexdigest()
 
 
-def _save_npy(path: Path, arr: np.ndarray) -> None:
+def save_npy(path: Path, arr: np.ndarray) -> None:
+    """Write ``arr`` as a plain ``.npy`` file (no pickle), atomically."""
     import io
 
     buf = io.BytesIO()
@@ -88,7 +85,7 @@ class EmbeddingCache:
             if arr.shape[0] == len(texts):
                 return arr
         store = self._load_store()
-        keys = [text_sha(t) for t in texts]
+        keys = [sha256_text(t) for t in texts]
         todo_idx: dict[str, int] = {}
         for i, k in enumerate(keys):
             if k not in store and k not in todo_idx:
@@ -99,12 +96,12 @@ class EmbeddingCache:
             vecs = np.asarray(encode(todo), dtype=np.float32)
             shard = texts_sha(todo)
             self.folder.mkdir(parents=True, exist_ok=True)
-            _save_npy(self.folder / f"shard-{shard}.npy", vecs)
+            save_npy(self.folder / f"shard-{shard}.npy", vecs)
             atomic_write_bytes(self.folder / f"shard-{shard}.json", json.dumps(list(todo_idx)).encode())
             store.update(zip(todo_idx, vecs))
         if not texts:
             return np.zeros((0, 0), np.float32)
         out = np.stack([store[k] for k in keys]).astype(np.float32)
         self.folder.mkdir(parents=True, exist_ok=True)
-        _save_npy(corpus_file, out)
+        save_npy(corpus_file, out)
         return out

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import logging
 import os
@@ -11,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from skillsight_fast.errors import SkillFormatError
+from skillsight_fast.files import read_jsonl
 from skillsight_fast.skills import Skill, load_skills
 
 logger = logging.getLogger(__name__)
@@ -76,12 +76,6 @@ class Dataset:
         return [q.gold for q in self.queries]
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as fh:  # type: ignore[operator]
-        return [json.loads(line) for line in fh if line.strip()]
-
-
 def default_data_root() -> Path:
     """``$SKILLSIGHT_DATA`` or the ``data/`` folder of a source checkout."""
     env = os.environ.get("SKILLSIGHT_DATA")
@@ -122,7 +116,7 @@ def load_dataset(path: str | os.PathLike[str], *, all_queries: bool = False, lim
     rows = {d.id: i for i, d in enumerate(docs)}
     queries: list[EvalQuery] = []
     missing = 0
-    for rec in _read_jsonl(qfile):
+    for rec in read_jsonl(qfile):
         gold = [rows[g] for g in rec.get("gold", []) if g in rows]
         missing += len(rec.get("gold", [])) - len(gold)
         if not gold:

@@ -346,7 +346,8 @@ def _splade_docs(ctx: EvalContext, enc: Any) -> Any:
 
     import scipy.sparse as sp
 
-    from skillsight_fast.evaluation.cache import _save_npy, text_sha
+    from skillsight_fast.evaluation.cache import save_npy
+    from skillsight_fast.files import atomic_write_bytes, sha256_text
 
     folder = ctx.cache / "eval" / f"splade-{enc.checksum[:12]}"
     store: dict[str, Any] = {}
@@ -357,15 +358,15 @@ def _splade_docs(ctx: EvalContext, enc: Any) -> Any:
         m = sp.csr_matrix(tuple(parts), shape=(len(keys), enc.vocab_size))
         store.update({k: m[i] for i, k in enumerate(keys)})
     texts = ctx.dataset.texts
-    keys = [text_sha(t) for t in texts]
+    keys = [sha256_text(t) for t in texts]
     todo = {k: t for k, t in zip(keys, texts) if k not in store}
     if todo:
         x = enc.encode(list(todo.values())).tocsr()
         folder.mkdir(parents=True, exist_ok=True)
         stem = folder / f"shard-{texts_sha(list(todo.values()))}"
         for n in ("data", "indices", "indptr"):
-            _save_npy(Path(f"{stem}.{n}.npy"), getattr(x, n))
-        Path(f"{stem}.json").write_text(json.dumps(list(todo)))
+            save_npy(Path(f"{stem}.{n}.npy"), getattr(x, n))
+        atomic_write_bytes(Path(f"{stem}.json"), json.dumps(list(todo)).encode())
         store.update({k: x[i] for i, k in enumerate(todo)})
     return sp.vstack([store[k] for k in keys], format="csr")
 

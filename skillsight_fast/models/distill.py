@@ -77,7 +77,7 @@ def distill(
     StaticEncoder
         ``model_id`` ``<teacher>-static``; ``checksum`` set from the table's bytes.
     """
-    import hashlib
+    from skillsight_fast.files import sha256_bytes
 
     tok = encoder._tokenizer  # type: ignore[attr-defined]
     vocab = tok.get_vocab()
@@ -109,7 +109,7 @@ def distill(
     from tokenizers import Tokenizer
 
     student_tok = Tokenizer.from_str(tok.to_str())
-    checksum = hashlib.sha256(table.tobytes()).hexdigest()
+    checksum = sha256_bytes(table.tobytes())
     return StaticEncoder(table, student_tok, model_id=f"{encoder.model_id}-static",  # type: ignore[attr-defined]
                          checksum=checksum, normalize=True)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,8 @@ from typing import Any
 import numpy as np
 
 from skillsight_fast.errors import ModelError, ModelNotFoundError
-from skillsight_fast.models.export import export_bert_onnx, quantize_onnx_int8, read_bert_config, sha256_file
+from skillsight_fast.files import atomic_output, sha256_file
+from skillsight_fast.models.export import export_bert_onnx, quantize_onnx_int8, read_bert_config
 from skillsight_fast.models.pooling import l2_normalize, mean_pool
 from skillsight_fast.models.registry import DEFAULT_MODEL, find_model_dir, get_spec
 from skillsight_fast.models.tokenizer import load_tokenizer
@@ -253,15 +253,8 @@ def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
 
 
 def _copy_atomic(src: Path, dst: Path) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
-    os.close(fd)
-    try:
+    with atomic_output(dst) as tmp:
         shutil.copyfile(src, tmp)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, dst)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _prepare_cache(

@@ -7,18 +7,17 @@ bias, and exact (erf) GELU. onnxruntime fuses these patterns itself at session c
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from skillsight_fast.errors import ModelError
+from skillsight_fast.files import atomic_output, atomic_write_bytes, sha256_file
 
 logger = logging.getLogger(__name__)
 
@@ -26,32 +25,6 @@ OPSET = 17
 #: Additive attention bias for padding positions (exp(-1e4) == 0 in float32, never NaN).
 MASK_BIAS = -1e4
 OUTPUT_NAME = "last_hidden_state"
-
-
-def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
-    """Hex SHA-256 of a file, read in 1 MiB chunks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temp file in the same folder and :func:`os.replace`."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def read_bert_config(model_dir: str | os.PathLike[str]) -> dict[str, Any]:
@@ -358,21 +331,13 @@ def quantize_onnx_int8(fp32_path: str | os.PathLike[str], out_path: str | os.Pat
     fp32_path, out = Path(fp32_path), Path(out_path)
     if not fp32_path.is_file():
         raise ModelError(f"{fp32_path} not found: nothing to quantize")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".onnx", dir=out.parent)
-    os.close(fd)
-    try:
+    with atomic_output(out, suffix=".onnx") as tmp:
         quantize_dynamic(
             str(fp32_path),
-            tmp,
+            str(tmp),
             per_channel=True,
             op_types_to_quantize=["MatMul"],
             weight_type=QuantType.QInt8,
         )
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     logger.info("quantized %s -> %s", fp32_path, out)
     return out

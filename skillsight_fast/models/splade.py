@@ -20,14 +20,8 @@ from typing import Any
 import numpy as np
 
 from skillsight_fast.errors import ModelError, ModelNotFoundError
-from skillsight_fast.models.export import (
-    OUTPUT_NAME,
-    atomic_write_bytes,
-    build_bert_onnx,
-    load_bert_weights,
-    read_bert_config,
-    sha256_file,
-)
+from skillsight_fast.files import atomic_write_bytes, sha256_file
+from skillsight_fast.models.export import OUTPUT_NAME, build_bert_onnx, load_bert_weights, read_bert_config
 
 logger = logging.getLogger(__name__)
 

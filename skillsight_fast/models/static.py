@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from skillsight_fast.errors import ModelError
-from skillsight_fast.models.export import sha256_file
+from skillsight_fast.files import sha256_file
 
 logger = logging.getLogger(__name__)
 
