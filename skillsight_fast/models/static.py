@@ -26,6 +26,7 @@ import numpy as np
 
 from skillsight_fast.errors import ModelError
 from skillsight_fast.files import sha256_file
+from skillsight_fast.models.wordpiece import FastWordPiece
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +98,8 @@ class StaticEncoder:
         self.tokenizer = tokenizer
         tokenizer.no_truncation()
         tokenizer.no_padding()
+        #: Exact ASCII fast path of BERT WordPiece tokenizers (None for any other pipeline).
+        self.fast = FastWordPiece.from_tokenizer(tokenizer)
         unk = getattr(tokenizer.model, "unk_token", None)
         self.unk_id: int | None = vocab.get(unk) if unk is not None else None
         self.model_id = model_id
@@ -117,9 +120,14 @@ class StaticEncoder:
 
     def tokenize(self, texts: Sequence[str]) -> list[np.ndarray]:
         """Token ids per text: no special tokens, unknown tokens dropped, truncated to ``max_length``."""
+        texts = list(texts)
+        if self.fast is not None:
+            all_ids = self.fast.encode_ids(texts)
+        else:
+            all_ids = [enc.ids for enc in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
         out = []
-        for enc in self.tokenizer.encode_batch(list(texts), add_special_tokens=False):
-            ids = np.asarray(enc.ids, dtype=np.int64)
+        for raw in all_ids:
+            ids = np.asarray(raw, dtype=np.int64)
             if self.unk_id is not None:
                 ids = ids[ids != self.unk_id]
             if self.max_length is not None:
