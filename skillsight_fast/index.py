@@ -705,17 +705,20 @@ class SkillIndex:
         return result
 
     def _evidence(self, ids: np.ndarray, terms: np.ndarray, ptr: np.ndarray) -> list[list[list[str]]]:
-        vocab = self.lexicon.vocab
+        lex = self.lexicon
+        vocab, indptr, doc_terms = lex.vocab, lex.doc_indptr, lex.doc_terms
         out: list[list[list[str]]] = []
         for i in range(ids.shape[0]):
             qt = terms[ptr[i] : ptr[i + 1]]
             row: list[list[str]] = []
-            for j in ids[i]:
+            for j in ids[i].tolist():
                 if j < 0 or qt.size == 0:
                     row.append([])
                     continue
-                hit = np.isin(qt, self.lexicon.doc_term_ids(int(j)), assume_unique=True)
-                row.append([vocab[t] for t in qt[hit]])
+                doc = doc_terms[indptr[j] : indptr[j + 1]]  # sorted term ids of the document
+                at = np.minimum(np.searchsorted(doc, qt), max(doc.size - 1, 0))
+                hit = (doc[at] == qt) if doc.size else np.zeros(qt.size, bool)
+                row.append([vocab[t] for t in qt[hit].tolist()])
             out.append(row)
         return out
 

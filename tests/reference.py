@@ -146,6 +146,18 @@ def transpose_csr(indptr, indices, n_cols):
     return np.array(ptr, np.int64), np.array(rows, np.int32)
 
 
+def evidence_terms(texts, vocab, generic, min_len=2, max_len=40) -> list[list[int]]:
+    """Evidence tokens Q' of each text: its known, non-generic terms, unique, in order of appearance."""
+    from skillsight_fast.analyzer import analyze
+
+    term_id = {t: i for i, t in enumerate(vocab)}
+    out = []
+    for text in texts:
+        ids = [term_id[t] for t in dict.fromkeys(analyze(text, min_len, max_len)) if t in term_id]
+        out.append([t for t in ids if not generic[t]])
+    return out
+
+
 def search_pipeline(queries, texts, k, *, embeddings, basis, renormalize, vocab, doc_terms, doc_tf, doc_len,
                     generic, beta=1.0, side="bm25", candidates=300, lexical_candidates=0, fusion="eq15",
                     weight=1.0, rrf_k=60.0, k1=1.2, b=0.75, min_len=2, max_len=40):
@@ -156,8 +168,6 @@ def search_pipeline(queries, texts, k, *, embeddings, basis, renormalize, vocab,
     length) and every stage are recomputed here; nothing of the package runs but the tokenizer.
     Returns (ids, scores) as a search does: int64 / float (n, k), -1 / -inf padding.
     """
-    from skillsight_fast.analyzer import analyze
-
     n = len(doc_terms)
     q = np.atleast_2d(np.asarray(queries, np.float64))
     d_perp = project_out_background(embeddings, basis, renormalize) if len(basis) or renormalize \
@@ -172,11 +182,7 @@ def search_pipeline(queries, texts, k, *, embeddings, basis, renormalize, vocab,
     bm25_idf = np.log(1 + (n - df + 0.5) / (df + 0.5))
     avgdl = float(np.mean(doc_len)) if n else 1.0
     avgdl = avgdl if avgdl > 0 else 1.0
-    term_id = {t: i for i, t in enumerate(vocab)}
-    evidence = []
-    for text in texts:
-        ids = [term_id[t] for t in dict.fromkeys(analyze(text, min_len, max_len)) if t in term_id]
-        evidence.append([t for t in ids if not generic[t]])
+    evidence = evidence_terms(texts, vocab, generic, min_len, max_len)
     out_ids = np.full((len(texts), k), -1, np.int64)
     out_scores = np.full((len(texts), k), -np.inf)
     if n == 0:

@@ -57,6 +57,13 @@ def check(index: SkillIndex, qv: np.ndarray, texts: list[str], k: int, **knobs) 
         gap = np.minimum(np.abs(np.diff(s, prepend=np.inf)), np.abs(np.diff(s, append=-np.inf)))
         clear = gap > 1e-3
         np.testing.assert_array_equal(res.ids[i][clear], ids[i][clear])
+    # the explanation: each hit's matched evidence tokens, in the order they appear in the task
+    r = raw(index)
+    evidence = ref.evidence_terms(texts, r["vocab"], r["generic"])
+    for i in range(res.ids.shape[0]):
+        want = [[r["vocab"][t] for t in evidence[i] if t in r["doc_terms"][j]] if j >= 0 else []
+                for j in res.ids[i].tolist()]
+        assert res.evidence[i] == want
 
 
 CONFIGS = {
