@@ -33,7 +33,8 @@ def test_int8_scan_matches_quantised_reference(rng, n_docs, k):
     docs = unit(rng.standard_normal((n_docs, 24)))
     q = unit(rng.standard_normal((3, 24)))
     codes, scales = quantize_int8(docs)
-    approx = q.astype(np.float64) @ (codes * scales[:, None]).T.astype(np.float64)
+    qc, qs = quantize_int8(q)  # the query is quantised the same way as the documents
+    approx = (qc * qs[:, None]).astype(np.float64) @ (codes * scales[:, None]).T.astype(np.float64)
     ids, scores = dense_topk_int8(q, codes, scales, k)
     for i in range(3):
         ref_ids, ref_scores = ref.topk_ref(approx[i], k)
@@ -53,6 +54,19 @@ def test_int8_scan_rescored_is_exact_with_full_oversampling(rng, n_docs, k):
         np.testing.assert_allclose(scores[i], ref_scores, atol=1e-5)
         valid = ids[i] >= 0
         np.testing.assert_allclose(exact[i, ids[i][valid]], scores[i][valid], atol=1e-5)
+
+
+def test_int8_scan_integer_dot_products_are_exact(rng):
+    """Extreme codes (all ±127, d = 384) neither overflow nor round: the score is s_q s_j (c_q · c_j)."""
+    docs = np.sign(rng.standard_normal((600, 384))).astype(np.float32)
+    docs[:300] = 1.0
+    q = np.ones((1, 384), np.float32)
+    codes, scales = quantize_int8(docs)
+    qc, qs = quantize_int8(q)
+    ids, scores = dense_topk_int8(q, codes, scales, 5)
+    exact = (qc.astype(np.int64) @ codes.T.astype(np.int64))[0] * (qs[0] * scales)
+    assert ids[0].tolist() == [0, 1, 2, 3, 4]  # 300 tied at the maximum: lowest ids first
+    np.testing.assert_allclose(scores[0], np.sort(exact)[::-1][:5], rtol=1e-6)
 
 
 def test_int8_scan_recall_with_default_oversampling(rng):
