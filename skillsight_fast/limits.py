@@ -104,7 +104,9 @@ def _depth(obj: Any, max_depth: int) -> bool:
         if isinstance(node, (dict, list)):
             if d > max_depth:
                 return False
-            stack.extend((v, d + 1) for v in (node.values() if isinstance(node, dict) else node))
+            # only containers go on the stack: a vocabulary of 100k strings costs one pass, no tuples
+            stack.extend((v, d + 1) for v in (node.values() if isinstance(node, dict) else node)
+                         if isinstance(v, (dict, list)))
     return True
 
 
