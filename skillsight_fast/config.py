@@ -26,6 +26,11 @@ ADAPTIVE_LEXICAL = "bm25"
 #: Query encoder tiers (docs/ENCODERS.md): the transformer itself; static task vectors mapped into the
 #: transformer's space by a map fitted at build on the library's texts; skills and tasks both static.
 QUERY_ENCODERS = ("transformer", "static-mapped", "static")
+#: Document vectors of the dense side (docs/ADAPTIVE.md, "Document vector"): one vector of the indexed text (the
+#: paper), or the mean of it and a vector of the name + description alone (mean of the two cosines).
+DOCUMENT_VECTORS = ("text", "text+namedesc")
+#: Document vector of the adaptive default; adaptive=False is the paper's single text vector.
+ADAPTIVE_DOCUMENT_VECTOR = "text+namedesc"
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,12 @@ class IndexConfig:
     query_model : str or None
         The model2vec folder of a static tier (absolute path, resolved at build); None for
         ``transformer``.
+    document_vector : str or None
+        The dense side's document representation (:data:`DOCUMENT_VECTORS`): ``text`` (one vector
+        of the indexed text) or ``text+namedesc`` (also a vector of ``name + "\\n" + description``;
+        a document's dense score is the mean of the two cosines). None (default) =
+        ``text+namedesc`` when ``adaptive`` else ``text``; what a build did is recorded in
+        ``Decisions.document_vector``.
     """
 
     model: str = DEFAULT_MODEL
@@ -115,12 +126,15 @@ class IndexConfig:
     lexical: str | None = None
     query_encoder: str = "transformer"
     query_model: str | None = None
+    document_vector: str | None = None
 
     def __post_init__(self) -> None:
         if self.query_encoder not in QUERY_ENCODERS:
             raise ValueError(f"query_encoder must be one of {QUERY_ENCODERS}")
         if self.background_tokens not in BACKGROUND_TOKENS:
             raise ValueError(f"background_tokens must be one of {BACKGROUND_TOKENS}")
+        if self.document_vector is not None and self.document_vector not in DOCUMENT_VECTORS:
+            raise ValueError(f"document_vector must be one of {DOCUMENT_VECTORS} or None")
         if self.lexical is not None and self.lexical not in LEXICAL_SIDES:
             raise ValueError(f"lexical must be one of {LEXICAL_SIDES} or None")
         if self.fusion not in FUSIONS:
@@ -143,6 +157,13 @@ class IndexConfig:
         if self.lexical is not None:
             return self.lexical
         return ADAPTIVE_LEXICAL if self.adaptive else "lec"
+
+    @property
+    def document_vector_side(self) -> str:
+        """The document vector this configuration builds: ``document_vector``, or the adaptive default."""
+        if self.document_vector is not None:
+            return self.document_vector
+        return ADAPTIVE_DOCUMENT_VECTOR if self.adaptive else "text"
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict of every field."""

@@ -42,7 +42,7 @@ from skillsight_fast.kernels import (
 from skillsight_fast.lexicon import Lexicon
 from skillsight_fast.limits import clean_text
 from skillsight_fast.scan import Scan, build_scan
-from skillsight_fast.skills import Skill
+from skillsight_fast.skills import Skill, namedesc_text
 from skillsight_fast.state import (
     Decisions,
     DenseState,
@@ -139,6 +139,23 @@ def _decide(config: IndexConfig, embeddings: np.ndarray, basis: np.ndarray, lexi
     return Decisions.of_config(config, background=True), basis, {}
 
 
+def _namedesc_vectors(config: IndexConfig, metas: Sequence[SkillMeta], emb: np.ndarray,
+                      namedesc: np.ndarray | None, encoder: Encoder | None) -> np.ndarray | None:
+    """The name + description vectors the build uses (None: the ``text`` document vector)."""
+    if config.document_vector_side != "text+namedesc":
+        return None
+    if namedesc is None:
+        if encoder is None or not metas:
+            return None
+        namedesc = encoder.encode([namedesc_text(m.name, m.description) for m in metas])
+    nd = np.ascontiguousarray(namedesc, dtype=np.float32)
+    if nd.shape != emb.shape:
+        raise EmbeddingError(f"name + description embeddings {nd.shape} do not match {emb.shape}")
+    if not np.isfinite(nd).all():
+        raise EmbeddingError("name + description embeddings contain NaN or infinity")
+    return nd
+
+
 class SkillIndex:
     """A SkillSight index over a skill library.
 
@@ -213,6 +230,7 @@ class SkillIndex:
         previous_scan: Scan | None = None,
         query_encoder: Encoder | None = None,
         query_map: np.ndarray | None = None,
+        namedesc: np.ndarray | None = None,
     ) -> "SkillIndex":
         """Build from precomputed document embeddings (float32 (N, d), unit rows).
 
@@ -244,6 +262,12 @@ class SkillIndex:
             ``config.query_model``).
         query_map : float32 (d_s + 1, d), optional
             ``static-mapped`` tier: a ready map (default: fitted here on the skills' texts).
+        namedesc : float32 (N, d), optional
+            Embeddings of each skill's ``name + "\\n" + description`` for the ``text+namedesc``
+            document vector (``config.document_vector_side``). Default: encoded here with
+            ``encoder`` when the config asks for them and the index decides for itself
+            (``decisions`` not given); without them the index scores the ``text`` vector and says
+            so in ``decisions.document_vector``. Ignored when the config asks for ``text``.
         """
         config = resolve_query_encoder(config or IndexConfig())
         emb = np.ascontiguousarray(embeddings, dtype=np.float32)
@@ -253,6 +277,7 @@ class SkillIndex:
             bad = int((~np.isfinite(emb).all(axis=1)).sum())
             raise EmbeddingError(f"{bad} document embeddings contain NaN or infinity")
         metas = [s if isinstance(s, SkillMeta) else SkillMeta.of(s) for s in skills]
+        namedesc = _namedesc_vectors(config, metas, emb, namedesc, encoder if decisions is None else None)
         if lexicon is None:
             if texts is None:
                 if not all(isinstance(s, Skill) for s in skills):
@@ -291,7 +316,9 @@ class SkillIndex:
         else:
             used_basis, rule_stats = paper_basis, {}
         dense = DenseState.build(emb, used_basis, singular_values, renormalize=config.renormalize,
-                                 query_map=query_map)
+                                 query_map=query_map, namedesc=namedesc)
+        if decisions.document_vector != dense.document_vector:  # what the scored matrix really is
+            decisions = decisions.replace(document_vector=dense.document_vector)
         stats = IndexStats(
             n_docs=len(metas), dim=int(emb.shape[1]), vocab_size=len(lexicon.vocab),
             otsu_tau=float(tau) if math.isfinite(tau) else math.inf,

@@ -39,6 +39,11 @@ MAX_FIELD_ITEMS = 32
 MAX_FIELD_CHARS = 1024
 
 
+def namedesc_text(name: str, description: str) -> str:
+    """The text of a skill's name + description vector (the ``text+namedesc`` document vector)."""
+    return f"{name}\n{description}"
+
+
 @dataclass(frozen=True)
 class Skill:
     """One skill: the unit that is indexed and retrieved.

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from skillsight_fast.background import bm25_idf, idf_from_df, lec_weights, otsu_threshold
-from skillsight_fast.config import FUSIONS, LEXICAL_SIDES, IndexConfig
+from skillsight_fast.config import DOCUMENT_VECTORS, FUSIONS, LEXICAL_SIDES, IndexConfig
 from skillsight_fast.errors import IndexFormatError, SkillsightError
 from skillsight_fast.kernels import project_out_background
 from skillsight_fast.lexicon import Lexicon
@@ -105,6 +105,10 @@ class DenseState:
     query_map : float32 (d_s + 1, d), optional
         The static-mapped tier's map from static task vectors into this space (last row the bias;
         :func:`skillsight_fast.models.static.fit_query_map`); None for the other tiers.
+    namedesc : float32 (N, d), optional
+        Raw embeddings of each skill's ``name + "\n" + description`` (unit rows), when the index
+        scores the ``text+namedesc`` document vector; ``embeddings_perp`` is then
+        (e⊥ + e_nd⊥) / 2, so q⊥ᵀ d⊥ is the mean of the two background-removed cosines.
     """
 
     embeddings: np.ndarray
@@ -112,6 +116,7 @@ class DenseState:
     basis: np.ndarray
     singular_values: np.ndarray
     query_map: np.ndarray | None = None
+    namedesc: np.ndarray | None = None
 
     ARRAYS: ClassVar[dict[str, ArraySpec]] = {
         "embeddings": ArraySpec("float32", 2),
@@ -119,16 +124,31 @@ class DenseState:
         "basis": ArraySpec("float32", 2),
         "singular_values": ArraySpec("float32", 1),
         "query_map": ArraySpec("float32", 2, optional=True),
+        "namedesc": ArraySpec("float32", 2, optional=True),
     }
 
     @classmethod
     def build(cls, embeddings: np.ndarray, basis: np.ndarray, singular_values: np.ndarray, *,
-              renormalize: bool = False, query_map: np.ndarray | None = None) -> "DenseState":
-        """Project the background ``basis`` out of ``embeddings`` (shared when r = 0)."""
+              renormalize: bool = False, query_map: np.ndarray | None = None,
+              namedesc: np.ndarray | None = None) -> "DenseState":
+        """Project the background ``basis`` out of ``embeddings`` (shared when r = 0).
+
+        With ``namedesc`` (float32 (N, d)), the scored matrix is the mean of the two
+        background-removed matrices, (e⊥ + e_nd⊥) / 2.
+        """
         basis = np.ascontiguousarray(basis, dtype=np.float32)
         qmap = None if query_map is None else np.ascontiguousarray(query_map, dtype=np.float32)
-        return cls(embeddings, remove_background(embeddings, basis, renormalize), basis,
-                   np.ascontiguousarray(singular_values, dtype=np.float32), qmap)
+        perp = remove_background(embeddings, basis, renormalize)
+        if namedesc is not None:
+            namedesc = np.ascontiguousarray(namedesc, dtype=np.float32)
+            perp = (0.5 * (perp + remove_background(namedesc, basis, renormalize))).astype(np.float32)
+        return cls(embeddings, perp, basis, np.ascontiguousarray(singular_values, dtype=np.float32), qmap,
+                   namedesc)
+
+    @property
+    def document_vector(self) -> str:
+        """``text+namedesc`` when the name + description vectors are part of the scored matrix."""
+        return "text" if self.namedesc is None else "text+namedesc"
 
     @property
     def n_docs(self) -> int:
@@ -148,6 +168,7 @@ class DenseState:
         state = cls(**{name: arrays.get(name) for name in cls.ARRAYS})
         qmap = state.query_map
         for name, ok in (("embeddings", state.embeddings.shape == (n_docs, dim)),
+                         ("namedesc", state.namedesc is None or state.namedesc.shape == (n_docs, dim)),
                          ("embeddings_perp", state.embeddings_perp.shape == (n_docs, dim)),
                          ("basis", state.basis.shape[1:] == (dim,)),
                          ("query_map", qmap is None or (qmap.shape[0] >= 2 and qmap.shape[1] == dim
@@ -270,6 +291,10 @@ class Decisions:
         Constant of reciprocal rank fusion.
     rule : str
         Who decided: ``adaptive`` (label-free rules, docs/ADAPTIVE.md) or ``config`` (as configured).
+    document_vector : str
+        The dense side's document vector (:data:`~skillsight_fast.config.DOCUMENT_VECTORS`):
+        ``text``, or ``text+namedesc`` (the mean of the text's and the name + description's
+        cosines, docs/ADAPTIVE.md); fixed at build time (``DenseState.namedesc``), not a knob.
     """
 
     background: bool
@@ -280,6 +305,7 @@ class Decisions:
     lexical_candidates: int = 0
     rrf_k: float = 60.0
     rule: str = "config"
+    document_vector: str = "text"
 
     def __post_init__(self) -> None:
         if self.lexical not in LEXICAL_SIDES:
@@ -290,6 +316,9 @@ class Decisions:
             raise SkillsightError("candidates must be >= 1 and lexical_candidates >= 0")
         if not math.isfinite(self.lexical_weight) or not math.isfinite(self.rrf_k):
             raise SkillsightError("lexical_weight and rrf_k must be finite")
+        if self.document_vector not in DOCUMENT_VECTORS:
+            raise SkillsightError(f"unknown document vector {self.document_vector!r} (expected one of "
+                                  f"{DOCUMENT_VECTORS})")
 
     @classmethod
     def of_config(cls, config: IndexConfig, *, background: bool = True, lexical_weight: float | None = None,
@@ -298,7 +327,8 @@ class Decisions:
         return cls(background=background, lexical=config.lexical_side,
                    lexical_weight=config.lexical_weight if lexical_weight is None else lexical_weight,
                    fusion=config.fusion, candidates=config.candidates,
-                   lexical_candidates=config.lexical_candidates, rrf_k=config.rrf_k, rule=rule)
+                   lexical_candidates=config.lexical_candidates, rrf_k=config.rrf_k, rule=rule,
+                   document_vector=config.document_vector_side)
 
     def replace(self, **changes: Any) -> "Decisions":
         """A copy with some fields changed (validated)."""

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from skillsight_fast.calibrate import CALIBRATION, calibration_bytes, read_calibration
-from skillsight_fast.skills import Skill
+from skillsight_fast.skills import Skill, namedesc_text
 
 logger = logging.getLogger(__name__)
 
@@ -116,19 +116,31 @@ def update_index(directory: str | os.PathLike[str], skills: Sequence[Skill], *, 
     emb = np.empty((len(skills), old.stats.dim), np.float32)
     reused = rows >= 0
     emb[reused] = old.embeddings[rows[reused]]
+    with_namedesc = old.dense.namedesc is not None  # the index scores name + description vectors too
     if todo:
         enc = old.encoder if wrap_encoder is None else wrap_encoder(old.encoder)
-        emb[todo] = enc.encode([skills[i].text for i in todo])
+        texts = [skills[i].text for i in todo]
+        if with_namedesc:  # one encoder pass over both kinds of text
+            texts += [namedesc_text(skills[i].name, skills[i].description) for i in todo]
+        vecs = enc.encode(texts)
+        emb[todo] = vecs[: len(todo)]
+    # the name + description vectors, when the index scores them: reused like the text vectors
+    cfg = old.config.replace(document_vector=old.decisions.document_vector)  # keep what the index does
+    namedesc = None
+    if with_namedesc:
+        namedesc = np.empty_like(emb)
+        namedesc[reused] = old.dense.namedesc[rows[reused]]
+        if todo:
+            namedesc[todo] = vecs[len(todo) :]
     report.encoded = len(todo)
     phase("encode")
-    cfg = old.config
     lexicon = None
     if old.lexicon.has_tf:  # analyse only the new texts; a lexicon without tf (token sets) is rebuilt
         lexicon = old.lexicon.reuse_rows(rows, [skills[i].text for i in todo], cfg.min_token_len,
                                          cfg.max_token_len)
     new = SkillIndex.from_embeddings(skills, emb, cfg, model_id=old.model_id,
                                      model_checksum=old.model_checksum, encoder=encoder, lexicon=lexicon,
-                                     previous_scan=old.scan)
+                                     previous_scan=old.scan, namedesc=namedesc)
     phase("rebuild")
     new.roots = list(roots) if roots is not None else list(old.roots)
     kept = set(new.ids)

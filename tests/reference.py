@@ -160,11 +160,13 @@ def evidence_terms(texts, vocab, generic, min_len=2, max_len=40) -> list[list[in
 
 def search_pipeline(queries, texts, k, *, embeddings, basis, renormalize, vocab, doc_terms, doc_tf, doc_len,
                     generic, beta=1.0, side="bm25", candidates=300, lexical_candidates=0, fusion="eq15",
-                    weight=1.0, rrf_k=60.0, k1=1.2, b=0.75, min_len=2, max_len=40):
+                    weight=1.0, rrf_k=60.0, k1=1.2, b=0.75, min_len=2, max_len=40, namedesc=None):
     """The whole SkillSight search, slowly, from the stored raw arrays (METHOD.md step by step).
 
     doc_terms: list of sets of term ids; doc_tf: list of dicts term id -> tf; vocab: list of terms;
-    generic: bool mask T_g. Background removal, the statistics (idf, LEC weights, BM25 idf and mean
+    generic: bool mask T_g; namedesc: the name + description vectors of the ``text+namedesc``
+    document vector (a document's dense score is then the mean of its two background-removed
+    cosines) or None. Background removal, the statistics (idf, LEC weights, BM25 idf and mean
     length) and every stage are recomputed here; nothing of the package runs but the tokenizer.
     Returns (ids, scores) as a search does: int64 / float (n, k), -1 / -inf padding.
     """
@@ -172,6 +174,10 @@ def search_pipeline(queries, texts, k, *, embeddings, basis, renormalize, vocab,
     q = np.atleast_2d(np.asarray(queries, np.float64))
     d_perp = project_out_background(embeddings, basis, renormalize) if len(basis) or renormalize \
         else np.asarray(embeddings, np.float64)
+    if namedesc is not None:
+        nd_perp = project_out_background(namedesc, basis, renormalize) if len(basis) or renormalize \
+            else np.asarray(namedesc, np.float64)
+        d_perp = (d_perp + nd_perp) / 2
     q_perp = project_out_background(q, basis, renormalize) if len(basis) or renormalize else q
     df = np.zeros(len(vocab))
     for s in doc_terms:

@@ -15,7 +15,11 @@ from skillsight_fast.errors import IndexFormatError, ModelMismatchError, QueryEr
 
 @pytest.fixture(scope="module")
 def index():
-    return SkillIndex.build(toy_skills(30), HashEncoder())
+    # the single text vector: the 64-dimensional hash encoder collides the toy skills' one-word
+    # descriptions ("Helps with pdf tasks."), so their name + description vectors are noise here;
+    # the text+namedesc default is checked in test_the_default_builds_the_name_description_vector
+    # and against the NumPy pipeline (test_pipeline_reference.py)
+    return SkillIndex.build(toy_skills(30), HashEncoder(), IndexConfig(document_vector="text"))
 
 
 def test_build_records_statistics(index):
@@ -213,7 +217,7 @@ def test_nan_embeddings_rejected():
     ],
 )
 def test_config_variants_search(changes):
-    cfg = IndexConfig(**changes)
+    cfg = IndexConfig(document_vector="text", **changes)  # the toy's descriptions: see the fixture
     idx = SkillIndex.build(toy_skills(30), HashEncoder(), cfg)
     res = idx.search(["stl mesh volume", "pytest fixtures coverage"], k=3)
     assert res.skill_ids[0][0] == "mesh-analysis"
@@ -222,8 +226,37 @@ def test_config_variants_search(changes):
 
 
 def test_rank_zero_means_raw_dense():
-    idx = SkillIndex.build(toy_skills(5), HashEncoder(), IndexConfig(rank=0, fusion="dense"))
+    idx = SkillIndex.build(toy_skills(5), HashEncoder(), IndexConfig(rank=0, fusion="dense", document_vector="text"))
     np.testing.assert_array_equal(idx.dense.embeddings_perp, idx.embeddings)
+    # with the name + description vector: the mean of the two raw vectors
+    both = SkillIndex.build(toy_skills(5), HashEncoder(), IndexConfig(rank=0, fusion="dense"))
+    np.testing.assert_allclose(both.dense.embeddings_perp, (both.embeddings + both.dense.namedesc) / 2, atol=1e-6)
+
+
+def test_the_default_builds_the_name_description_vector(tmp_path):
+    skills = toy_skills(5)
+    enc = HashEncoder()
+    idx = SkillIndex.build(skills, enc)
+    assert idx.decisions.document_vector == "text+namedesc"
+    expected = enc.encode([f"{s.name}\n{s.description}" for s in skills])
+    np.testing.assert_allclose(idx.dense.namedesc, expected, atol=1e-6)
+    res = idx.search(["compute the volume of an stl mesh"], k=3)
+    q = enc.encode(["compute the volume of an stl mesh"])[0]
+    basis = idx.dense.basis
+    perp = lambda v: v - (v @ basis.T) @ basis  # noqa: E731
+    j = res.ids[0, 0]
+    want = 0.5 * (perp(q) @ perp(idx.embeddings[j]) + perp(q) @ perp(expected[j]))
+    assert res.dense[0, 0] == pytest.approx(float(want), abs=1e-5)
+    # recorded in the manifest and kept by a save / load round trip
+    idx.save(tmp_path / "idx")
+    manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
+    assert manifest["decisions"]["document_vector"] == "text+namedesc"
+    back = SkillIndex.load(tmp_path / "idx", encoder=HashEncoder())
+    np.testing.assert_array_equal(back.dense.namedesc, idx.dense.namedesc)
+    np.testing.assert_array_equal(back.search(["stl mesh volume"], k=3).ids, idx.search(["stl mesh volume"], k=3).ids)
+    # the paper's configuration keeps the single text vector
+    paper = SkillIndex.build(skills, HashEncoder(), IndexConfig(adaptive=False))
+    assert paper.decisions.document_vector == "text" and paper.dense.namedesc is None
 
 
 def test_config_rejects_unknown_values():

@@ -39,7 +39,7 @@ def raw(index: SkillIndex) -> dict:
         tfs.append(dict(zip(lex.doc_terms[a:b].tolist(), lex.doc_tf[a:b].tolist())))
     return dict(embeddings=index.dense.embeddings, basis=index.dense.basis, renormalize=index.config.renormalize,
                 vocab=lex.vocab, doc_terms=terms, doc_tf=tfs, doc_len=lex.doc_len, generic=index.lexical.generic,
-                beta=index.config.beta)
+                beta=index.config.beta, namedesc=index.dense.namedesc)
 
 
 def check(index: SkillIndex, qv: np.ndarray, texts: list[str], k: int, **knobs) -> None:
@@ -87,6 +87,33 @@ def test_search_matches_the_numpy_pipeline(name, seed):
     queries = [" ".join(rng.choice(WORDS, int(rng.integers(1, 8)))) for _ in range(5)] + ["nothing known here"]
     for k in (1, 10):
         check(index, qv, queries, k)
+
+
+@pytest.mark.parametrize("config", [IndexConfig(), IndexConfig(adaptive=False, renormalize=True,
+                                                                document_vector="text+namedesc")])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_name_description_vector_matches_the_numpy_pipeline(config, seed):
+    """text+namedesc: a document's dense score is the mean of its two background-removed cosines."""
+    rng = np.random.default_rng(seed)
+    metas, emb, texts = library(rng, int(rng.integers(20, 80)))
+    nd = emb + 0.8 * rng.standard_normal(emb.shape).astype(np.float32)
+    nd = (nd / np.linalg.norm(nd, axis=1, keepdims=True)).astype(np.float32)
+    index = SkillIndex.from_embeddings(metas, emb, config, texts=texts, namedesc=nd)
+    assert index.decisions.document_vector == "text+namedesc"
+    np.testing.assert_array_equal(index.dense.namedesc, nd)
+    qv = emb[rng.integers(0, len(metas), 5)] + 0.3 * rng.standard_normal((5, emb.shape[1])).astype(np.float32)
+    qv = (qv / np.linalg.norm(qv, axis=1, keepdims=True)).astype(np.float32)
+    queries = [" ".join(rng.choice(WORDS, int(rng.integers(1, 8)))) for _ in range(4)] + ["nothing known here"]
+    for k in (1, 10):
+        check(index, qv, queries, k)
+        check(index, qv, queries, k, fusion="dense")
+    # without the vectors (no encoder to make them) the index scores the text vector, and says so
+    plain = SkillIndex.from_embeddings(metas, emb, config, texts=texts)
+    assert plain.decisions.document_vector == "text" and plain.dense.namedesc is None
+    # a config asking for the text vector ignores them
+    text_only = SkillIndex.from_embeddings(metas, emb, config.replace(document_vector="text"), texts=texts,
+                                           namedesc=nd)
+    assert text_only.dense.namedesc is None
 
 
 @pytest.mark.parametrize("knobs", [

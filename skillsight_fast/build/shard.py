@@ -16,7 +16,7 @@ from skillsight_fast.build.stats import CorpusStats
 from skillsight_fast.config import IndexConfig
 from skillsight_fast.errors import EmbeddingError
 from skillsight_fast.lexicon import Lexicon
-from skillsight_fast.skills import Skill
+from skillsight_fast.skills import Skill, namedesc_text
 from skillsight_fast.state import SkillMeta
 from skillsight_fast.types import Encoder
 
@@ -41,6 +41,9 @@ class Shard:
     embeddings : float32 (n, d)
     stats : CorpusStats
         Round-1 statistics over ``vocab``.
+    namedesc : float32 (n, d) or None
+        Embeddings of each skill's name + description, when the config's document vector is
+        ``text+namedesc`` (``IndexConfig.document_vector_side``).
     """
 
     metas: list[SkillMeta]
@@ -53,6 +56,7 @@ class Shard:
     doc_len: np.ndarray
     embeddings: np.ndarray
     stats: CorpusStats
+    namedesc: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.metas)
@@ -84,9 +88,15 @@ def encode_shard(skills: Sequence[Skill], encoder: Encoder, config: IndexConfig)
         bad = int((~np.isfinite(emb).all(axis=1)).sum())
         raise EmbeddingError(f"{bad} document embeddings contain NaN or infinity")
     assert lex.doc_tf is not None and lex.doc_len is not None
+    namedesc = None
+    if config.document_vector_side == "text+namedesc":
+        namedesc = np.ascontiguousarray(encoder.encode([namedesc_text(s.name, s.description) for s in skills]),
+                                        dtype=np.float32)
+        if namedesc.shape != emb.shape or not np.isfinite(namedesc).all():
+            raise EmbeddingError(f"name + description embeddings {namedesc.shape} are not {emb.shape} finite vectors")
     return Shard(
         metas=[SkillMeta.of(s) for s in skills], bodies=[s.body for s in skills],
         flags=[scan_skill(s) for s in skills], vocab=lex.vocab,
         doc_indptr=lex.doc_indptr, doc_terms=lex.doc_terms, doc_tf=lex.doc_tf, doc_len=lex.doc_len,
-        embeddings=emb, stats=CorpusStats.of(lex.vocab, lex.df(), emb),
+        embeddings=emb, stats=CorpusStats.of(lex.vocab, lex.df(), emb), namedesc=namedesc,
     )

@@ -123,6 +123,8 @@ class StreamBuilder:
         self.config = config
         self._dir = Path(tempfile.mkdtemp(prefix="skillsight-build-", dir=workdir))
         self._emb = open(self._dir / "embeddings.f32", "wb")
+        self._namedesc = open(self._dir / "namedesc.f32", "wb")  # stays empty for the text vector
+        self._n_namedesc = 0
         self._texts = open(self._dir / "texts.jsonl", "w+b")
         self._text_ends: list[int] = [0]
         self.stats: CorpusStats | None = None
@@ -160,6 +162,9 @@ class StreamBuilder:
                                  f"dimension {self.stats.emb_sum.shape[0]}")
         where = self.stats.add(shard.stats).astype(np.int32)
         self._emb.write(emb.tobytes())
+        if shard.namedesc is not None:
+            self._namedesc.write(np.ascontiguousarray(shard.namedesc, dtype=np.float32).tobytes())
+            self._n_namedesc += len(shard)
         # terms to provisional corpus-wide ids (rows are re-sorted once the vocabulary is sorted)
         self._terms.append(where[shard.doc_terms] if shard.doc_terms.size else shard.doc_terms.astype(np.int32))
         self._indptr.append(np.diff(shard.doc_indptr))
@@ -196,6 +201,11 @@ class StreamBuilder:
         self._emb.flush()
         self._texts.flush()
         emb = np.memmap(self._dir / "embeddings.f32", dtype=np.float32, mode="r", shape=(n, d))
+        self._namedesc.flush()
+        namedesc = None
+        if self._n_namedesc == n:  # every shard carried them (a mix would be a bug upstream)
+            namedesc = np.memmap(self._dir / "namedesc.f32", dtype=np.float32, mode="r", shape=(n, d))
+        self._namedesc.close()
         texts = DiskTexts(self._texts, np.asarray(self._text_ends, dtype=np.int64))
         self._emb.close()
         shutil.rmtree(self._dir, ignore_errors=True)  # the mapping and the open text file stay valid
@@ -233,7 +243,7 @@ class StreamBuilder:
             decisions, basis, rule_stats = Decisions.of_config(config, background=True), bg.basis, {}
         index = SkillIndex.from_embeddings(
             self.metas, emb, config, model_id=model_id, model_checksum=model_checksum, encoder=encoder,
-            lexicon=lexicon, basis=(basis, bg.singular_values), decisions=decisions,
+            lexicon=lexicon, basis=(basis, bg.singular_values), decisions=decisions, namedesc=namedesc,
         )
         index.state.stats = dataclasses.replace(
             index.state.stats, effective_rank=int(bg.effective_rank), n_background_terms=int(terms.size),
@@ -247,7 +257,7 @@ class StreamBuilder:
 
     def close(self) -> None:
         """Drop the temporary files (after :meth:`finish` only the open text file remains)."""
-        for fh in (self._emb,):
+        for fh in (self._emb, self._namedesc):
             if not fh.closed:
                 fh.close()
         shutil.rmtree(self._dir, ignore_errors=True)

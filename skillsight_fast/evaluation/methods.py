@@ -128,6 +128,13 @@ class EvalContext:
         return self.embeddings("doc", self.dataset.texts)
 
     @cached_property
+    def namedesc_emb(self) -> np.ndarray:
+        """Embeddings of each document's ``name + "\\n" + description`` (cache kind ``namedesc``)."""
+        from skillsight_fast.skills import namedesc_text
+
+        return self.embeddings("namedesc", [namedesc_text(d.name, d.description) for d in self.dataset.docs])
+
+    @cached_property
     def query_emb(self) -> np.ndarray:
         if self.query_encoder == "static-mapped":
             return self.mapped_query_emb
@@ -191,9 +198,12 @@ class EvalContext:
         config = config or IndexConfig()
         if embeddings is None and config in self._indexes:
             return self._indexes[config]
+        # the text+namedesc document vector needs the name + description vectors (cached like the
+        # documents'); callers passing their own document vectors get the text vector only
+        namedesc = self.namedesc_emb if embeddings is None and config.document_vector_side == "text+namedesc" else None
         index = SkillIndex.from_embeddings(
             self.dataset.docs, self.doc_emb if embeddings is None else embeddings, config,
-            lexicon=self.lexicon, model_id=self.enc.model_id, model_checksum="",
+            lexicon=self.lexicon, model_id=self.enc.model_id, model_checksum="", namedesc=namedesc,
         )
         if embeddings is None:
             self._indexes[config] = index
