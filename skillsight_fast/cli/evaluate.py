@@ -37,7 +37,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=positive_int, metavar="N", help="only the first N queries of each dataset")
     p.add_argument("--all-queries", action="store_true", help="metatool: all 20,544 queries, not the 2,000 subset")
     p.add_argument("--model", default=DEFAULT_MODEL, help="encoder for every dense method")
-    p.add_argument("--int8", action="store_true", help="int8 encoder")
+    p.add_argument("--int8", action="store_true", help="int8 encoder (documents and tasks)")
+    p.add_argument("--query-int8", action="store_true",
+                   help="tasks encoded by the dynamically int8-quantised transformer, documents as without it "
+                        "(the query-side int8 arm, docs/ENCODERS.md)")
     from skillsight_fast.cli.core import add_query_encoder_args
 
     add_query_encoder_args(p)
@@ -104,7 +107,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if unknown:
         print(f"error: unknown method(s) {unknown}; choose from {', '.join(METHODS)}", file=sys.stderr)
         return 2
-    if args.ablations and args.query_encoder != "transformer":
+    if args.query_int8 and args.query_encoder != "transformer":
+        print("error: --query-int8 applies to transformer queries (drop --query-encoder)", file=sys.stderr)
+        return 2
+    if args.ablations and (args.query_encoder != "transformer" or args.query_int8):
         print("error: --ablations runs with transformer queries only (drop --query-encoder)", file=sys.stderr)
         return 2
     if args.ablations:
@@ -129,7 +135,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         ds = load_dataset(folder, all_queries=args.all_queries, limit=args.limit)
         ctx = EvalContext(ds, model=args.model, int8=args.int8, cache_dir=args.cache_dir, seed=args.seed,
                           cross_encoder=args.cross_encoder, rerank_queries=args.rerank_queries,
-                          query_encoder=args.query_encoder, query_model=args.query_model)
+                          query_encoder=args.query_encoder, query_model=args.query_model,
+                          query_int8=args.query_int8)
         objs.append(evaluate_dataset(ctx, methods, n_boot=args.bootstrap, seed=args.seed))
     clean = [strip_private(o) for o in objs]
     if args.json:

@@ -76,6 +76,10 @@ class EvalContext:
         of that tier does); ``static`` (documents and tasks both encoded by the static model).
     query_model : path, optional
         model2vec folder of the static tiers (default: distilled from ``model`` into the cache).
+    query_int8 : bool
+        Task vectors from the dynamically int8-quantised graph of ``model`` while the documents keep
+        the encoder ``int8`` says (float32 by default): the query-side int8 arm of docs/ENCODERS.md.
+        Only with ``query_encoder="transformer"``.
     """
 
     dataset: Dataset
@@ -89,6 +93,7 @@ class EvalContext:
     encoder: Any = None
     query_encoder: str = "transformer"
     query_model: str | None = None
+    query_int8: bool = False
     notes: dict[str, Any] = field(default_factory=dict)
     _indexes: dict[Any, Any] = field(default_factory=dict, repr=False)
 
@@ -97,6 +102,10 @@ class EvalContext:
 
         if self.query_encoder not in QUERY_ENCODERS:
             raise ValueError(f"query_encoder must be one of {QUERY_ENCODERS}")
+        if self.query_int8 and self.query_encoder != "transformer":
+            raise ValueError("query_int8 applies to transformer queries only (query_encoder='transformer')")
+        if self.query_int8:
+            self.notes["query_encoder"] = {"tier": "transformer", "query_int8": "dynamic"}
         if self.query_encoder != "transformer":
             from skillsight_fast.models.distill import resolve_static_model
 
@@ -120,7 +129,9 @@ class EvalContext:
     def embeddings(self, kind: str, texts: Sequence[str], encode: Callable[[list[str]], np.ndarray] | None = None
                    ) -> np.ndarray:
         enc = self.enc
-        store = EmbeddingCache(self.cache, enc.model_id, enc.checksum, kind)
+        # the int8 graph shares the fp32 graph's model id and weights checksum: keep their vectors apart
+        model_id = f"{enc.model_id}-int8" if self.int8 else enc.model_id
+        store = EmbeddingCache(self.cache, model_id, enc.checksum, kind)
         return store.get(list(texts), encode or enc.encode)
 
     @cached_property
@@ -138,6 +149,10 @@ class EvalContext:
     def query_emb(self) -> np.ndarray:
         if self.query_encoder == "static-mapped":
             return self.mapped_query_emb
+        if self.query_int8 and not self.int8:
+            qenc = load_encoder(self.model, int8=True)
+            store = EmbeddingCache(self.cache, f"{qenc.model_id}-int8", qenc.checksum, "query")
+            return store.get(list(self.dataset.query_texts), qenc.encode)
         return self.embeddings("query", self.dataset.query_texts)
 
     @cached_property
