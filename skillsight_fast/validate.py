@@ -261,3 +261,18 @@ def check_index_contents(arrays: Mapping[str, np.ndarray], vocab: Any, records: 
     check_stats(stats, len(records), len(vocab), int(arrays["basis"].shape[0]))
     check_decisions(decisions, int(arrays["basis"].shape[0]))
     check_arrays(arrays, len(records), len(vocab), int(stats["dim"]))
+    check_namedesc(arrays, decisions, len(records), int(stats["dim"]))
+
+
+def check_namedesc(arrays: Mapping[str, np.ndarray], decisions: Mapping[str, Any], n_skills: int,
+                   dim: int) -> None:
+    """The name + description vectors are there exactly when the decisions say the index scores them
+    (``document_vector``; absent in manifests written before it = ``text``), finite, one per skill."""
+    wanted = decisions.get("document_vector", "text") == "text+namedesc"
+    if wanted != ("namedesc" in arrays):
+        raise IndexFormatError(f"decisions say document_vector {decisions.get('document_vector', 'text')!r} "
+                               f"but namedesc.npy is {'missing' if wanted else 'present'}")
+    if wanted:
+        if arrays["namedesc"].shape != (n_skills, dim):
+            raise _fail("namedesc", f"shape {arrays['namedesc'].shape}, expected {(n_skills, dim)}")
+        check_finite("namedesc", arrays["namedesc"])

@@ -88,6 +88,8 @@ CONTENT_DAMAGE = {
     "NaN embedding": ("embeddings_perp", lambda a: np.where(np.arange(a.size).reshape(a.shape) == 7, np.nan, a)
                       .astype(np.float32)),
     "inf idf": ("idf", lambda a: np.full_like(a, np.inf)),
+    "NaN name + description vector": ("namedesc", lambda a: np.where(np.arange(a.size).reshape(a.shape) == 3,
+                                                                    np.nan, a).astype(np.float32)),
     "non-orthonormal basis": ("basis", lambda a: (a * 3).astype(np.float32)),
 }
 
@@ -101,6 +103,16 @@ def test_damaged_contents_raise_instead_of_crashing(index_dir, case):
     _rewrite_array(index_dir, name, change(arr))
     out = _load_and_search(index_dir)
     assert out.startswith("error") and f"array {name}" in out, out
+
+
+def test_name_description_vectors_missing_where_the_decisions_need_them_is_refused(index_dir):
+    m = json.loads((index_dir / "manifest.json").read_text())
+    assert m["decisions"]["document_vector"] == "text+namedesc"
+    del m["arrays"]["namedesc"]
+    (index_dir / "manifest.json").write_text(json.dumps(m))
+    (index_dir / "namedesc.npy").unlink()
+    out = _load_and_search(index_dir)
+    assert out.startswith("error") and "namedesc.npy is missing" in out, out
 
 
 def test_fuzzed_index_never_crashes(index_dir, tmp_path):
