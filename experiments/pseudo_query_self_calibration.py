@@ -3,6 +3,8 @@
     python experiments/pseudo_query_self_calibration.py                  # the five datasets in data/
     python experiments/pseudo_query_self_calibration.py skillsbench,bfcl
     python experiments/pseudo_query_self_calibration.py --json grid.json   # also every setting's numbers
+    python experiments/pseudo_query_self_calibration.py --time skillsbench  # what it would cost a build
+    python experiments/pseudo_query_self_calibration.py --base current      # on today's default (information)
 
 Question (issue 19, item 2). At build time, without labels, each library makes up to 200
 pseudo-queries from itself: the description of a skill with >= 5 description tokens (analyzer
@@ -36,7 +38,8 @@ metatool and gorilla_hf are confirm sets, reported as they come, never used to c
 Prints, per dataset (all five): the setting real-label R@10 would pick and the one the
 pseudo-queries pick, the real R@10 / nDCG@10 of each and of the default, the gap; then the fit
 score of the self-calibrated choice vs the default, and vs the best of dense / bm25 / rrf, with
-paired bootstrap 95% intervals (2000 resamples, seed 0) over the real queries. In %.
+paired bootstrap 95% intervals (2000 resamples, seed 0) over the real queries; then, for information,
+how stable the pick is over 1000 resamples of the pseudo-queries. In %.
 Embeddings come from the evaluation cache (``skillsight eval`` fills it; the stripped documents and
 the pseudo-queries are encoded once and cached there as kinds ``pseudo-doc`` / ``pseudo-query``).
 
@@ -47,6 +50,11 @@ The pseudo-queries pick the label-optimal setting on sra_theoremqa only (R@10 ga
 2.90 / 9.59 on the five); on the fit sets every setting scores 92.5-96.5 pseudo R@10, and on metatool
 and gorilla_hf they ask for background removal where real tasks lose by it. Tables and discussion:
 docs/ADAPTIVE.md ("Fourth round, rule 1").
+
+The default compared against is the one of the declaration (``--base declared``: one text vector, as
+when rule 1 was declared and run). Rule 3(b) of the same round later made the text + name/description
+vector the default; ``--base current`` reruns on top of it (the stripped skill's second vector is then
+its name alone): 78.23 / 74.66 / 84.12 against 79.89 / 73.75 / 84.31, still a fail.
 """
 
 from __future__ import annotations
@@ -65,7 +73,7 @@ from skillsight_fast.evaluation.datasets import FIT_DATASETS, SHARED_DATASETS, l
 from skillsight_fast.evaluation.methods import EvalContext, paper_config, run_bm25, run_dense, run_rrf
 from skillsight_fast.evaluation.metrics import bootstrap_diff, per_query
 from skillsight_fast.index import SkillIndex
-from skillsight_fast.skills import Skill
+from skillsight_fast.skills import Skill, namedesc_text
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 
@@ -80,6 +88,10 @@ DEFAULT = ("rule1", 0.25, "bm25-ev", 300)
 GRID = [s for s in product(BACKGROUNDS, WEIGHTS, SIDES, DEPTHS)]
 assert GRID[0] == DEFAULT and len(GRID) == 36
 K = 10
+RESAMPLES = 1000
+#: The default the declared comparison ran against (one text vector; the default when rule 1 was
+#: declared and run), and today's (the text + name/description vector of fourth-round rule 3(b)).
+BASES = {"declared": IndexConfig(document_vector="text"), "current": IndexConfig()}
 
 
 def pseudo_rows(docs: list[Skill], seed: int = SEED, limit: int = MAX_PSEUDO) -> list[int]:
@@ -108,10 +120,11 @@ def setting_name(s: tuple) -> str:
 class Library:
     """One library's three background variants and its pseudo-query trial."""
 
-    def __init__(self, ctx: EvalContext) -> None:
+    def __init__(self, ctx: EvalContext, base: IndexConfig) -> None:
         ds = ctx.dataset
         self.ctx = ctx
-        self.default = ctx.index(IndexConfig())
+        self.default = ctx.index(base)
+        namedesc = base.document_vector_side == "text+namedesc"
         paper = ctx.index(paper_config())
         basis, sv = paper.dense.basis, paper.dense.singular_values
         empty = np.zeros((0, basis.shape[1]), np.float32)
@@ -122,9 +135,10 @@ class Library:
                 self.indexes[bg] = self.default
             else:
                 self.indexes[bg] = SkillIndex.from_embeddings(
-                    ds.docs, ctx.doc_emb, IndexConfig(), lexicon=ctx.lexicon, model_id=ctx.enc.model_id,
-                    basis=(basis if on else empty, sv),
+                    ds.docs, ctx.doc_emb, base, lexicon=ctx.lexicon, model_id=ctx.enc.model_id,
+                    basis=(basis if on else empty, sv), namedesc=ctx.namedesc_emb if namedesc else None,
                     decisions=self.default.decisions.replace(background=on))
+            assert self.indexes[bg].decisions.document_vector == base.document_vector_side
         self.indexes["rule1"] = self.default
         # pseudo-queries
         self.rows = np.asarray(pseudo_rows(ds.docs), np.int64)
@@ -133,6 +147,9 @@ class Library:
         strip = [stripped_text(d) for d in docs]
         self.p_vecs = ctx.embeddings("pseudo-query", self.p_texts) if docs else None
         self.s_vecs = ctx.embeddings("pseudo-doc", strip) if docs else None
+        # text+namedesc: the stripped skill's second vector is its name + (removed) description
+        self.nd_vecs = (ctx.embeddings("pseudo-namedesc", [namedesc_text(d.name, "") for d in docs])
+                        if docs and namedesc else None)
         ids = ctx.lexicon.term_ids
         cfg = self.default.config
         self.s_counts = []
@@ -145,6 +162,8 @@ class Library:
     def trial_dense(self, idx: SkillIndex):
         """dense_candidates of the library; each pseudo-query's own skill scored by its stripped vector."""
         s_perp = idx.remove_background(self.s_vecs)
+        if self.nd_vecs is not None:  # the scored matrix is (e⊥ + e_nd⊥)/2 (DenseState.build)
+            s_perp = (0.5 * (s_perp + idx.remove_background(self.nd_vecs))).astype(np.float32)
 
         def stage(q_perp: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
             cand, s = idx.dense_candidates(q_perp, depth)
@@ -218,21 +237,23 @@ def ci(a: np.ndarray, b: np.ndarray) -> str:
     return f"{100 * d:+.2f} [{100 * lo:+.2f}, {100 * hi:+.2f}]"
 
 
-def run(name: str) -> dict:
+def run(name: str, base: IndexConfig) -> dict:
     ctx = EvalContext(load_dataset(DATA / name))
-    lib = Library(ctx)
+    lib = Library(ctx, base)
     gold = ctx.dataset.gold
     real = {s: fit_vec(lib.rank(s, False), gold) for s in GRID}
     real_r = {s: float(v["r"].mean()) for s, v in real.items()}
     if len(lib.rows):
-        pseudo_r = {s: float(fit_vec(lib.rank(s, True), lib.p_gold)["r"].mean()) for s in GRID}
+        pseudo_q = {s: fit_vec(lib.rank(s, True), lib.p_gold)["r"] for s in GRID}
+        pseudo_r = {s: float(v.mean()) for s, v in pseudo_q.items()}
         chosen = pick(pseudo_r)
     else:
-        pseudo_r, chosen = {}, DEFAULT
+        pseudo_q, pseudo_r, chosen = {}, {}, DEFAULT
     label = pick(real_r)
     base = {"dense": run_dense(ctx), "bm25": run_bm25(ctx), "rrf": run_rrf(ctx)}
     base = {m: fit_vec(ids[:, :K], gold) for m, ids in base.items()}
     return {"name": name, "lib": lib, "real": real, "real_r": real_r, "pseudo_r": pseudo_r,
+            "pseudo_q": pseudo_q,
             "chosen": chosen, "label": label, "base": base,
             "rule1": "on" if lib.default.decisions.background else "off"}
 
@@ -255,7 +276,16 @@ def main() -> None:
         j = args.index("--json")
         json_path = args[j + 1]
         del args[j : j + 2]
-    names = args[0].split(",") if args else list(SHARED_DATASETS)
+    base = BASES["declared"]
+    if "--base" in args:
+        j = args.index("--base")
+        base = BASES[args[j + 1]]
+        del args[j : j + 2]
+    names = args[-1].split(",") if args and not args[-1].startswith("--") else list(SHARED_DATASETS)
+    if "--time" in args:
+        for name in names:
+            timing(name, base)
+        return
     out = []
     print("\n### Agreement: the setting real labels pick vs the one the pseudo-queries pick "
           "(R@10 / nDCG@10, %)\n")
@@ -264,7 +294,7 @@ def main() -> None:
           "(36 settings) |")
     print("|---" * 11 + "|")
     for name in names:
-        r = run(name)
+        r = run(name, base)
         out.append(r)
         real, lab, cho = r["real"], r["label"], r["chosen"]
         pr = r["pseudo_r"]
@@ -305,6 +335,68 @@ def main() -> None:
               f"(mean {d.mean():.2f}), "
               f"self-calibrated {np.round(c, 2).tolist()} (mean {c.mean():.2f}): "
               f"{'PASSES' if passes else 'tie, default kept' if tie else 'FAILS'}")
+    stability(out)
+
+
+def timing(name: str, base: IndexConfig) -> None:
+    """Wall time of what a build would add: encoding the pseudo-queries and the stripped documents
+    (fresh, not from the cache), and scoring the 36 settings on the pseudo-queries."""
+    import os
+    import time
+
+    ctx = EvalContext(load_dataset(DATA / name))
+    lib = Library(ctx, base)
+    docs = [ctx.dataset.docs[i] for i in lib.rows]
+    enc = ctx.enc
+    enc.encode(["warm up"])
+    lib.rank(DEFAULT, True)  # compiles the kernels (cached on disk after the first run)
+    t0 = time.perf_counter()
+    enc.encode([d.description for d in docs])
+    t1 = time.perf_counter()
+    enc.encode([stripped_text(d) for d in docs])
+    t2 = time.perf_counter()
+    for s in GRID:
+        lib.rank(s, True)
+    t3 = time.perf_counter()
+    print(f"{name}: {len(docs)} pseudo-queries; encode descriptions {t1 - t0:.1f} s, stripped documents "
+          f"{t2 - t1:.1f} s, 36 settings {t3 - t2:.1f} s (load average {os.getloadavg()[0]:.2f})")
+
+
+def stability(out: list[dict], n_resamples: int = RESAMPLES) -> None:
+    """How much the pick depends on which pseudo-queries were drawn (information, not a selection input).
+
+    The pseudo-queries of each library are resampled with replacement (seed 0); each resample picks a
+    setting by the same rule, scored on the real queries. The last column applies the selection rule
+    to the three fit sets' picks of the same resample index.
+    """
+    print(f"\n### Stability of the pick over {n_resamples} resamples of the pseudo-queries (information)\n")
+    print("| dataset | resamples picking the default | distinct picks | most frequent pick (share) "
+          "| real fit of the pick minus default: mean [2.5%, 97.5%] | share >= default |")
+    print("|---" * 6 + "|")
+    deltas: dict[str, np.ndarray] = {}
+    for r in out:
+        pq = r["pseudo_q"]
+        if not pq:
+            continue
+        rng = np.random.default_rng(0)
+        mat = np.stack([pq[s] for s in GRID])  # (36, n)
+        fit = np.array([r["real"][s]["fit"].mean() for s in GRID]) * 100
+        picks = []
+        for _ in range(n_resamples):
+            rows = rng.integers(0, mat.shape[1], mat.shape[1])
+            picks.append(GRID.index(pick(dict(zip(GRID, mat[:, rows].mean(1))))))
+        picks_a = np.array(picks)
+        d = fit[picks_a] - fit[0]
+        deltas[r["name"]] = d
+        top, cnt = Counter(picks).most_common(1)[0]
+        lo, hi = np.quantile(d, [0.025, 0.975])
+        print(f"| {r['name']} | {np.mean(picks_a == 0):.1%} | {len(set(picks))} | {setting_name(GRID[top])} "
+              f"({cnt / n_resamples:.0%}) | {d.mean():+.2f} [{lo:+.2f}, {hi:+.2f}] | {np.mean(d >= 0):.1%} |")
+    if all(n in deltas for n in FIT_DATASETS):
+        dm = np.stack([deltas[n] for n in FIT_DATASETS])  # (3, B), fit minus default
+        tie = np.all(np.abs(dm) <= 0.05, axis=0)
+        passes = np.all(dm >= 0, axis=0) & (dm.mean(0) > 0) & ~tie
+        print(f"\nResamples in which the self-calibration would pass the selection rule: {passes.mean():.1%}")
 
 
 if __name__ == "__main__":
