@@ -31,10 +31,14 @@ skillsbench tasks, one at a time), with the CPU, onnxruntime version and load av
 of the issue: keep what holds its accuracy; a faster tier becomes the default only if within 0.5 R@10
 of the transformer on every fit set.
 
-Result (docs/ENCODERS.md, "A faster transformer"): see there; in short, dynamic int8 holds on all
-three fit sets and is the fastest arm; every static int8 variant is slower than dynamic int8 on this
-CPU and agrees less with fp32 (MinMax / Percentile over all MatMuls: cosine min ~0.86-0.90); 128
-tokens costs R@10 on skillsbench; the basic graph level gives the same vectors, slower.
+Result (docs/ENCODERS.md, "A faster transformer"; results/faster_transformer_queries.json, main at
+4cb389b, load ~4.7): dynamic int8 holds on all three fit sets (R@10 +0.0 / +0.0 / +0.1, intervals
+containing 0, cosine min 0.97-0.99) and is the fastest arm (long 51.5 ms, short 3.25 ms against fp32's
+97.8 / 9.61). Every static int8 arm is slower than dynamic int8 (long 56-73 ms, short 3.7-6.0 ms); with all
+MatMuls quantised it agrees less with fp32 (cosine min 0.78-0.90, sra R@10 -1.1 with MinMax), and the
+variant that agrees as well as dynamic (FFN down-projection fp32) is the slowest of them: rejected.
+128 tokens costs 5.3 R@10 on skillsbench: rejected. ORT_ENABLE_BASIC gives the same vectors and is not
+faster: ORT_ENABLE_ALL kept.
 
 Run: python experiments/faster_transformer_queries.py [--json OUT] [--skip-timing] [--skip-accuracy]
 """
