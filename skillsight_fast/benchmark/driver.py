@@ -310,7 +310,8 @@ def run_from_args(args: argparse.Namespace) -> int:
         from skillsight_fast.models.cross_encoder import load_cross_encoder
 
         from skillsight_fast.models.cross_encoder import load_tinybert_reranker
-        from skillsight_fast.models.static import load_static_encoder, resolve_static_model
+        from skillsight_fast.models.distill import resolve_static_model
+        from skillsight_fast.models.static import load_static_encoder
 
         encoder = load_encoder(threads=1)
         cross = load_cross_encoder(threads=1)
