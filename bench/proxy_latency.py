@@ -37,6 +37,8 @@ from pathlib import Path
 
 import anyio
 
+from skillsight_fast.benchmark.runner import cpu_name
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 TASKS = [
@@ -49,16 +51,6 @@ TASKS = [
     "fetch the documentation page and summarise it", "undo the staging of one file",
     "what is the time difference between Paris and Los Angeles",
 ]
-
-
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _stats(times: list[float]) -> dict[str, float]:
@@ -161,7 +153,7 @@ def main() -> int:
     out = anyio.run(measure, args.runs, args.warm)
     pkgs = ("mcp", "mcp-server-time", "mcp-server-git", "mcp-server-fetch", "onnxruntime", "numpy", "numba",
             "skillsight-fast")
-    out |= {"cpu": _cpu(), "cores": os.cpu_count(), "load_before": round(load_before, 2),
+    out |= {"cpu": cpu_name(), "cores": os.cpu_count(), "load_before": round(load_before, 2),
             "load_after": round(os.getloadavg()[0], 2), "python": platform.python_version(),
             "versions": {p: version(p) for p in pkgs}, "runs": args.runs, "warm": args.warm}
     if args.json:

@@ -62,7 +62,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from selection_rule import BASELINE, DEFAULT, FIT, Report, context, datasets  # noqa: E402
+from selection_rule import BASELINE, DEFAULT, FIT, Report, context, datasets, top_depth  # noqa: E402
 from skillsight_fast.evaluation.metrics import DEPTH  # noqa: E402
 from skillsight_fast.limits import MAX_ENCODE_CHARS  # noqa: E402
 from skillsight_fast.models.tokenizer import load_tokenizer  # noqa: E402
@@ -113,11 +113,7 @@ def chunk_max_stage(idx, c_perp: np.ndarray, owner: np.ndarray):
         if owner.size:
             sc = np.maximum.reduceat(q_perp @ c_perp.T, starts, axis=1)
             s[:, owners] = np.maximum(s[:, owners], sc)
-        depth = min(depth, s.shape[1])
-        part = np.argpartition(-s, depth - 1, axis=1)[:, :depth]
-        order = np.argsort(-np.take_along_axis(s, part, 1), axis=1, kind="stable")
-        ids = np.take_along_axis(part, order, 1).astype(np.int64)
-        return ids, np.take_along_axis(s, ids, 1).astype(np.float32)
+        return top_depth(s, depth)
 
     return stage
 

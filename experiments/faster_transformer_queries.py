@@ -48,12 +48,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import time
 from pathlib import Path
 
 import numpy as np
 
+from skillsight_fast.benchmark.runner import cpu_name
 from skillsight_fast.config import IndexConfig
 from skillsight_fast.evaluation.cache import EmbeddingCache
 from skillsight_fast.evaluation.datasets import FIT_DATASETS, load_dataset
@@ -214,7 +214,7 @@ def timing(encoders: dict[str, OnnxEncoder], rounds: int) -> dict[str, object]:
         short_tasks += [t for t, ids in zip(texts, enc0.tokenize(texts)) if len(ids) < SHORT_TOKENS][:10]
     long_len = [len(x) for x in enc0.tokenize(long_tasks)]
     out: dict[str, object] = {
-        "cpu": _cpu_model(), "onnxruntime": __import__("onnxruntime").__version__, "threads": 1,
+        "cpu": cpu_name(), "onnxruntime": __import__("onnxruntime").__version__, "threads": 1,
         "load_average_before": list(os.getloadavg()),
         "short_tasks": len(short_tasks), "long_tasks": len(long_tasks),
         "long_tokens_median": float(np.median(long_len)),
@@ -236,16 +236,6 @@ def timing(encoders: dict[str, OnnxEncoder], rounds: int) -> dict[str, object]:
     print(f"cpu {out['cpu']}, onnxruntime {out['onnxruntime']}, load average before {out['load_average_before']} "
           f"after {out['load_average_after']}", flush=True)
     return out
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def main() -> None:

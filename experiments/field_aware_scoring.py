@@ -60,7 +60,7 @@ from collections import Counter
 import numpy as np
 import scipy.sparse as sp
 
-from selection_rule import BASELINE, DEFAULT, Report, context, datasets
+from selection_rule import BASELINE, DEFAULT, Report, context, datasets, top_depth
 from skillsight_fast.analyzer import analyze
 from skillsight_fast.config import BM25_B, BM25_K1
 from skillsight_fast.evaluation.methods import EvalContext
@@ -119,11 +119,7 @@ def mean_cosine_stage(idx, nd: np.ndarray):
 
     def stage(q_perp: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
         s = 0.5 * (q_perp @ d_perp.T + q_perp @ nd_perp.T)
-        depth = min(depth, s.shape[1])
-        part = np.argpartition(-s, depth - 1, axis=1)[:, :depth]
-        order = np.argsort(-np.take_along_axis(s, part, 1), axis=1, kind="stable")
-        ids = np.take_along_axis(part, order, 1).astype(np.int64)
-        return ids, np.take_along_axis(s, ids, 1).astype(np.float32)
+        return top_depth(s, depth)
 
     return stage
 

@@ -112,3 +112,13 @@ class Report:
                              f"{100 * b[0]:+.1f} [{100 * b[1]:+.1f}, {100 * b[2]:+.1f}]")
             lines.append(f"| {v} | " + " | ".join(cells) + " |")
         return "\n".join(lines)
+
+
+def top_depth(s: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """A dense stage's answer from full scores s (n, N): the ``depth`` best ids and their scores,
+    best first, ties by ascending id (what ``SkillIndex.dense_candidates`` returns)."""
+    depth = min(depth, s.shape[1])
+    part = np.argpartition(-s, depth - 1, axis=1)[:, :depth]
+    order = np.argsort(-np.take_along_axis(s, part, 1), axis=1, kind="stable")
+    ids = np.take_along_axis(part, order, 1).astype(np.int64)
+    return ids, np.take_along_axis(s, ids, 1).astype(np.float32)
