@@ -1,7 +1,7 @@
 """Question: what does each query encoder tier cost in accuracy on every shared dataset, against
 transformer queries, in the default skillsight?
 
-Declared before running: tiers ``transformer`` (fp32 MiniLM, today's default), ``transformer-int8``
+Declared before running: tiers ``transformer`` (fp32 MiniLM, the default when this ran), ``transformer-int8``
 (the dynamically int8-quantised MiniLM on the task side only, documents fp32: ``eval --query-int8``),
 ``static-mapped`` and ``static`` (docs/ENCODERS.md). Datasets: the five shared ones (skillsbench,
 sra_theoremqa, bfcl; metatool on its 2,000-query subset; gorilla_hf), every query. Reported: R@10 and
@@ -11,7 +11,8 @@ issue: the default query encoder changes only for a faster tier within 0.5 R@10 
 every fit set; otherwise the fastest tier within 2 points is the documented option.
 
 Each number equals ``skillsight eval --data data/NAME --methods skillsight`` with ``--query-int8``,
-``--query-encoder static-mapped`` or ``--query-encoder static`` (or nothing, for the transformer).
+``--query-encoder static-mapped`` or ``--query-encoder static`` (or ``--no-query-int8``, for the
+transformer). The result made ``transformer-int8`` the default (tasks int8, skills fp32).
 
 Result: docs/ENCODERS.md, "Accuracy of the tiers on every shared dataset".
 
@@ -32,7 +33,7 @@ from skillsight_fast.evaluation.metrics import bootstrap_diff, per_query
 
 DATA_ROOT = Path(__file__).parents[1] / "data"
 TIERS = {  # name -> EvalContext arguments
-    "transformer": {},
+    "transformer": {"query_int8": False},
     "transformer-int8": {"query_int8": True},
     "static-mapped": {"query_encoder": "static-mapped"},
     "static": {"query_encoder": "static"},

@@ -100,6 +100,11 @@ class IndexConfig:
         a document's dense score is the mean of the two cosines). None (default) =
         ``text+namedesc`` when ``adaptive`` else ``text``; what a build did is recorded in
         ``Decisions.document_vector``.
+    query_int8 : bool or None
+        Encode the tasks of a ``transformer`` index with the dynamically int8-quantised graph of
+        ``model`` while the skills keep the encoder ``int8`` says (docs/ENCODERS.md, "Asymmetric
+        int8"). None (default) = on when ``adaptive`` (the paper as written keeps float32 tasks);
+        :attr:`query_int8_side` is what a search does. Only for the ``transformer`` tier.
     """
 
     model: str = DEFAULT_MODEL
@@ -127,10 +132,15 @@ class IndexConfig:
     query_encoder: str = "transformer"
     query_model: str | None = None
     document_vector: str | None = None
+    query_int8: bool | None = None
 
     def __post_init__(self) -> None:
         if self.query_encoder not in QUERY_ENCODERS:
             raise ValueError(f"query_encoder must be one of {QUERY_ENCODERS}")
+        if self.query_int8 and self.query_encoder != "transformer":
+            raise ValueError("query_int8 applies to the transformer tier only (query_encoder='transformer')")
+        if self.int8 and self.query_int8 is False:
+            raise ValueError("an int8 index encodes its tasks with the int8 encoder too (query_int8=False with int8=True)")
         if self.background_tokens not in BACKGROUND_TOKENS:
             raise ValueError(f"background_tokens must be one of {BACKGROUND_TOKENS}")
         if self.document_vector is not None and self.document_vector not in DOCUMENT_VECTORS:
@@ -164,6 +174,18 @@ class IndexConfig:
         if self.document_vector is not None:
             return self.document_vector
         return ADAPTIVE_DOCUMENT_VECTOR if self.adaptive else "text"
+
+    @property
+    def query_int8_side(self) -> bool:
+        """Whether a search encodes tasks with the int8 transformer: ``query_int8``, or the default
+        (on when ``adaptive``; always for an ``int8`` index; never for the static tiers)."""
+        if self.query_encoder != "transformer":
+            return False
+        if self.int8:
+            return True
+        if self.query_int8 is not None:
+            return self.query_int8
+        return self.adaptive
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict of every field."""

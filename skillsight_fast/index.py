@@ -177,6 +177,7 @@ class SkillIndex:
         self.state = state
         self._encoder = encoder
         self._query_encoder = query_encoder
+        self._int8_tasks: bool | None = None  # see _int8_queries
         #: The folder this index was loaded from (None when built in memory).
         self.source_dir: Path | None = None
         #: sha256 of the texts.jsonl loaded with the index (bodies of another version are refused).
@@ -440,18 +441,23 @@ class SkillIndex:
         return [s.id for s in self.state.skills]
 
     # ------------------------------------------------------------------ encoder
+    def _model_name(self) -> str:
+        """What :func:`~skillsight_fast.models.load_encoder` loads the index's document model by."""
+        from skillsight_fast.models.registry import get_spec
+
+        # a registry name, else the path the index was built with (e.g. a static model)
+        return self.model_id if get_spec(self.model_id) or not self.config.model else self.config.model
+
     @property
     def encoder(self) -> Encoder:
-        """The query encoder, loaded on first use and checked against the index's model."""
+        """The document encoder (the model the skills were encoded with), loaded on first use and
+        checked against the index's model. Tasks go through :attr:`query_encoder`."""
         if self._encoder is None:
             with self._encoder_lock:
                 if self._encoder is None:
                     from skillsight_fast.models import load_encoder
-                    from skillsight_fast.models.registry import get_spec
 
-                    # a registry name, else the path the index was built with (e.g. a static model)
-                    name = self.model_id if get_spec(self.model_id) or not self.config.model else self.config.model
-                    self._encoder = load_encoder(name, int8=self.config.int8)
+                    self._encoder = load_encoder(self._model_name(), int8=self.config.int8)
         encoder = self._encoder
         self._check_encoder(encoder)
         return encoder
@@ -460,27 +466,67 @@ class SkillIndex:
     def encoder(self, encoder: Encoder) -> None:
         self._check_encoder(encoder)
         self._encoder = encoder
+        if self.dense.query_map is None:
+            self._query_encoder = None  # the int8 task encoder follows the attached encoder's settings
+            self._int8_tasks = None
+
+    def _int8_queries(self) -> bool:
+        """Whether tasks need an int8 encoder other than the attached one (decided once per encoder)."""
+        if self._int8_tasks is None:
+            self._int8_tasks = self._decide_int8_queries()
+        return self._int8_tasks
+
+    def _decide_int8_queries(self) -> bool:
+        if not self.config.query_int8_side:
+            return False
+        encoder = self._encoder
+        if encoder is None:
+            from skillsight_fast.models.static import is_static_model_dir
+
+            return not is_static_model_dir(self._model_name())  # a static model has no int8 graph
+        # an encoder that is not an ONNX graph of ours (a static model, a test's fake, a user's own)
+        # encodes its own tasks; so does one that is already quantised
+        path = getattr(encoder, "onnx_path", None)
+        return path is not None and not getattr(encoder, "quantized", True)
+
+    def _load_int8_query_encoder(self) -> Encoder:
+        from skillsight_fast.models import load_encoder
+
+        kwargs: dict[str, Any] = {}
+        attached = self._encoder
+        if attached is not None:  # same threads and batch as the encoder the caller attached
+            kwargs = {"threads": getattr(attached, "threads", None), "batch_size": getattr(attached, "batch_size", 32)}
+        return load_encoder(self._model_name(), int8=True, **kwargs)
 
     @property
     def query_encoder(self) -> Encoder:
-        """What encodes the tasks: the document encoder, or the static-mapped tier's static model
-        (loaded on first use from ``config.query_model``, without onnxruntime)."""
-        if self.dense.query_map is None:
+        """What encodes the tasks (docs/ENCODERS.md): the static-mapped tier's static model (loaded
+        on first use from ``config.query_model``, without onnxruntime); for a transformer index
+        whose ``config.query_int8_side`` is on, the dynamically int8-quantised graph of its model
+        (loaded on its own: the float32 document graph is not loaded for a search); else the
+        document encoder."""
+        if self.dense.query_map is None and not self._int8_queries():
             return self.encoder
         if self._query_encoder is None:
             with self._encoder_lock:
                 if self._query_encoder is None:
-                    self._query_encoder = _load_static(self.config)
+                    if self.dense.query_map is not None:
+                        self._query_encoder = _load_static(self.config)
+                    else:
+                        self._query_encoder = self._load_int8_query_encoder()
         encoder = self._query_encoder
-        self._check_query_encoder(encoder)
+        if self.dense.query_map is None:
+            self._check_encoder(encoder)
+        else:
+            self._check_query_encoder(encoder)
         return encoder
 
     @query_encoder.setter
     def query_encoder(self, encoder: Encoder) -> None:
         if self.dense.query_map is None:
-            self.encoder = encoder
-            return
-        self._check_query_encoder(encoder)
+            self._check_encoder(encoder)
+        else:
+            self._check_query_encoder(encoder)
         self._query_encoder = encoder
 
     def _check_query_encoder(self, encoder: Encoder) -> None:
@@ -562,7 +608,7 @@ class SkillIndex:
             return np.zeros((0, self.stats.dim), np.float32)
         qmap = self.dense.query_map
         if qmap is None:
-            return self.encoder.encode(texts)
+            return self.query_encoder.encode(texts)
         from skillsight_fast.models.static import apply_query_map
 
         return apply_query_map(self.query_encoder.encode(texts), qmap)

@@ -202,6 +202,8 @@ def check_config(config: Mapping[str, Any]) -> None:
             raise IndexFormatError(f"manifest config: {key!r} must be a string")
     if config.get("query_model") is not None and not isinstance(config["query_model"], str):
         raise IndexFormatError("manifest config: 'query_model' must be a string or null")
+    if config.get("query_int8") is not None and not isinstance(config["query_int8"], bool):
+        raise IndexFormatError("manifest config: 'query_int8' must be true, false or null")
 
 
 def check_arrays(arrays: Mapping[str, np.ndarray], n_skills: int, n_terms: int, dim: int) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -111,6 +112,38 @@ def test_bench_times_each_query_encoder_tier(tiny_index):
         assert np.isfinite(tier["encode"]) and tier["encode"] > 0
         assert np.isfinite(tier["end_to_end"]) and tier["end_to_end"] > 0
     assert "| static-mapped |" in format_table({"sizes": [entry]})
+
+
+@pytest.mark.model
+def test_bench_times_the_int8_task_tier_beside_the_float32_reference():
+    """``transformer-int8`` searches with the int8 graph's task vectors; ``encode`` / ``end_to_end``
+    and the ``transformer`` tier stay float32 tasks even when the index's own default is int8."""
+    import numpy as np
+
+    from skillsight_fast.benchmark.driver import run_benchmark, tier_views
+    from skillsight_fast.evaluation.datasets import load_dataset
+    from skillsight_fast.models import load_encoder
+
+    try:
+        fp32 = load_encoder(threads=1)
+    except Exception as exc:  # weights package not installed
+        pytest.skip(f"bundled model unavailable: {exc}")
+    int8 = load_encoder(threads=1, int8=True)
+    ds = load_dataset(Path(__file__).parents[1] / "data" / "skillsbench", limit=2)
+    skills = ds.docs[::300]
+    base = SkillIndex.build(skills, fp32)
+    assert base.config.query_int8_side  # the default: int8 tasks
+    tasks = list(ds.query_texts)
+    views = tier_views(base, int8_encoder=int8)
+    assert set(views) == {"transformer-int8"}
+    np.testing.assert_allclose(views["transformer-int8"].encode(tasks), int8.encode(tasks), atol=1e-6)
+    report = run_benchmark(base, tasks, ["real"], encoder=fp32, int8_encoder=int8, reps=2)
+    np.testing.assert_allclose(base.encode(tasks), fp32.encode(tasks), atol=1e-6)  # the reference arm
+    entry = report["sizes"][0]
+    assert set(entry["tiers"]) == {"transformer", "transformer-int8"}
+    for tier in entry["tiers"].values():  # measured, not compared: two reps on a shared machine are noise
+        assert np.isfinite(tier["end_to_end"]) and tier["end_to_end"] > 0
+    assert report["meta"]["int8_task_encoder"] == "model.int8.onnx"
 
 
 @pytest.mark.model

@@ -38,9 +38,9 @@ def dataset():
 
 
 def test_query_int8_changes_only_the_task_vectors(dataset, tmp_path: Path) -> None:
-    fp32 = EvalContext(dataset, cache_dir=tmp_path)
+    fp32 = EvalContext(dataset, cache_dir=tmp_path, query_int8=False)
     q8 = EvalContext(dataset, cache_dir=tmp_path, query_int8=True)
-    assert q8.notes["query_encoder"] == {"tier": "transformer", "query_int8": "dynamic"}
+    assert q8.notes["query_encoder"] == {"tier": "transformer", "query_int8": "all"}
     np.testing.assert_array_equal(q8.doc_emb, fp32.doc_emb)  # documents stay float32
     cos = np.sum(q8.query_emb * fp32.query_emb, axis=1)
     assert not np.array_equal(q8.query_emb, fp32.query_emb)  # the int8 graph really ran
@@ -51,6 +51,30 @@ def test_query_int8_changes_only_the_task_vectors(dataset, tmp_path: Path) -> No
     both = EvalContext(dataset, cache_dir=tmp_path, int8=True)  # --int8: both sides int8, cached apart
     assert not np.array_equal(both.doc_emb, fp32.doc_emb)
     np.testing.assert_allclose(np.sum(both.query_emb * q8.query_emb, axis=1), 1.0, atol=1e-5)
+
+
+def test_default_context_searches_as_each_index_would(dataset, tmp_path: Path) -> None:
+    """No flag: the default skillsight gets int8 task vectors (as its index searches), the paper's
+    configuration and the baselines float32."""
+    from skillsight_fast.config import IndexConfig
+    from skillsight_fast.evaluation.methods import METHODS, paper_config
+
+    ctx = EvalContext(dataset, cache_dir=tmp_path)
+    fp32 = EvalContext(dataset, cache_dir=tmp_path, query_int8=False)
+    q8 = EvalContext(dataset, cache_dir=tmp_path, query_int8=True)
+    np.testing.assert_array_equal(ctx.task_vectors(IndexConfig()), q8.query_emb)
+    np.testing.assert_array_equal(ctx.task_vectors(paper_config()), fp32.query_emb)
+    np.testing.assert_array_equal(ctx.query_emb, fp32.query_emb)  # what dense, rrf, abtt... use
+    np.testing.assert_array_equal(METHODS["skillsight"](ctx), METHODS["skillsight"](q8))
+    np.testing.assert_array_equal(METHODS["skillsight-paper"](ctx), METHODS["skillsight-paper"](fp32))
+    np.testing.assert_array_equal(METHODS["dense"](ctx), METHODS["dense"](fp32))
+    # and it is what a real index of the default config returns for the same tasks
+    index = ctx.index(IndexConfig())
+    from skillsight_fast.models import load_encoder
+
+    index.encoder = load_encoder()
+    direct = index.search(list(dataset.query_texts), k=10).ids
+    np.testing.assert_array_equal(METHODS["skillsight"](ctx)[:, :10], direct)
 
 
 def test_query_int8_refuses_a_static_tier(dataset) -> None:
@@ -78,7 +102,7 @@ def test_cli_eval_query_int8(dataset, tmp_path: Path, capsys) -> None:
     assert main(["eval", "--data", str(data), "--methods", "skillsight", "--query-int8", "--cache-dir",
                  str(tmp_path / "cache"), "--bootstrap", "20", "--json", str(out), "-q"]) == 0
     obj = json.loads(out.read_text())
-    assert obj["notes"]["query_encoder"]["query_int8"] == "dynamic"
+    assert obj["notes"]["query_encoder"]["query_int8"] == "all"
     assert 0.0 < obj["results"]["skillsight"]["recall@10"] <= 1.0
     assert main(["eval", "--data", str(data), "--methods", "skillsight", "--query-int8",
                  "--query-encoder", "static", "-q"]) == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -49,29 +50,36 @@ def _base_index(args: argparse.Namespace, encoder) -> Any:
     return index
 
 
-def tier_views(index, static, query_map: np.ndarray) -> dict[str, Any]:
-    """Views of ``index`` that search with each static tier (the arrays are shared, not copied).
+def tier_views(index, static=None, query_map: np.ndarray | None = None, int8_encoder=None) -> dict[str, Any]:
+    """Views of ``index`` that search with each other tier (the arrays are shared, not copied).
 
-    ``static-mapped``: the index with ``query_map`` and ``static`` as its query encoder (what
-    ``skillsight index --query-encoder static-mapped`` builds). ``static``: the static model as
-    the query encoder of the same arrays. A real static index holds static document vectors of the
-    same shape; the scan, the lexical side and the fusion cost the same whatever the values, so the
-    latency is that tier's, while its accuracy is measured on real static indexes (ENCODERS.md).
+    ``transformer-int8`` (with ``int8_encoder``): the index searching with int8 task vectors, its
+    skills float32 (what ``skillsight index`` builds by default). ``static-mapped`` (with
+    ``static`` and ``query_map``): the index with ``query_map`` and ``static`` as its query encoder
+    (what ``skillsight index --query-encoder static-mapped`` builds). ``static``: the static model
+    as the query encoder of the same arrays. A real static index holds static document vectors of
+    the same shape; the scan, the lexical side and the fusion cost the same whatever the values, so
+    the latency is that tier's, while its accuracy is measured on real static indexes (ENCODERS.md).
     """
-    import dataclasses
-
     from skillsight_fast import SkillIndex
     from skillsight_fast.state import ModelInfo
 
     st = index.state
-    folder = str(getattr(static, "folder", "") or static.model_id)
-    mapped = dataclasses.replace(
-        st, config=st.config.replace(query_encoder="static-mapped", query_model=folder),
-        dense=dataclasses.replace(st.dense, query_map=query_map),
-        model=dataclasses.replace(st.model, query_id=static.model_id, query_checksum=static.checksum))
-    plain = dataclasses.replace(st, config=st.config.replace(query_encoder="static", model=folder, query_model=folder),
-                                model=ModelInfo(static.model_id, static.checksum))
-    return {"static-mapped": SkillIndex(mapped, index._encoder, static), "static": SkillIndex(plain, static)}
+    views: dict[str, Any] = {}
+    if int8_encoder is not None:
+        views["transformer-int8"] = SkillIndex(dataclasses.replace(st, config=st.config.replace(query_int8=True)),
+                                               index._encoder, int8_encoder)
+    if static is not None and query_map is not None:
+        folder = str(getattr(static, "folder", "") or static.model_id)
+        mapped = dataclasses.replace(
+            st, config=st.config.replace(query_encoder="static-mapped", query_model=folder, query_int8=None),
+            dense=dataclasses.replace(st.dense, query_map=query_map),
+            model=dataclasses.replace(st.model, query_id=static.model_id, query_checksum=static.checksum))
+        plain = dataclasses.replace(st, config=st.config.replace(query_encoder="static", model=folder,
+                                                                 query_model=folder, query_int8=None),
+                                    model=ModelInfo(static.model_id, static.checksum))
+        views |= {"static-mapped": SkillIndex(mapped, index._encoder, static), "static": SkillIndex(plain, static)}
+    return views
 
 
 def _doc_texts(index, sources: Sequence[str]) -> list[str]:
@@ -96,6 +104,7 @@ def run_benchmark(
     cross_encoder=None,
     tinybert=None,
     static=None,
+    int8_encoder=None,
     doc_texts: Sequence[str] | None = None,
     reps: int = 30,
     rerank_reps: int = 3,
@@ -122,12 +131,18 @@ def run_benchmark(
     static : StaticEncoder, optional
         Times the static tiers (``tiers`` of each size); the static-mapped map is fitted on the
         real corpus's ``doc_texts`` onto ``base``'s embeddings, as an index build does.
+    int8_encoder : OnnxEncoder, optional
+        The int8-quantised task encoder: times the ``transformer-int8`` tier (the default index's
+        task side). ``encode``, ``end_to_end`` and the ``transformer`` tier stay float32 tasks.
     """
     from skillsight_fast.benchmark.runner import bench_size, cpu_name, load_average
     from skillsight_fast.benchmark.synthetic import scale_up
 
     say = progress or (lambda msg: None)
     texts = list(query_texts)
+    # the float32 transformer is the reference arm (encode, end_to_end); int8 tasks are a tier
+    base.state = dataclasses.replace(base.state, config=base.state.config.replace(query_int8=False))
+    base._query_encoder, base._int8_tasks = None, None
     if encoder is not None:
         base._encoder = encoder
         qv = encoder.encode(texts)
@@ -161,7 +176,8 @@ def run_benchmark(
                                 "trained": bool(getattr(tinybert, "trained", True)),
                                 "architecture": getattr(tinybert, "architecture", "?"),
                                 "max_length": getattr(tinybert, "max_length", None), "depth": 100},
-                            "static_encoder": getattr(static, "model_id", None)}
+                            "static_encoder": getattr(static, "model_id", None),
+                            "int8_task_encoder": None if int8_encoder is None else str(int8_encoder.onnx_path.name)}
     rerank_cost: float | None = None  # the cross-encoder's seconds per query, measured once per run
     tinybert_cost: float | None = None
     for size in sizes:
@@ -178,7 +194,7 @@ def run_benchmark(
         entries = bench_size(
             index, texts, qv, lambda j, src=src: doc_texts[int(src[j])],
             encoder=encoder, cross_encoder=cross_encoder, tinybert=tinybert,
-            tiers=tier_views(index, static, query_map) if static is not None else None,
+            tiers=tier_views(index, static, query_map, int8_encoder) or None,
             reps=reps if n < 500_000 else max(5, reps // 3),
             rerank_reps=rerank_reps, rerank_pairs=rerank_pairs, rerank_cost=rerank_cost,
             tinybert_cost=tinybert_cost, compressed=n >= compressed_from, approximate=n >= compressed_from,
@@ -304,7 +320,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     sizes = args.sizes or list(QUICK_SIZES if args.quick else DEFAULT_SIZES)
     reps = args.reps or (10 if args.quick else 40)
     rerank_reps = args.rerank_reps or (1 if args.quick else 3)
-    encoder = cross = tinybert = static = None
+    encoder = cross = tinybert = static = int8_encoder = None
     if not args.no_model:
         from skillsight_fast.models import load_encoder
         from skillsight_fast.models.cross_encoder import load_cross_encoder
@@ -314,6 +330,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         from skillsight_fast.models.static import load_static_encoder
 
         encoder = load_encoder(threads=1)
+        int8_encoder = load_encoder(threads=1, int8=True)
         cross = load_cross_encoder(threads=1)
         tinybert = load_tinybert_reranker(threads=1)
         static = load_static_encoder(resolve_static_model(args.static_model, encoder.model_id, teacher=encoder))
@@ -328,7 +345,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         print(msg, file=sys.stderr, flush=True)
 
     report = run_benchmark(base, queries, [s if s == "real" else int(s) for s in sizes], encoder=encoder,
-                           cross_encoder=cross, tinybert=tinybert, static=static, doc_texts=doc_texts, reps=reps, rerank_reps=rerank_reps,
+                           cross_encoder=cross, tinybert=tinybert, static=static, int8_encoder=int8_encoder, doc_texts=doc_texts, reps=reps, rerank_reps=rerank_reps,
                            rerank_pairs=10 if args.quick else 100,
                            compressed_from=args.compressed_from, seed=args.seed, progress=say,
                            checkpoint=args.details)

@@ -57,8 +57,8 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_index)
 
 
-def add_query_encoder_args(p: argparse.ArgumentParser) -> None:
-    """``--query-encoder`` and ``--query-model`` (``index`` and ``eval``)."""
+def add_query_encoder_args(p: argparse.ArgumentParser, evaluation: bool = False) -> None:
+    """``--query-encoder``, ``--query-model`` and ``--query-int8`` (``index`` and ``eval``)."""
     p.add_argument("--query-encoder", choices=QUERY_ENCODERS, default="transformer",
                    help="how tasks are encoded: the transformer (default), static-mapped (a static table "
                         "lookup mapped into the transformer's space; skills still transformer-encoded) or "
@@ -66,6 +66,15 @@ def add_query_encoder_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--query-model", metavar="DIR", default=None,
                    help="model2vec folder of the static tiers (default: distilled from --model once, "
                         "into the cache)")
+    if evaluation:
+        int8_help = ("task vectors of every dense method from the int8-quantised transformer (--query-int8) or "
+                     "the float32 one (--no-query-int8); default: each skillsight configuration as an index "
+                     "of it searches (int8 tasks for the default, float32 for --paper), baselines float32")
+    else:
+        int8_help = ("encode the tasks with the dynamically int8-quantised transformer while the skills stay "
+                     "float32 (the default, except with --paper) or with the float32 one (--no-query-int8); "
+                     "transformer tier only; docs/ENCODERS.md")
+    p.add_argument("--query-int8", action=argparse.BooleanOptionalAction, default=None, help=int8_help)
 
 
 def add_scan_args(p: argparse.ArgumentParser, default: str | None = "auto") -> None:
@@ -131,9 +140,13 @@ def cmd_index(args: argparse.Namespace) -> int:
         raise SkillFormatError("--ray-workers is for --ray")
     from skillsight_fast.index import resolve_query_encoder
 
+    if args.query_int8 and args.query_encoder != "transformer":
+        raise SkillFormatError(f"--query-int8 is for the transformer tier, not --query-encoder {args.query_encoder}")
+    if args.query_int8 is False and args.int8:
+        raise SkillFormatError("--no-query-int8 with --int8: an int8 index encodes its tasks with the int8 encoder")
     config = IndexConfig(model=args.model, int8=args.int8, adaptive=not args.paper, lexical=args.lexical,
                          scan=args.scan, query_encoder=args.query_encoder, query_model=args.query_model,
-                         **scan_params(args))
+                         query_int8=args.query_int8, **scan_params(args))
     config = resolve_query_encoder(config)  # the static tiers' model folder (distilled once if needed)
     if args.stream or args.ray is not None:
         index, report = _index_streaming(args, config)
@@ -147,10 +160,13 @@ def cmd_index(args: argparse.Namespace) -> int:
     index.roots = report.roots
     index.pins = args.pin
     index.save(args.output)
+    if config.query_int8_side and not config.int8:
+        index.query_encoder  # quantise the task encoder once now, not in the first search
     summary = {
         "output": str(args.output), "n_skills": len(index), "skipped": [str(p) for p in report.problems],
         "seconds": round(time.perf_counter() - t0, 2), **index.stats.to_dict(),
         "scan": index.scan.describe(), "query_encoder": config.query_encoder,
+        "query_int8": config.query_int8_side,
     }
     if args.json:
         emit_json(summary)
@@ -297,6 +313,7 @@ def _add_info(sub: argparse._SubParsersAction) -> None:
 def cmd_info(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from skillsight_fast.config import IndexConfig
     from skillsight_fast.io import read_manifest
 
     m = read_manifest(Path(args.index))
@@ -311,8 +328,17 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"model {m['model']['id']} (dim {m['model']['dim']}, sha256 {m['model']['checksum'][:12]})")
     tier = m["config"].get("query_encoder", "transformer")
     query = m["model"].get("query") or {}
+    try:
+        int8_tasks = IndexConfig.from_dict(m["config"]).query_int8_side
+    except (TypeError, ValueError):
+        int8_tasks = False
+    if int8_tasks:
+        from skillsight_fast.models.static import is_static_model_dir
+
+        int8_tasks = not is_static_model_dir(str(m["config"].get("model", "")))
     print(f"query encoder {tier}" + (f": static model {query.get('id')} (sha256 {str(query.get('checksum'))[:12]}) "
-                                     "mapped into the model's space" if query else ""))
+                                     "mapped into the model's space" if query else "")
+          + (" (tasks through its int8-quantised graph)" if int8_tasks else ""))
     tau = "none" if s["otsu_tau"] is None else f"{s['otsu_tau']:.3f}"
     print(f"vocabulary {s['vocab_size']} terms; generic |T_g| = {s['n_generic']} (Otsu tau = {tau})")
     print(f"background rank r = {s['rank']} (effective rank {s['effective_rank']})")
@@ -377,5 +403,7 @@ def cmd_warmup(args: argparse.Namespace) -> int:
     warmup_kernels()
     encoder = load_encoder(args.model, int8=args.int8)
     encoder.encode(["warm up"])
+    if not args.int8 and getattr(encoder, "onnx_path", None) is not None:
+        load_encoder(args.model, int8=True).encode(["warm up"])  # the default index's task encoder
     print(f"kernels compiled and encoder {encoder.model_id} ready in {time.perf_counter() - t0:.1f} s")
     return 0

@@ -38,12 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--all-queries", action="store_true", help="metatool: all 20,544 queries, not the 2,000 subset")
     p.add_argument("--model", default=DEFAULT_MODEL, help="encoder for every dense method")
     p.add_argument("--int8", action="store_true", help="int8 encoder (documents and tasks)")
-    p.add_argument("--query-int8", action="store_true",
-                   help="tasks encoded by the dynamically int8-quantised transformer, documents as without it "
-                        "(the query-side int8 arm, docs/ENCODERS.md)")
     from skillsight_fast.cli.core import add_query_encoder_args
 
-    add_query_encoder_args(p)
+    add_query_encoder_args(p, evaluation=True)
     p.add_argument("--cross-encoder", metavar="PATH", help="a trained cross-encoder (folder or .onnx) for dense+rerank")
     p.add_argument("--rerank-queries", type=non_negative_int, default=20, metavar="N",
                    help="dense+rerank scores only the first N queries (0 = all; ~0.1 s per pair)")
@@ -110,8 +107,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.query_int8 and args.query_encoder != "transformer":
         print("error: --query-int8 applies to transformer queries (drop --query-encoder)", file=sys.stderr)
         return 2
-    if args.ablations and (args.query_encoder != "transformer" or args.query_int8):
-        print("error: --ablations runs with transformer queries only (drop --query-encoder)", file=sys.stderr)
+    if args.ablations and (args.query_encoder != "transformer" or args.query_int8 is not None):
+        print("error: --ablations runs with float32 transformer queries only (drop --query-encoder / "
+              "--query-int8)", file=sys.stderr)
         return 2
     if args.ablations:
         from skillsight_fast.evaluation.ablations import run_ablations

@@ -103,7 +103,8 @@ def run_ablations(folders: Sequence[str | os.PathLike[str]], *, model: str = DEF
     ctxs = {}
     for folder in folders:
         ds = load_dataset(folder, all_queries=all_queries, limit=limit)
-        ctx = EvalContext(ds, model=model, int8=int8, cache_dir=cache_dir, seed=seed, encoder=encoder)
+        ctx = EvalContext(ds, model=model, int8=int8, cache_dir=cache_dir, seed=seed, encoder=encoder,
+                          query_int8=False)  # the ablations compare float32 task vectors
         ctxs[ds.name] = ctx
         for axis, settings in AXES.items():
             axes[axis]["results"][ds.name] = {label: _run(ctx, ch) for label, ch in settings}

@@ -76,10 +76,13 @@ class EvalContext:
         of that tier does); ``static`` (documents and tasks both encoded by the static model).
     query_model : path, optional
         model2vec folder of the static tiers (default: distilled from ``model`` into the cache).
-    query_int8 : bool
-        Task vectors from the dynamically int8-quantised graph of ``model`` while the documents keep
-        the encoder ``int8`` says (float32 by default): the query-side int8 arm of docs/ENCODERS.md.
-        Only with ``query_encoder="transformer"``.
+    query_int8 : bool or None
+        True: every dense method's task vectors come from the dynamically int8-quantised graph of
+        ``model`` while the documents keep the encoder ``int8`` says (float32 by default); False:
+        all from the float32 graph. None (default): each SkillSight configuration gets the task
+        vectors an index of it searches with (``IndexConfig.query_int8_side``: int8 for the
+        default, float32 for the paper's), the baselines float32. Only with
+        ``query_encoder="transformer"``.
     """
 
     dataset: Dataset
@@ -93,7 +96,7 @@ class EvalContext:
     encoder: Any = None
     query_encoder: str = "transformer"
     query_model: str | None = None
-    query_int8: bool = False
+    query_int8: bool | None = None
     notes: dict[str, Any] = field(default_factory=dict)
     _indexes: dict[Any, Any] = field(default_factory=dict, repr=False)
 
@@ -104,8 +107,9 @@ class EvalContext:
             raise ValueError(f"query_encoder must be one of {QUERY_ENCODERS}")
         if self.query_int8 and self.query_encoder != "transformer":
             raise ValueError("query_int8 applies to transformer queries only (query_encoder='transformer')")
-        if self.query_int8:
-            self.notes["query_encoder"] = {"tier": "transformer", "query_int8": "dynamic"}
+        if self.query_encoder == "transformer":
+            mode = {True: "all", False: "none", None: "as each index's config (the default: dynamic); baselines float32"}
+            self.notes["query_encoder"] = {"tier": "transformer", "query_int8": mode[self.query_int8]}
         if self.query_encoder != "transformer":
             from skillsight_fast.models.distill import resolve_static_model
 
@@ -149,11 +153,29 @@ class EvalContext:
     def query_emb(self) -> np.ndarray:
         if self.query_encoder == "static-mapped":
             return self.mapped_query_emb
-        if self.query_int8 and not self.int8:
-            qenc = load_encoder(self.model, int8=True)
-            store = EmbeddingCache(self.cache, f"{qenc.model_id}-int8", qenc.checksum, "query")
-            return store.get(list(self.dataset.query_texts), qenc.encode)
+        if self.query_int8:
+            return self.int8_query_emb
         return self.embeddings("query", self.dataset.query_texts)
+
+    @cached_property
+    def int8_query_emb(self) -> np.ndarray:
+        """Task vectors from the dynamically int8-quantised transformer (cache model id ``NAME-int8``)."""
+        if self.int8:
+            return self.embeddings("query", self.dataset.query_texts)
+        if self.encoder is not None and getattr(self.encoder, "onnx_path", None) is None:
+            return self.embeddings("query", self.dataset.query_texts)  # a fake encoder encodes its own tasks
+        qenc = load_encoder(self.model, int8=True)
+        store = EmbeddingCache(self.cache, f"{qenc.model_id}-int8", qenc.checksum, "query")
+        return store.get(list(self.dataset.query_texts), qenc.encode)
+
+    def task_vectors(self, config: Any = None) -> np.ndarray:
+        """The task vectors a search of an index built with ``config`` uses (see ``query_int8``)."""
+        if self.query_encoder != "transformer" or self.query_int8 is not None:
+            return self.query_emb
+        from skillsight_fast.config import IndexConfig
+
+        config = config or IndexConfig()
+        return self.int8_query_emb if config.query_int8_side else self.query_emb
 
     @cached_property
     def mapped_query_emb(self) -> np.ndarray:
@@ -225,7 +247,7 @@ class EvalContext:
         return index
 
     def search(self, index: Any, k: int = DEPTH) -> np.ndarray:
-        return index.search_vectors(self.query_emb, self.dataset.query_texts, k, explain=False).ids
+        return index.search_vectors(self.task_vectors(index.config), self.dataset.query_texts, k, explain=False).ids
 
 
 # ------------------------------------------------------------------ methods
@@ -337,7 +359,7 @@ def run_bm25_sbc(ctx: EvalContext) -> np.ndarray:
     def bm25s_side(cand: np.ndarray, terms: np.ndarray, ptr: np.ndarray) -> np.ndarray:
         return np.where(cand >= 0, ctx.bm25_scores[rows, np.maximum(cand, 0)], 0).astype(np.float32)
 
-    return idx.search_vectors(ctx.query_emb, ctx.dataset.query_texts, DEPTH, lexical_stage=bm25s_side,
+    return idx.search_vectors(ctx.task_vectors(idx.config), ctx.dataset.query_texts, DEPTH, lexical_stage=bm25s_side,
                               explain=False).ids
 
 
@@ -417,7 +439,7 @@ def run_skillsight(ctx: EvalContext) -> np.ndarray:
     idx = ctx.index(IndexConfig())
     paper = ctx.index(paper_config())
     stats = idx.stats.to_dict() | {"decisions": idx.decisions.to_dict()}
-    stats["query_background_energy"] = round(float(background_energy(ctx.query_emb, paper.dense.basis).mean()), 6)
+    stats["query_background_energy"] = round(float(background_energy(ctx.task_vectors(idx.config), paper.dense.basis).mean()), 6)
     ctx.notes["adaptive"] = stats
     return ctx.search(idx)
 

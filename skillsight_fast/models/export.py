@@ -312,6 +312,11 @@ def export_bert_onnx(
     return out
 
 
+class _DropPreprocessAdvice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "pre-processing before quantization" not in record.getMessage()
+
+
 def quantize_onnx_int8(fp32_path: str | os.PathLike[str], out_path: str | os.PathLike[str]) -> Path:
     """Dynamically quantize the weights of every ``MatMul`` to per-channel int8.
 
@@ -331,13 +336,19 @@ def quantize_onnx_int8(fp32_path: str | os.PathLike[str], out_path: str | os.Pat
     fp32_path, out = Path(fp32_path), Path(out_path)
     if not fp32_path.is_file():
         raise ModelError(f"{fp32_path} not found: nothing to quantize")
-    with atomic_output(out, suffix=".onnx") as tmp:
-        quantize_dynamic(
-            str(fp32_path),
-            str(tmp),
-            per_channel=True,
-            op_types_to_quantize=["MatMul"],
-            weight_type=QuantType.QInt8,
-        )
+    root = logging.getLogger()
+    advice = _DropPreprocessAdvice()  # quantize_dynamic's advice to pre-process: not needed (above)
+    root.addFilter(advice)
+    try:
+        with atomic_output(out, suffix=".onnx") as tmp:
+            quantize_dynamic(
+                str(fp32_path),
+                str(tmp),
+                per_channel=True,
+                op_types_to_quantize=["MatMul"],
+                weight_type=QuantType.QInt8,
+            )
+    finally:
+        root.removeFilter(advice)
     logger.info("quantized %s -> %s", fp32_path, out)
     return out
