@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: Milliseconds a round of the watch waits before yielding "no change": the first round's refresh runs
+#: once the watch is live, after at most this long (the later empty rounds cost nothing).
+FIRST_ROUND_MS = 500
+
 
 def sources_of(index: "SkillIndex") -> list[Path]:
     """The folder trees an index was built from, read back from its skills' ids and paths.
@@ -115,6 +119,7 @@ class CatalogWatcher:
         self.updates = 0
         self.last_report: "UpdateReport | None" = None
         self.last_error: str | None = None
+        self._encoder: Any = None
         self._stop = threading.Event()
         self._started = threading.Event()
         self._thread: threading.Thread | None = None
@@ -137,10 +142,17 @@ class CatalogWatcher:
         for problem in loaded.problems:
             logger.warning("watch: skipped %s", problem)
         skills = loaded.skills
-        encoder = current.index.encoder
-        report = update_index(self.service.directory, skills, encoder=encoder,
-                              wrap_encoder=lambda enc: _LockedEncoder(enc, self.service.lock),
+        # the document encoder, loaded only when a skill needs encoding (a served index that only
+        # searched has its task encoder loaded, not this one), then kept for the next refresh
+        encoder = self._encoder or current.index._encoder
+
+        def wrap(enc: Any) -> _LockedEncoder:
+            self._encoder = enc
+            return _LockedEncoder(enc, self.service.lock)
+
+        report = update_index(self.service.directory, skills, encoder=encoder, wrap_encoder=wrap,
                               roots=loaded.roots)
+        encoder = self._encoder or encoder
         same = [(m.id, m.path) for m in current.index.skills] == [(s.id, s.path) for s in skills]
         if same and not (report.added or report.changed or report.removed):
             return None
@@ -173,15 +185,21 @@ class CatalogWatcher:
         def keep(change: Any, path: str) -> bool:
             return base(change, path) and self._keep(change, path)
 
+        first = True
         try:
-            self._safe_refresh()  # changes made while no server was watching
-            self._started.set()
-            for _changes in watchfiles.watch(*self.sources, watch_filter=keep, debounce=self.debounce_ms, step=20,
-                                             stop_event=self._stop, raise_interrupt=False,
-                                             force_polling=self.force_polling):
+            # yield_on_timeout: the first (empty) round comes once the watch is live, and its refresh
+            # catches what changed while nothing was watching, with no gap before the watch began
+            for changes in watchfiles.watch(*self.sources, watch_filter=keep, debounce=self.debounce_ms, step=20,
+                                            stop_event=self._stop, raise_interrupt=False,
+                                            force_polling=self.force_polling, yield_on_timeout=True,
+                                            rust_timeout=FIRST_ROUND_MS):
                 if self._stop.is_set():
                     break
-                self._safe_refresh()
+                if changes or first:
+                    self._safe_refresh()
+                if first:
+                    first = False
+                    self._started.set()
         except Exception:  # pragma: no cover - the watcher dies, the server keeps serving
             logger.exception("watch: stopped watching %s", ", ".join(map(str, self.sources)))
         finally:
