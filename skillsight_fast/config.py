@@ -24,8 +24,11 @@ SCAN_CHOICES = (*SCANS, "auto")
 #: Lexical side of the adaptive default (Rule 3 of docs/ADAPTIVE.md); adaptive=False is the paper's LEC.
 ADAPTIVE_LEXICAL = "bm25"
 #: Query encoder tiers (docs/ENCODERS.md): the transformer itself; static task vectors mapped into the
-#: transformer's space by a map fitted at build on the library's texts; skills and tasks both static.
-QUERY_ENCODERS = ("transformer", "static-mapped", "static")
+#: transformer's space by a map fitted at build on the library's texts; a table of the transformer's token
+#: states averaged over the library's texts (contextual); skills and tasks both static.
+QUERY_ENCODERS = ("transformer", "static-mapped", "contextual", "static")
+#: Tiers whose tasks are encoded by a table lookup in the transformer's space (skills by the transformer).
+MAPPED_TIERS = ("static-mapped", "contextual")
 #: Document vectors of the dense side (docs/ADAPTIVE.md, "Document vector"): one vector of the indexed text (the
 #: paper), or the mean of it and a vector of the name + description alone (mean of the two cosines).
 DOCUMENT_VECTORS = ("text", "text+namedesc")
@@ -90,7 +93,10 @@ class IndexConfig:
     query_encoder : str
         How tasks are encoded (:data:`QUERY_ENCODERS`): ``transformer`` (the document encoder),
         ``static-mapped`` (the static model ``query_model``, mapped into the document encoder's
-        space by the index's ``query_map``) or ``static`` (``model`` is itself the static model).
+        space by the index's ``query_map``), ``contextual`` (the index's table of the document
+        encoder's token states averaged over the library, tokenized by ``query_model``; the
+        static-mapped vector for a task with no known token) or ``static`` (``model`` is itself
+        the static model).
     query_model : str or None
         The model2vec folder of a static tier (absolute path, resolved at build); None for
         ``transformer``.

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from skillsight_fast.background import BM25_B, BM25_K1, estimate_background, select_background_terms
-from skillsight_fast.config import IndexConfig
+from skillsight_fast.config import MAPPED_TIERS, IndexConfig
 from skillsight_fast.errors import EmbeddingError, ModelMismatchError, QueryError, SkillsightError
 from skillsight_fast.kernels import (
     fuse_topk,
@@ -129,6 +129,21 @@ def _load_static(config: IndexConfig) -> Encoder:
     return load_static_encoder(config.query_model)
 
 
+def _contextual_table(skills: Sequence[Skill] | Sequence[SkillMeta], texts: Sequence[str] | None,
+                      encoder: Encoder | None) -> tuple[np.ndarray, np.ndarray]:
+    """The contextual tier's token table over the skills' texts (a pass of the transformer)."""
+    from skillsight_fast.models.contextual import contextual_table, token_state_sums
+
+    if texts is None:
+        if not all(isinstance(s, Skill) for s in skills):
+            raise SkillsightError("texts are needed to build the contextual token table from SkillMeta")
+        texts = [s.text for s in skills]  # type: ignore[union-attr]
+    if encoder is None or getattr(getattr(encoder, "inner", encoder), "hidden_states", None) is None:
+        raise SkillsightError("the contextual tier needs the transformer's token states: build it with "
+                              "SkillIndex.build and the ONNX encoder (or pass query_table)")
+    return contextual_table(*token_state_sums(encoder, list(texts)))
+
+
 def _decide(config: IndexConfig, embeddings: np.ndarray, basis: np.ndarray, lexical: LexicalState
             ) -> tuple[Decisions, np.ndarray, dict[str, Any]]:
     """The build's decisions, the basis in use, and the statistics the rules read."""
@@ -178,6 +193,7 @@ class SkillIndex:
         self._encoder = encoder
         self._query_encoder = query_encoder
         self._int8_tasks: bool | None = None  # see _int8_queries
+        self._contextual: Any = None  # see contextual_encoder
         #: The folder this index was loaded from (None when built in memory).
         self.source_dir: Path | None = None
         #: sha256 of the texts.jsonl loaded with the index (bodies of another version are refused).
@@ -232,6 +248,7 @@ class SkillIndex:
         query_encoder: Encoder | None = None,
         query_map: np.ndarray | None = None,
         namedesc: np.ndarray | None = None,
+        query_table: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> "SkillIndex":
         """Build from precomputed document embeddings (float32 (N, d), unit rows).
 
@@ -262,7 +279,12 @@ class SkillIndex:
             ``static-mapped`` tier: the static query encoder (default: loaded from
             ``config.query_model``).
         query_map : float32 (d_s + 1, d), optional
-            ``static-mapped`` tier: a ready map (default: fitted here on the skills' texts).
+            ``static-mapped`` and ``contextual`` tiers: a ready map (default: fitted here on the
+            skills' texts).
+        query_table : (int32 (m,), float32 (m, d)), optional
+            ``contextual`` tier: a ready token table (default: computed here from ``encoder``'s token
+            states over the skills' texts, a second pass of the transformer;
+            :func:`skillsight_fast.models.contextual.contextual_table`).
         namedesc : float32 (N, d), optional
             Embeddings of each skill's ``name + "\\n" + description`` for the ``text+namedesc``
             document vector (``config.document_vector_side``). Default: encoded here with
@@ -286,7 +308,7 @@ class SkillIndex:
                 texts = [s.text for s in skills]  # type: ignore[union-attr]
             lexicon = Lexicon.build(texts, config.min_token_len, config.max_token_len)
         query_info: tuple[str, str] = ("", "")
-        if config.query_encoder == "static-mapped":
+        if config.query_encoder in MAPPED_TIERS:
             query_encoder = query_encoder or _load_static(config)
             if query_map is None:  # the transformer is the teacher: static vector of each text -> its vector
                 from skillsight_fast.models.static import fit_query_map
@@ -302,6 +324,11 @@ class SkillIndex:
             query_info = (query_encoder.model_id, query_encoder.checksum)
         else:
             query_map = None
+        if config.query_encoder == "contextual":
+            if query_table is None:
+                query_table = _contextual_table(skills, texts, encoder)
+        else:
+            query_table = None
         lexical, tau = LexicalState.build(lexicon, beta=config.beta, otsu_weighted=config.otsu_weighted)
         if basis is None:
             terms = select_background_terms(lexicon.df(), lexical.idf, lexical.generic,
@@ -317,7 +344,7 @@ class SkillIndex:
         else:
             used_basis, rule_stats = paper_basis, {}
         dense = DenseState.build(emb, used_basis, singular_values, renormalize=config.renormalize,
-                                 query_map=query_map, namedesc=namedesc)
+                                 query_map=query_map, namedesc=namedesc, query_table=query_table)
         if decisions.document_vector != dense.document_vector:  # what the scored matrix really is
             decisions = decisions.replace(document_vector=dense.document_vector)
         stats = IndexStats(
@@ -337,7 +364,7 @@ class SkillIndex:
                            config=config, model=ModelInfo(model_id, model_checksum, *query_info),
                            bodies=bodies, scan=scan, flags=flags)
         logger.info("index: %d skills, |T_g| = %d, r = %d", len(metas), stats.n_generic, stats.rank)
-        return cls(state, encoder, query_encoder if config.query_encoder == "static-mapped" else None)
+        return cls(state, encoder, query_encoder if config.query_encoder in MAPPED_TIERS else None)
 
     # ------------------------------------------------------------------ state
     def __len__(self) -> int:
@@ -609,9 +636,31 @@ class SkillIndex:
         qmap = self.dense.query_map
         if qmap is None:
             return self.query_encoder.encode(texts)
+        if self.dense.query_table is not None:
+            return self.contextual_encoder().encode(texts)
         from skillsight_fast.models.static import apply_query_map
 
         return apply_query_map(self.query_encoder.encode(texts), qmap)
+
+    def contextual_encoder(self) -> Encoder:
+        """The contextual tier's task encoder: the index's token table, tokenized by the static model
+        (:attr:`query_encoder`), the static-mapped vector for a task with no known token."""
+        static = self.query_encoder
+        cached = self._contextual
+        if cached is not None and cached.static is static:
+            return cached
+        from skillsight_fast.models.contextual import ContextualEncoder
+        from skillsight_fast.models.registry import get_spec
+        from skillsight_fast.models.static import apply_query_map
+
+        qmap = self.dense.query_map
+        assert qmap is not None and self.dense.query_table is not None and self.dense.query_table_ids is not None
+        spec = get_spec(self.model_id)
+        self._contextual = ContextualEncoder(
+            static, self.dense.query_table_ids, self.dense.query_table,
+            fallback=lambda texts: apply_query_map(static.encode(texts), qmap),
+            max_length=spec.max_length if spec is not None else 256)
+        return self._contextual
 
     def remove_background(self, vectors: np.ndarray) -> np.ndarray:
         """Stage 2: q⊥ = q − B Bᵀ q (re-normalised if the index says so), float32 (n, d).

@@ -105,6 +105,9 @@ class DenseState:
     query_map : float32 (d_s + 1, d), optional
         The static-mapped tier's map from static task vectors into this space (last row the bias;
         :func:`skillsight_fast.models.static.fit_query_map`); None for the other tiers.
+    query_table_ids, query_table : int32 (m,), float32 (m, d), optional
+        The contextual tier's token table (:func:`skillsight_fast.models.contextual.contextual_table`):
+        the token ids seen in the library's texts, ascending, and their mean token states.
     namedesc : float32 (N, d), optional
         Raw embeddings of each skill's ``name + "\n" + description`` (unit rows), when the index
         scores the ``text+namedesc`` document vector; ``embeddings_perp`` is then
@@ -117,6 +120,8 @@ class DenseState:
     singular_values: np.ndarray
     query_map: np.ndarray | None = None
     namedesc: np.ndarray | None = None
+    query_table_ids: np.ndarray | None = None
+    query_table: np.ndarray | None = None
 
     ARRAYS: ClassVar[dict[str, ArraySpec]] = {
         "embeddings": ArraySpec("float32", 2),
@@ -125,12 +130,15 @@ class DenseState:
         "singular_values": ArraySpec("float32", 1),
         "query_map": ArraySpec("float32", 2, optional=True),
         "namedesc": ArraySpec("float32", 2, optional=True),
+        "query_table_ids": ArraySpec("int32", 1, optional=True),
+        "query_table": ArraySpec("float32", 2, optional=True),
     }
 
     @classmethod
     def build(cls, embeddings: np.ndarray, basis: np.ndarray, singular_values: np.ndarray, *,
               renormalize: bool = False, query_map: np.ndarray | None = None,
-              namedesc: np.ndarray | None = None) -> "DenseState":
+              namedesc: np.ndarray | None = None,
+              query_table: tuple[np.ndarray, np.ndarray] | None = None) -> "DenseState":
         """Project the background ``basis`` out of ``embeddings`` (shared when r = 0).
 
         With ``namedesc`` (float32 (N, d)), the scored matrix is the mean of the two
@@ -142,8 +150,10 @@ class DenseState:
         if namedesc is not None:
             namedesc = np.ascontiguousarray(namedesc, dtype=np.float32)
             perp = (0.5 * (perp + remove_background(namedesc, basis, renormalize))).astype(np.float32)
+        ids, table = (None, None) if query_table is None else (
+            np.ascontiguousarray(query_table[0], dtype=np.int32), np.ascontiguousarray(query_table[1], dtype=np.float32))
         return cls(embeddings, perp, basis, np.ascontiguousarray(singular_values, dtype=np.float32), qmap,
-                   namedesc)
+                   namedesc, ids, table)
 
     @property
     def document_vector(self) -> str:
@@ -172,11 +182,20 @@ class DenseState:
                          ("embeddings_perp", state.embeddings_perp.shape == (n_docs, dim)),
                          ("basis", state.basis.shape[1:] == (dim,)),
                          ("query_map", qmap is None or (qmap.shape[0] >= 2 and qmap.shape[1] == dim
-                                                        and bool(np.isfinite(qmap).all())))):
+                                                        and bool(np.isfinite(qmap).all()))),
+                         ("query_table", _table_ok(state.query_table_ids, state.query_table, dim))):
             if not ok:
                 raise IndexFormatError(f"array {name} {getattr(state, name).shape} does not match "
                                        f"{n_docs} skills of dimension {dim}")
         return state
+
+
+def _table_ok(ids: np.ndarray | None, table: np.ndarray | None, dim: int) -> bool:
+    """Both or neither; ids ascending and non-negative, one finite row of dimension ``dim`` each."""
+    if ids is None or table is None:
+        return ids is None and table is None
+    return (table.shape == (ids.shape[0], dim) and bool(np.isfinite(table).all())
+            and (ids.size == 0 or (int(ids[0]) >= 0 and bool((np.diff(ids) > 0).all()))))
 
 
 @dataclass(frozen=True)
@@ -434,11 +453,15 @@ class IndexState:
         if self.decisions.lexical == "bm25" and not self.lexical.lexicon.has_tf:
             raise SkillsightError("the BM25 lexical side needs term frequencies and document lengths "
                                   "in the lexicon (Lexicon.build keeps them); rebuild the index")
-        mapped = self.config.query_encoder == "static-mapped"
+        tier = self.config.query_encoder
+        mapped = tier in ("static-mapped", "contextual")
         if mapped != (self.dense.query_map is not None):
-            raise SkillsightError("a static-mapped index needs a query map, and only it has one"
-                                  if mapped else "the index has a query map but its query encoder is "
-                                  f"{self.config.query_encoder!r}")
+            raise SkillsightError(f"a {tier} index needs a query map, and only the mapped tiers have one"
+                                  if mapped else f"the index has a query map but its query encoder is {tier!r}")
+        if (tier == "contextual") != (self.dense.query_table is not None):
+            raise SkillsightError("a contextual index needs its token table, and only it has one"
+                                  if tier == "contextual" else
+                                  f"the index has a contextual token table but its query encoder is {tier!r}")
         if not self.decisions.background and self.dense.basis.shape[0]:
             raise SkillsightError("background removal is off but the basis has rows")
 

@@ -138,9 +138,12 @@ def update_index(directory: str | os.PathLike[str], skills: Sequence[Skill], *, 
     if old.lexicon.has_tf:  # analyse only the new texts; a lexicon without tf (token sets) is rebuilt
         lexicon = old.lexicon.reuse_rows(rows, [skills[i].text for i in todo], cfg.min_token_len,
                                          cfg.max_token_len)
+    # the contextual tier keeps its token table (a rebuild refreshes it: it needs every text's token states)
+    table = old.dense.query_table
+    query_table = None if table is None else (old.dense.query_table_ids, table)
     new = SkillIndex.from_embeddings(skills, emb, cfg, model_id=old.model_id,
                                      model_checksum=old.model_checksum, encoder=encoder, lexicon=lexicon,
-                                     previous_scan=old.scan, namedesc=namedesc)
+                                     previous_scan=old.scan, namedesc=namedesc, query_table=query_table)
     phase("rebuild")
     new.roots = list(roots) if roots is not None else list(old.roots)
     kept = set(new.ids)

@@ -50,7 +50,8 @@ def _base_index(args: argparse.Namespace, encoder) -> Any:
     return index
 
 
-def tier_views(index, static=None, query_map: np.ndarray | None = None, int8_encoder=None) -> dict[str, Any]:
+def tier_views(index, static=None, query_map: np.ndarray | None = None, int8_encoder=None,
+               contextual: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, Any]:
     """Views of ``index`` that search with each other tier (the arrays are shared, not copied).
 
     ``transformer-int8`` (with ``int8_encoder``): the index searching with int8 task vectors, its
@@ -60,6 +61,8 @@ def tier_views(index, static=None, query_map: np.ndarray | None = None, int8_enc
     as the query encoder of the same arrays. A real static index holds static document vectors of
     the same shape; the scan, the lexical side and the fusion cost the same whatever the values, so
     the latency is that tier's, while its accuracy is measured on real static indexes (ENCODERS.md).
+    ``contextual`` (with ``static``, ``query_map`` and the token table ``contextual``): the
+    static-mapped view plus the table (what ``--query-encoder contextual`` builds).
     """
     from skillsight_fast import SkillIndex
     from skillsight_fast.state import ModelInfo
@@ -79,6 +82,13 @@ def tier_views(index, static=None, query_map: np.ndarray | None = None, int8_enc
                                                                  query_model=folder, query_int8=None),
                                     model=ModelInfo(static.model_id, static.checksum))
         views |= {"static-mapped": SkillIndex(mapped, index._encoder, static), "static": SkillIndex(plain, static)}
+        if contextual is not None:
+            ids, vectors = contextual
+            ctx = dataclasses.replace(
+                mapped, config=mapped.config.replace(query_encoder="contextual"),
+                dense=dataclasses.replace(mapped.dense, query_table_ids=np.ascontiguousarray(ids, np.int32),
+                                          query_table=np.ascontiguousarray(vectors, np.float32)))
+            views["contextual"] = SkillIndex(ctx, index._encoder, static)
     return views
 
 
@@ -105,6 +115,7 @@ def run_benchmark(
     tinybert=None,
     static=None,
     int8_encoder=None,
+    contextual: tuple[np.ndarray, np.ndarray] | None = None,
     doc_texts: Sequence[str] | None = None,
     reps: int = 30,
     rerank_reps: int = 3,
@@ -134,6 +145,8 @@ def run_benchmark(
     int8_encoder : OnnxEncoder, optional
         The int8-quantised task encoder: times the ``transformer-int8`` tier (the default index's
         task side). ``encode``, ``end_to_end`` and the ``transformer`` tier stay float32 tasks.
+    contextual : (int32 (m,), float32 (m, d)), optional
+        The real corpus's contextual token table: times the ``contextual`` tier (with ``static``).
     """
     from skillsight_fast.benchmark.runner import bench_size, cpu_name, load_average
     from skillsight_fast.benchmark.synthetic import scale_up
@@ -194,7 +207,7 @@ def run_benchmark(
         entries = bench_size(
             index, texts, qv, lambda j, src=src: doc_texts[int(src[j])],
             encoder=encoder, cross_encoder=cross_encoder, tinybert=tinybert,
-            tiers=tier_views(index, static, query_map, int8_encoder) or None,
+            tiers=tier_views(index, static, query_map, int8_encoder, contextual) or None,
             reps=reps if n < 500_000 else max(5, reps // 3),
             rerank_reps=rerank_reps, rerank_pairs=rerank_pairs, rerank_cost=rerank_cost,
             tinybert_cost=tinybert_cost, compressed=n >= compressed_from, approximate=n >= compressed_from,
@@ -320,7 +333,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     sizes = args.sizes or list(QUICK_SIZES if args.quick else DEFAULT_SIZES)
     reps = args.reps or (10 if args.quick else 40)
     rerank_reps = args.rerank_reps or (1 if args.quick else 3)
-    encoder = cross = tinybert = static = int8_encoder = None
+    encoder = cross = tinybert = static = int8_encoder = contextual = None
     if not args.no_model:
         from skillsight_fast.models import load_encoder
         from skillsight_fast.models.cross_encoder import load_cross_encoder
@@ -340,12 +353,22 @@ def run_from_args(args: argparse.Namespace) -> int:
     if args.quick:
         queries = queries[:16]
     doc_texts = None if args.no_model else _doc_texts(base, args.corpus)
+    if doc_texts is not None:
+        from skillsight_fast.evaluation.cache import texts_sha
+        from skillsight_fast.models import cache_root
+        from skillsight_fast.models.contextual import cached_contextual_table
+
+        t0 = time.perf_counter()  # the token table of the contextual tier: one pass, every thread, cached
+        tag = f"contextual-{encoder.checksum[:12]}-{texts_sha(doc_texts)[:16]}"
+        contextual = cached_contextual_table(load_encoder(), doc_texts, cache_root() / "bench" / tag)
+        print(f"contextual: token table of {len(doc_texts)} skill texts ready in {time.perf_counter() - t0:.1f} s",
+              file=sys.stderr)
 
     def say(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
     report = run_benchmark(base, queries, [s if s == "real" else int(s) for s in sizes], encoder=encoder,
-                           cross_encoder=cross, tinybert=tinybert, static=static, int8_encoder=int8_encoder, doc_texts=doc_texts, reps=reps, rerank_reps=rerank_reps,
+                           cross_encoder=cross, tinybert=tinybert, static=static, int8_encoder=int8_encoder, contextual=contextual, doc_texts=doc_texts, reps=reps, rerank_reps=rerank_reps,
                            rerank_pairs=10 if args.quick else 100,
                            compressed_from=args.compressed_from, seed=args.seed, progress=say,
                            checkpoint=args.details)

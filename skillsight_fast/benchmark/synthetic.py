@@ -178,5 +178,7 @@ def scale_up(index, n_docs: int, *, seed: int = 0, keep: float = 0.85, new_share
         encoder=index._encoder, lexicon=lexicon,
         basis=(index.dense.basis, index.dense.singular_values), decisions=index.decisions,
         query_encoder=index._query_encoder if index.dense.query_map is not None else None,
-        query_map=index.dense.query_map)
+        query_map=index.dense.query_map,
+        query_table=None if index.dense.query_table is None else (index.dense.query_table_ids,
+                                                                  index.dense.query_table))
     return syn, src

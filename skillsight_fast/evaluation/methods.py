@@ -73,7 +73,8 @@ class EvalContext:
         Query encoder tier (:data:`skillsight_fast.config.QUERY_ENCODERS`, docs/ENCODERS.md):
         ``transformer``; ``static-mapped`` (every dense method's task vectors are static vectors
         mapped into the transformer's space by the map fitted on the corpus's texts, as an index
-        of that tier does); ``static`` (documents and tasks both encoded by the static model).
+        of that tier does); ``contextual`` (task vectors from the transformer's token states
+        averaged over the corpus's texts, as an index of that tier does); ``static`` (documents and tasks both encoded by the static model).
     query_model : path, optional
         model2vec folder of the static tiers (default: distilled from ``model`` into the cache).
     query_int8 : bool or None
@@ -153,6 +154,8 @@ class EvalContext:
     def query_emb(self) -> np.ndarray:
         if self.query_encoder == "static-mapped":
             return self.mapped_query_emb
+        if self.query_encoder == "contextual":
+            return self.contextual_query_emb
         if self.query_int8:
             return self.int8_query_emb
         return self.embeddings("query", self.dataset.query_texts)
@@ -187,6 +190,23 @@ class EvalContext:
             list(self.dataset.texts), static.encode)
         query_map = fit_query_map(s_docs, self.doc_emb)
         return apply_query_map(static.encode(self.dataset.query_texts), query_map)
+
+    @cached_property
+    def contextual_query_emb(self) -> np.ndarray:
+        """Task vectors of the contextual tier: the transformer's token states averaged over the corpus's
+        texts (cached per corpus), the static-mapped vector for a task with no known token."""
+        from skillsight_fast.models.contextual import ContextualEncoder, cached_contextual_table
+        from skillsight_fast.models.static import load_static_encoder
+
+        enc = self.enc
+        texts = list(self.dataset.texts)
+        tag = f"contextual-{enc.model_id}-{enc.checksum[:12]}-{texts_sha(texts)[:16]}"
+        ids, vectors = cached_contextual_table(enc, texts, self.cache / "eval" / tag)
+        mapped = dict(zip(self.dataset.query_texts, self.mapped_query_emb))
+        static = load_static_encoder(self.query_model)  # type: ignore[arg-type]
+        ctx_enc = ContextualEncoder(static, ids, vectors, max_length=getattr(enc, "max_length", 256),
+                                    fallback=lambda texts: np.stack([mapped[t] for t in texts]))
+        return ctx_enc.encode(list(self.dataset.query_texts))
 
     @cached_property
     def lexicon(self) -> Any:

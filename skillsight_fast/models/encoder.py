@@ -186,8 +186,19 @@ class OnnxEncoder:
             ids.extend(np.asarray(enc.ids, dtype=np.int64) for enc in self._tokenizer.encode_batch(chunk))
         return ids
 
-    def _run(self, rows: list[Any]) -> tuple[np.ndarray, np.ndarray]:
-        """Pad ``rows`` of token ids, run the graph; return ``(mask (b, s), pooled-or-hidden)``."""
+    @property
+    def vocab_size(self) -> int:
+        """Token ids the tokenizer can produce (rows of a per-token table)."""
+        return int(self._tokenizer.get_vocab_size(with_added_tokens=True))
+
+    def hidden_states(self, rows: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+        """Pad ``rows`` of token ids and run the graph: ``(mask int64 (b, s), last hidden state float32
+        (b, s, d))``, the token states mean pooling averages (ModelError for a graph that pools itself)."""
+        if self._pooled:
+            raise ModelError(f"{self.onnx_path} outputs pooled vectors, not token states")
+        return self._forward(rows)
+
+    def _forward(self, rows: list[Any]) -> tuple[np.ndarray, np.ndarray]:
         width = max(len(r) for r in rows)
         ids = np.full((len(rows), width), self._pad_id, dtype=np.int64)
         mask = np.zeros((len(rows), width), dtype=np.int64)
@@ -196,7 +207,11 @@ class OnnxEncoder:
             mask[r, : len(row)] = 1
         arrays = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
         feed = {name: arrays[name].astype(dtype, copy=False) for name, dtype in self._feeds.items()}
-        out = self._session.run([self._output_name], feed)[0]
+        return mask, self._session.run([self._output_name], feed)[0]
+
+    def _run(self, rows: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+        """Pad ``rows`` of token ids, run the graph; return ``(mask (b, s), pooled-or-hidden)``."""
+        mask, out = self._forward(rows)
         return mask, out if self._pooled else mean_pool(out, mask)
 
     def encode(self, texts: Sequence[str], *, progress: Callable[[int], Any] | None = None) -> np.ndarray:
