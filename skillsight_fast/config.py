@@ -26,6 +26,9 @@ ADAPTIVE_LEXICAL = "bm25"
 #: Query encoder tiers (docs/ENCODERS.md): the transformer itself; static task vectors mapped into the
 #: transformer's space by a map fitted at build on the library's texts; skills and tasks both static.
 QUERY_ENCODERS = ("transformer", "static-mapped", "static")
+#: What runs the query stages after the encoder: the Numba kernels, or their NumPy twins
+#: (skillsight_fast/numpy_stages.py: no Numba import, for a one-shot search of a few tasks).
+ENGINES = ("numba", "numpy")
 #: Document vectors of the dense side (docs/ADAPTIVE.md, "Document vector"): one vector of the indexed text (the
 #: paper), or the mean of it and a vector of the name + description alone (mean of the two cosines).
 DOCUMENT_VECTORS = ("text", "text+namedesc")
