@@ -308,13 +308,14 @@ def test_one_shot_static_search_imports_neither_numba_nor_onnxruntime(static_ind
     task = "merge two pdf files into one document"
     code = ("import sys, json; from skillsight_fast.cli import main; "
             f"rc = main(['search', '-i', {str(static_index)!r}, {task!r}, '-k', '5', '--json', '--explain']); "
-            "print(json.dumps([rc, 'numba' in sys.modules, 'llvmlite' in sys.modules, "
-            "'onnxruntime' in sys.modules]))")
+            "import os; print(json.dumps([rc, 'numba' in sys.modules, 'llvmlite' in sys.modules, "
+            "'onnxruntime' in sys.modules, os.environ.get('OPENBLAS_NUM_THREADS')]))")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("OPENBLAS_NUM_THREADS", None)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
     *answer, flags = out.stdout.strip().splitlines()
-    assert json.loads(flags) == [0, False, False, False]
+    assert json.loads(flags) == [0, False, False, False, "1"]  # and OpenBLAS started one thread
     # the same hits as the kernels give (--engine numba), in a process of its own
     kernel = subprocess.run([sys.executable, "-m", "skillsight_fast.cli", "search", "-i", str(static_index), task,
                              "-k", "5", "--json", "--engine", "numba"], capture_output=True, text=True, env=env,
@@ -323,6 +324,14 @@ def test_one_shot_static_search_imports_neither_numba_nor_onnxruntime(static_ind
     assert [h["id"] for h in got] == [h["id"] for h in want] and len(got) == 5
     assert [h["evidence"] for h in got] == [h["evidence"] for h in want]
     np.testing.assert_allclose([h["score"] for h in got], [h["score"] for h in want], atol=ATOL)
+    # the prompt hook's cold path (no server) is a one-shot process too
+    code = ("import sys, json; from skillsight_fast.hook import search_here; "
+            f"a = search_here({str(static_index)!r}, {task!r}, 5); "
+            "print(json.dumps([[h['id'] for h in a['hits']], 'numba' in sys.modules, 'onnxruntime' in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    ids, numba_loaded, ort_loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    assert ids == [h["id"] for h in want][: len(ids)] and not numba_loaded and not ort_loaded
 
 
 def test_cli_refuses_an_unknown_engine(capsys: pytest.CaptureFixture[str]):
