@@ -29,10 +29,10 @@ from typing import Any
 
 import numpy as np
 
+from skillsight_fast import kernels, numpy_stages
 from skillsight_fast.background import BM25_B, BM25_K1, estimate_background, select_background_terms
 from skillsight_fast.config import ENGINES, IndexConfig
 from skillsight_fast.errors import EmbeddingError, ModelMismatchError, QueryError, SkillsightError
-from skillsight_fast import kernels, numpy_stages
 from skillsight_fast.lexicon import Lexicon
 from skillsight_fast.limits import clean_text
 from skillsight_fast.scan import Scan, build_scan
@@ -636,14 +636,16 @@ class SkillIndex:
         if (side or self.decisions.lexical) == "bm25":
             idf, avgdl = self.lexical.bm25
             return self._ops.score_bm25_candidates(candidates, terms, ptr, lex.doc_indptr, lex.doc_terms,
-                                         lex.doc_tf, lex.doc_len, idf, k1=BM25_K1, b=BM25_B, avgdl=avgdl)
+                                                   lex.doc_tf, lex.doc_len, idf, k1=BM25_K1, b=BM25_B,
+                                                   avgdl=avgdl)
         return self._ops.score_lexical_candidates(candidates, terms, ptr, lex.doc_indptr, lex.doc_terms,
-                                        self.lexical.weights)
+                                                  self.lexical.weights)
 
     def lexical_scores_all(self, terms: np.ndarray, ptr: np.ndarray) -> np.ndarray:
         """LEC coverage of every document, float32 (n, N) (the lexical candidate generator)."""
         lex = self.lexicon
-        return self._ops.score_lexical_all(terms, ptr, lex.post_indptr, lex.post_docs, self.lexical.weights, len(self))
+        return self._ops.score_lexical_all(terms, ptr, lex.post_indptr, lex.post_docs, self.lexical.weights,
+                                           len(self))
 
     def add_lexical_candidates(self, q_perp: np.ndarray, terms: np.ndarray, ptr: np.ndarray,
                                candidates: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
@@ -674,8 +676,8 @@ class SkillIndex:
         """
         d = self.decisions
         return self._ops.fuse_topk(candidates, s_dense, s_lex, k, mode=fusion or d.fusion,
-                         weight=d.lexical_weight if lexical_weight is None else lexical_weight,
-                         rrf_k=d.rrf_k if rrf_k is None else rrf_k)
+                                   weight=d.lexical_weight if lexical_weight is None else lexical_weight,
+                                   rrf_k=d.rrf_k if rrf_k is None else rrf_k)
 
     # ------------------------------------------------------------------ search
     def search(self, queries: str | Sequence[str], k: int = 10, **knobs: Any) -> SearchResult:
