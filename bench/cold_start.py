@@ -8,7 +8,9 @@
 With ``--tiers SOURCE`` the script builds (once; reused when present) ``OUT/transformer``,
 ``OUT/static-mapped`` and ``OUT/static`` with ``skillsight index --query-encoder TIER`` and times a
 one-shot search on each, the runs interleaved so background load hits the tiers alike. Each timed
-index also gets one untimed in-process search that reports whether onnxruntime was imported.
+index also gets one untimed in-process search that reports whether onnxruntime and Numba were
+imported. Next to each wall time the script records the process's CPU time (user + sys), which
+other jobs on the machine disturb less than the wall time.
 
 Runs the ``skillsight`` console script next to this Python (not a shell shim) as a fresh process
 each time, after one untimed run that fills the OS page cache and the Numba and ONNX caches, and
@@ -21,6 +23,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -58,42 +61,52 @@ def main() -> int:
     if not indexes:
         ap.error("give -i DIR or --tiers SOURCE")
 
-    def run(path: str) -> float:
+    def run(path: str) -> tuple[float, float]:
         cmd = [*base, "search", "-i", path, args.task, "-k", "3"]
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         done = subprocess.run(cmd, capture_output=True, text=True)
         dt = time.perf_counter() - t0
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         if done.returncode != 0:
             raise SystemExit(f"skillsight search failed: {done.stderr.strip()}")
-        return dt
+        return dt, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
 
-    def imports_onnxruntime(path: str) -> bool:
+    def imported(path: str) -> dict[str, bool]:
         code = ("import sys; from skillsight_fast.cli import main; "
-                f"main(['search', '-i', {path!r}, {args.task!r}, '-k', '3']); print('onnxruntime' in sys.modules)")
+                f"main(['search', '-i', {path!r}, {args.task!r}, '-k', '3']); "
+                "print('onnxruntime' in sys.modules, 'numba' in sys.modules)")
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-        return done.stdout.strip().splitlines()[-1] == "True"
+        ort_in, numba_in = done.stdout.strip().splitlines()[-1].split()
+        return {"onnxruntime_imported": ort_in == "True", "numba_imported": numba_in == "True"}
 
-    ort = {label: imports_onnxruntime(path) for label, path in indexes.items()}  # also the warm-up
+    mods = {label: imported(path) for label, path in indexes.items()}  # also the warm-up
     load_before = os.getloadavg()[0]
     times: dict[str, list[float]] = {label: [] for label in indexes}
+    cpu: dict[str, list[float]] = {label: [] for label in indexes}
     for _ in range(args.runs):  # interleaved: load changes hit every index alike
         for label, path in indexes.items():
-            times[label].append(run(path))
+            wall, used = run(path)
+            times[label].append(wall)
+            cpu[label].append(used)
     out = {
         "command": " ".join([*base, "search", "-i", "IDX", repr(args.task), "-k", "3"]),
         "indexes": {label: {"index": indexes[label], "runs_s": [round(t, 3) for t in ts],
-                            "median_s": round(statistics.median(ts), 3), "onnxruntime_imported": ort[label]}
+                            "median_s": round(statistics.median(ts), 3),
+                            "cpu_median_s": round(statistics.median(cpu[label]), 3), **mods[label]}
                     for label, ts in times.items()},
         "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2),
         "python": platform.python_version(),
+        "bytecode_cached": not sys.flags.dont_write_bytecode and "PYTHONDONTWRITEBYTECODE" not in os.environ,
         "versions": {p: version(p) for p in ("numpy", "numba", "onnxruntime", "skillsight-fast")},
     }
     if args.json:
         print(json.dumps(out))
     else:
         for label, r in out["indexes"].items():
-            print(f"{label}: median {r['median_s']} s over {args.runs} runs {r['runs_s']}"
-                  f"{' (onnxruntime imported)' if r['onnxruntime_imported'] else ' (no onnxruntime)'}")
+            loaded = [m for m in ("onnxruntime", "numba") if r[f"{m}_imported"]]
+            print(f"{label}: median {r['median_s']} s (CPU {r['cpu_median_s']} s) over {args.runs} runs "
+                  f"{r['runs_s']} ({' and '.join(loaded) + ' imported' if loaded else 'no onnxruntime, no numba'})")
         print(f"load {out['load_before']} -> {out['load_after']}")
     return 0
 

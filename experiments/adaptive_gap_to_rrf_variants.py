@@ -194,7 +194,8 @@ def fallback(ctx: EvalContext) -> list[str]:
 
 
 def coherence(ctx: EvalContext) -> list[str]:
-    from skillsight_fast.background import otsu_threshold, token_directions
+    from skillsight_fast.background import otsu_threshold
+    from skillsight_fast.kernels import token_directions
 
     ds = ctx.dataset
     idx = ctx.index(IndexConfig())

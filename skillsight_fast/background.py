@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from skillsight_fast import kernels
 from skillsight_fast.config import BM25_B, BM25_K1  # noqa: F401 - the BM25 constants, owned by config
-from skillsight_fast.kernels import token_directions
 
 
 def idf_from_df(df: np.ndarray, n_docs: int) -> np.ndarray:
@@ -126,7 +126,7 @@ def estimate_background(
         Fixed rank instead of the effective rank.
     """
     d = docs.shape[1]
-    g = token_directions(terms, post_indptr, post_docs, docs)
+    g = kernels.token_directions(terms, post_indptr, post_docs, docs)
     mean = docs.astype(np.float64).mean(axis=0) if docs.shape[0] else np.zeros(d)
     return background_from_directions(g, mean, max_rank=max_rank, rank=rank)
 

@@ -29,6 +29,9 @@ ADAPTIVE_LEXICAL = "bm25"
 QUERY_ENCODERS = ("transformer", "static-mapped", "contextual", "static")
 #: Tiers whose tasks are encoded by a table lookup in the transformer's space (skills by the transformer).
 MAPPED_TIERS = ("static-mapped", "contextual")
+#: What runs the query stages after the encoder: the Numba kernels, or their NumPy twins
+#: (skillsight_fast/numpy_stages.py: no Numba import, for a one-shot search of a few tasks).
+ENGINES = ("numba", "numpy")
 #: Document vectors of the dense side (docs/ADAPTIVE.md, "Document vector"): one vector of the indexed text (the
 #: paper), or the mean of it and a vector of the name + description alone (mean of the two cosines).
 DOCUMENT_VECTORS = ("text", "text+namedesc")

@@ -142,7 +142,7 @@ def name_key(name: str) -> str:
     >>> name_key("PDF Tools") == name_key("pdf-tools") == name_key("pdf_tools")
     True
     """
-    return "".join(c for c in name.casefold() if c.isalnum())
+    return "".join(filter(str.isalnum, name.casefold()))
 
 
 def source_matches(meta: Any, source: str) -> bool:

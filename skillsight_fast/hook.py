@@ -117,6 +117,7 @@ def search_here(index: str, task: str, k: int) -> dict[str, Any]:
     from skillsight_fast.index import SkillIndex
 
     idx = SkillIndex.load(index, mmap=True, verify=False)
+    idx.engine = "numpy"  # one task in a fresh process: cheaper than Numba's start-up
     answer = find_skills(idx, [task], k, abstention=resolve_abstention(index))[0]
     out = answer.to_dict(digits=4)
     for hit in out["hits"]:

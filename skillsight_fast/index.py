@@ -29,16 +29,10 @@ from typing import Any
 
 import numpy as np
 
+from skillsight_fast import kernels, numpy_stages
 from skillsight_fast.background import BM25_B, BM25_K1, estimate_background, select_background_terms
-from skillsight_fast.config import MAPPED_TIERS, IndexConfig
+from skillsight_fast.config import ENGINES, MAPPED_TIERS, IndexConfig
 from skillsight_fast.errors import EmbeddingError, ModelMismatchError, QueryError, SkillsightError
-from skillsight_fast.kernels import (
-    fuse_topk,
-    merge_candidates,
-    score_bm25_candidates,
-    score_lexical_all,
-    score_lexical_candidates,
-)
 from skillsight_fast.lexicon import Lexicon
 from skillsight_fast.limits import clean_text
 from skillsight_fast.scan import Scan, build_scan
@@ -199,6 +193,7 @@ class SkillIndex:
         #: sha256 of the texts.jsonl loaded with the index (bodies of another version are refused).
         self.texts_sha256: str | None = None
         self._encoder_lock = threading.Lock()  # many threads may search before the encoder is loaded
+        self._engine = "numba"
 
     # ------------------------------------------------------------------ build
     @classmethod
@@ -467,6 +462,25 @@ class SkillIndex:
         """The skills' string ids, in row order."""
         return [s.id for s in self.state.skills]
 
+    # ------------------------------------------------------------------ engine
+    @property
+    def engine(self) -> str:
+        """What runs the stages after the encoder: ``"numba"`` (the kernels, the default) or
+        ``"numpy"`` (:mod:`skillsight_fast.numpy_stages`: same ids and order, no Numba import; for
+        a process that searches a few tasks once). An int8 or IVF scan always runs its own code."""
+        return self._engine
+
+    @engine.setter
+    def engine(self, engine: str) -> None:
+        if engine not in ENGINES:
+            raise SkillsightError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+        self._engine = engine
+
+    @property
+    def _ops(self) -> Any:
+        """The module holding the stage functions of :attr:`engine`."""
+        return numpy_stages if self._engine == "numpy" else kernels
+
     # ------------------------------------------------------------------ encoder
     def _model_name(self) -> str:
         """What :func:`~skillsight_fast.models.load_encoder` loads the index's document model by."""
@@ -675,7 +689,8 @@ class SkillIndex:
             raise QueryError(f"query vectors {q.shape} do not have dimension {self.stats.dim}")
         if not np.isfinite(q).all():
             raise QueryError("query embedding contains NaN or infinity")
-        return remove_background(q, self.dense.basis, self.config.renormalize)
+        return remove_background(q, self.dense.basis, self.config.renormalize,
+                                 project=self._ops.project_out_background)
 
     def dense_candidates(self, q_perp: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
         """Stage 3: the ``depth`` best documents by s⊥ = q⊥ᵀ d⊥ (the index's :attr:`scan`).
@@ -688,6 +703,8 @@ class SkillIndex:
         if len(self) == 0:
             cand = np.full((q_perp.shape[0], 1), -1, np.int64)
             return cand, np.full(cand.shape, -np.inf, np.float32)
+        if self._engine == "numpy" and self.scan.kind == "exact":
+            return numpy_stages.dense_topk(q_perp, self.scan.docs, min(len(self), depth))
         return self.scan.candidates(q_perp, min(len(self), depth))
 
     def evidence_tokens(self, texts: Sequence[str], exclude: np.ndarray | None = None
@@ -713,15 +730,17 @@ class SkillIndex:
         lex = self.lexicon
         if (side or self.decisions.lexical) == "bm25":
             idf, avgdl = self.lexical.bm25
-            return score_bm25_candidates(candidates, terms, ptr, lex.doc_indptr, lex.doc_terms,
-                                         lex.doc_tf, lex.doc_len, idf, k1=BM25_K1, b=BM25_B, avgdl=avgdl)
-        return score_lexical_candidates(candidates, terms, ptr, lex.doc_indptr, lex.doc_terms,
-                                        self.lexical.weights)
+            return self._ops.score_bm25_candidates(candidates, terms, ptr, lex.doc_indptr, lex.doc_terms,
+                                                   lex.doc_tf, lex.doc_len, idf, k1=BM25_K1, b=BM25_B,
+                                                   avgdl=avgdl)
+        return self._ops.score_lexical_candidates(candidates, terms, ptr, lex.doc_indptr, lex.doc_terms,
+                                                  self.lexical.weights)
 
     def lexical_scores_all(self, terms: np.ndarray, ptr: np.ndarray) -> np.ndarray:
         """LEC coverage of every document, float32 (n, N) (the lexical candidate generator)."""
         lex = self.lexicon
-        return score_lexical_all(terms, ptr, lex.post_indptr, lex.post_docs, self.lexical.weights, len(self))
+        return self._ops.score_lexical_all(terms, ptr, lex.post_indptr, lex.post_docs, self.lexical.weights,
+                                           len(self))
 
     def add_lexical_candidates(self, q_perp: np.ndarray, terms: np.ndarray, ptr: np.ndarray,
                                candidates: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
@@ -733,7 +752,7 @@ class SkillIndex:
         kl = min(len(self), depth)
         lex_top = np.argsort(-lex_all, axis=1, kind="stable")[:, :kl]
         lex_top = np.where(np.take_along_axis(lex_all, lex_top, 1) > 0, lex_top, -1)
-        cand = merge_candidates(candidates, lex_top)
+        cand = self._ops.merge_candidates(candidates, lex_top)
         s_dense = np.full(cand.shape, -np.inf, np.float32)
         rows = np.nonzero(cand >= 0)
         s_dense[rows] = np.einsum("ij,ij->i", q_perp[rows[0]], self.dense.embeddings_perp[cand[rows]])
@@ -751,9 +770,9 @@ class SkillIndex:
         pos : int64 (n, k), position of each hit in its candidate row (-1 padding)
         """
         d = self.decisions
-        return fuse_topk(candidates, s_dense, s_lex, k, mode=fusion or d.fusion,
-                         weight=d.lexical_weight if lexical_weight is None else lexical_weight,
-                         rrf_k=d.rrf_k if rrf_k is None else rrf_k)
+        return self._ops.fuse_topk(candidates, s_dense, s_lex, k, mode=fusion or d.fusion,
+                                   weight=d.lexical_weight if lexical_weight is None else lexical_weight,
+                                   rrf_k=d.rrf_k if rrf_k is None else rrf_k)
 
     # ------------------------------------------------------------------ search
     def search(self, queries: str | Sequence[str], k: int = 10, **knobs: Any) -> SearchResult:

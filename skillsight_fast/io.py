@@ -53,6 +53,7 @@ from skillsight_fast.files import (
     fsync_dir,
     sha256_bytes,
     sha256_file,
+    sha256_files_in_background,
     write_durable,
     write_durable_chunks,
 )
@@ -400,8 +401,8 @@ def check_manifest_schema(manifest: dict[str, Any], path: Path) -> None:
         raise bad("'pins' must be a list of skill ids")
 
 
-def _load_array(directory: Path, name: str, entry: dict[str, Any], mmap: bool, verify: bool) -> np.ndarray:
-    dtype, ndim = ALL_ARRAYS[name][1:] if name in ALL_ARRAYS else SCAN_ARRAYS[name]
+def _array_path(directory: Path, name: str, entry: dict[str, Any]) -> Path:
+    """The file of array ``name``: a plain, existing regular file inside the folder."""
     file = entry.get("file") if isinstance(entry, dict) else None
     # a plain file name inside the folder: a manifest must not point a load outside it
     if (not isinstance(file, str) or not file.endswith(".npy") or "/" in file or "\\" in file
@@ -412,8 +413,18 @@ def _load_array(directory: Path, name: str, entry: dict[str, Any], mmap: bool, v
         raise IndexFormatError(f"{directory}: array file {name}.npy is missing")
     if not is_regular_file(path):
         raise IndexFormatError(f"{path}: not a regular file")
+    return path
+
+
+def _checksum_error(path: Path) -> IndexFormatError:
+    return IndexFormatError(f"{path}: checksum mismatch (the file is corrupt or was changed)")
+
+
+def _load_array(directory: Path, name: str, entry: dict[str, Any], mmap: bool, verify: bool) -> np.ndarray:
+    dtype, ndim = ALL_ARRAYS[name][1:] if name in ALL_ARRAYS else SCAN_ARRAYS[name]
+    path = _array_path(directory, name, entry)
     if verify and sha256_file(path) != entry.get("sha256"):
-        raise IndexFormatError(f"{path}: checksum mismatch (the file is corrupt or was changed)")
+        raise _checksum_error(path)
     _check_npy_header(path, dtype, ndim, entry)
     try:
         arr = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
@@ -533,12 +544,25 @@ def load_index(directory: Path, *, mmap: bool = False, verify: bool = True
 
 def _load_once(directory: Path, *, mmap: bool, verify: bool) -> tuple[IndexState, str | None]:
     manifest = read_manifest(directory)
+    digests = None
     try:
         entries = manifest["arrays"]
+        named = [(name, entries[name]) for name in ALL_ARRAYS if name in entries]
+        if verify:  # every path checked first, then hashed on a thread while the rest is read and checked
+            paths: list[tuple[Path, dict[str, Any]]] = []
+            for name, entry in named:
+                try:
+                    paths.append((_array_path(directory, name, entry), entry))
+                except IndexFormatError:  # as one array at a time: the earlier ones' checksums come first
+                    for path, earlier in paths:
+                        if sha256_file(path) != earlier.get("sha256"):
+                            raise _checksum_error(path) from None
+                    raise
+            digests = (paths, sha256_files_in_background([path for path, _ in paths]))
         arrays: dict[str, np.ndarray] = {}
         for name, (bundle, _, _) in ALL_ARRAYS.items():
             if name in entries:
-                arrays[name] = _load_array(directory, name, entries[name], mmap, verify)
+                arrays[name] = _load_array(directory, name, entries[name], mmap, verify=False)
             elif not BUNDLES[bundle].ARRAYS[name].optional:
                 raise IndexFormatError(f"{directory}: the manifest lists no array {name}")
         raw_vocab = read_regular_file(directory / "vocab.json", MAX_SIDE_BYTES, error=IndexFormatError,
@@ -576,15 +600,30 @@ def _load_once(directory: Path, *, mmap: bool, verify: bool) -> tuple[IndexState
         state = IndexState(skills=skills, dense=dense, lexical=lexical, decisions=decisions, stats=stats,
                            config=config, model=model, scan=scan, roots=list(manifest["roots"]),
                            flags=_read_flags(manifest, n, directory), pins=list(manifest.get("pins", [])))
+        _check_digests(digests)
     except IndexFormatError as exc:
+        _check_digests(digests)  # a changed file is reported as such, before what it broke
         if str(exc).startswith(("array ", "vocab.json:", "skills.jsonl:", "manifest ", "doc_tf ", "unknown ")):
             raise IndexFormatError(f"{directory}: {exc}") from None
         raise
     except SkillsightError as exc:
+        _check_digests(digests)
         raise IndexFormatError(f"{directory}: inconsistent index ({exc})") from None
     except (KeyError, TypeError, ValueError, OSError) as exc:
+        _check_digests(digests)
         raise IndexFormatError(f"{directory}: inconsistent index ({type(exc).__name__}: {exc})") from None
     return state, manifest["files"].get(TEXTS)
+
+
+def _check_digests(digests: tuple[list[tuple[Path, dict[str, Any]]], Any] | None) -> None:
+    """Wait for the background digests of the arrays; raise for the first one that differs from the
+    manifest (a file that could not be read is left to the error its load gave)."""
+    if digests is None:
+        return
+    paths, result = digests
+    for (path, entry), digest in zip(paths, result()):
+        if isinstance(digest, str) and digest != entry.get("sha256"):
+            raise _checksum_error(path)
 
 
 def _load_scan(directory: Path, manifest: dict[str, Any], perp: np.ndarray, *, mmap: bool, verify: bool) -> Scan:

@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from skillsight_fast import kernels
 from skillsight_fast.analyzer import analyze
-from skillsight_fast.kernels import transpose_csr
 
 #: Largest stored term frequency (doc_tf is uint16; BM25's tf saturation makes the cap harmless:
 #: tf/(tf + k1·norm) differs from 1 by less than 1e-4 there).
@@ -101,7 +101,7 @@ class Lexicon:
         rows = np.repeat(np.arange(len(docs), dtype=np.int64), lengths)
         order = np.lexsort((flat, rows))  # sorted term ids within each document
         doc_terms = flat[order]
-        post_indptr, post_docs = transpose_csr(doc_indptr, doc_terms, len(vocab))
+        post_indptr, post_docs = kernels.transpose_csr(doc_indptr, doc_terms, len(vocab))
         lex = cls(vocab, doc_indptr, doc_terms, post_indptr, post_docs)
         lex._term_ids = ids
         if with_tf:
@@ -159,7 +159,7 @@ class Lexicon:
         np.cumsum(lens, out=doc_indptr[1:])
         take = _segments(src_indptr[src_row], lens)
         doc_terms = src_terms[take]
-        post_indptr, post_docs = transpose_csr(doc_indptr, doc_terms, len(vocab))
+        post_indptr, post_docs = kernels.transpose_csr(doc_indptr, doc_terms, len(vocab))
         lex = Lexicon(vocab, doc_indptr, doc_terms, post_indptr, post_docs, src_tf[take],
                       src_len[src_row].astype(np.int32))
         lex._term_ids = ids

@@ -12,15 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from skillsight_fast.errors import DuplicateSkillError, EmptyLibraryError, SkillFormatError
 from skillsight_fast.files import iter_lines, sha256_text
 from skillsight_fast.limits import clean_text, load_json, read_regular_file
 
 logger = logging.getLogger(__name__)
-
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 #: A SKILL.md larger than this is rejected (a real skill is a few to a few hundred KB).
 MAX_SKILL_BYTES = 4 * 1024 * 1024
@@ -152,10 +148,13 @@ def parse_front_matter(text: str, *, source: str = "SKILL.md") -> tuple[dict[str
     end = next((i for i in range(1, len(lines)) if lines[i].strip() in ("---", "...")), None)
     if end is None:
         raise SkillFormatError(f"{source}: front matter is not closed by a '---' line")
+    import yaml  # here, not at the top: a search imports this module but reads no SKILL.md
+
     try:
         # libyaml's safe loader when the wheel has it: same results, and a hostile 5,000-deep
         # nesting fails in milliseconds instead of ~10 s of pure-Python recursion
-        meta = yaml.load("".join(lines[1:end]), Loader=_YAML_LOADER)  # noqa: S506 - a safe loader
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        meta = yaml.load("".join(lines[1:end]), Loader=loader)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 2})" if mark is not None else ""

@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar
 
 import numpy as np
 
+from skillsight_fast import kernels
 from skillsight_fast.background import bm25_idf, idf_from_df, lec_weights, otsu_threshold
 from skillsight_fast.config import DOCUMENT_VECTORS, FUSIONS, LEXICAL_SIDES, IndexConfig
 from skillsight_fast.errors import IndexFormatError, SkillsightError
-from skillsight_fast.kernels import project_out_background
 from skillsight_fast.lexicon import Lexicon
 from skillsight_fast.scan import Scan, build_scan
 
@@ -76,16 +77,18 @@ class SkillMeta:
         return out
 
 
-def remove_background(vectors: np.ndarray, basis: np.ndarray, renormalize: bool) -> np.ndarray:
+def remove_background(vectors: np.ndarray, basis: np.ndarray, renormalize: bool,
+                      project: Callable[..., np.ndarray] | None = None) -> np.ndarray:
     """v − B Bᵀ v, float32 (n, d); ``vectors`` themselves when there is nothing to remove.
 
     With SBC off (r = 0, no re-normalising) the projection is the identity: sharing the array
     spares a copy of the document matrix and a kernel launch per query batch. Nothing in the
-    index writes into either array.
+    index writes into either array. ``project`` replaces the kernel
+    (:func:`skillsight_fast.numpy_stages.project_out_background` for the NumPy engine).
     """
     if basis.shape[0] == 0 and not renormalize:
         return vectors
-    return project_out_background(vectors, basis, renormalize=renormalize)
+    return (project or kernels.project_out_background)(vectors, basis, renormalize=renormalize)
 
 
 @dataclass(frozen=True)

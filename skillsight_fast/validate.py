@@ -103,7 +103,7 @@ def check_weights(name: str, w: np.ndarray) -> None:
 
 def check_vocab(vocab: Any) -> None:
     """A list of distinct strings in strictly increasing order (a term's id is its position)."""
-    if not isinstance(vocab, list) or not all(type(t) is str for t in vocab):
+    if not isinstance(vocab, list) or not set(map(type, vocab)) <= {str}:
         raise IndexFormatError("vocab.json: not a list of strings")
     if not all(map(operator.lt, vocab, itertools.islice(vocab, 1, None))):
         i = next(i for i in range(1, len(vocab)) if not vocab[i - 1] < vocab[i])

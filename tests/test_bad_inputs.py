@@ -432,6 +432,27 @@ def test_broken_index(index_copy, capsys, fake_model, case):
     assert out == ""
 
 
+def test_every_array_is_verified(index_copy):
+    """The arrays are hashed on a thread while the rest loads: a changed byte in any of them, alone
+    or with other damage, is still reported as that file's checksum mismatch."""
+    names = sorted(p.name for p in index_copy.glob("*.npy"))
+    assert len(names) >= 10
+    for name in names:
+        raw = (index_copy / name).read_bytes()
+        damaged = bytearray(raw)
+        damaged[-1] ^= 0x01
+        (index_copy / name).write_bytes(bytes(damaged))
+        for mmap in (False, True):
+            with pytest.raises(IndexFormatError, match=f"{name}: checksum mismatch"):
+                SkillIndex.load(index_copy, mmap=mmap)
+        (index_copy / "vocab.json").rename(index_copy / "vocab.moved")  # and a second fault after it
+        with pytest.raises(IndexFormatError, match=f"{name}: checksum mismatch"):
+            SkillIndex.load(index_copy)
+        (index_copy / "vocab.moved").rename(index_copy / "vocab.json")
+        (index_copy / name).write_bytes(raw)
+    SkillIndex.load(index_copy)
+
+
 def test_broken_index_without_checksums(index_copy):
     _truncate(index_copy)
     with pytest.raises(IndexFormatError, match="truncated"):

@@ -9,7 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from skillsight_fast.files import atomic_output, atomic_write_bytes, iter_jsonl, iter_lines, read_jsonl
+from skillsight_fast.files import (
+    atomic_output,
+    atomic_write_bytes,
+    iter_jsonl,
+    iter_lines,
+    read_jsonl,
+    sha256_file,
+    sha256_files_in_background,
+)
 
 
 def test_atomic_write_replaces_and_sets_mode(tmp_path: Path) -> None:
@@ -45,3 +53,13 @@ def test_readers_skip_blank_lines_and_a_bom(tmp_path: Path, gz: bool) -> None:
     assert [(n, line.strip()) for n, line in iter_lines(path)] == [(1, '{"a": 1}'), (4, '{"a": 2}')]
     assert list(iter_jsonl(path)) == [(1, {"a": 1}), (4, {"a": 2})]
     assert read_jsonl(path) == [{"a": 1}, {"a": 2}]
+
+
+def test_background_digests_equal_the_plain_ones(tmp_path: Path) -> None:
+    files = []
+    for i, size in enumerate((0, 5, 3 << 20)):
+        files.append(tmp_path / f"f{i}")
+        files[-1].write_bytes(os.urandom(size))
+    digests = sha256_files_in_background([*files, tmp_path / "missing"])()
+    assert digests[:3] == [sha256_file(f) for f in files]
+    assert isinstance(digests[3], OSError)  # reported, not raised on the thread

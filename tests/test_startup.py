@@ -41,3 +41,17 @@ def test_an_already_imported_scipy_is_left_alone():
     with without_scipy_probe():
         assert sys.modules["scipy.linalg"] is not None
     assert sys.modules["scipy.linalg"] is not None
+
+
+@pytest.mark.parametrize("preset", [None, "3"])
+def test_one_blas_thread_only_when_the_user_set_none(preset):
+    import os
+
+    code = ("import os, sys; from skillsight_fast._startup import one_blas_thread; one_blas_thread(); "
+            "import numpy; one_blas_thread(); print(os.environ.get('OPENBLAS_NUM_THREADS'))")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if preset:
+        env["OPENBLAS_NUM_THREADS"] = preset
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == (preset or "1")

@@ -138,3 +138,28 @@ def test_static_index_searches_and_round_trips(folder: Path, tmp_path: Path) -> 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**__import__('os').environ, "PYTHONPATH": str(Path(__file__).parents[1])})
     assert out.stdout.split() == ["k8s", "False"]
+
+
+def test_the_table_is_mapped_and_other_files_still_load(folder: Path, tmp_path: Path) -> None:
+    from safetensors.numpy import load_file, save_file
+
+    enc = load_static_encoder(folder)
+    table = load_file(str(folder / "model.safetensors"))["embeddings"]
+    assert not enc.table.flags.owndata and not enc.table.flags.writeable  # a read-only map of the file
+    np.testing.assert_array_equal(enc.table, table)
+    # float16 tables, extra tensors and a damaged header go through the safetensors library
+    for name, tensors in (("f16", {"embeddings": table.astype(np.float16)}),
+                          ("weighted", {"embeddings": table, "weights": np.full(table.shape[0], 2, np.float32)})):
+        other = tmp_path / name
+        other.mkdir()
+        for f in ("tokenizer.json", "config.json"):
+            (other / f).write_bytes((folder / f).read_bytes())
+        save_file(tensors, str(other / "model.safetensors"))
+        got = load_static_encoder(other)
+        assert got.table.flags.owndata
+        np.testing.assert_allclose(got.table, table * (2 if name == "weighted" else 1), atol=1e-3)
+    raw = bytearray((folder / "model.safetensors").read_bytes())
+    raw[8:12] = b"{{{{"
+    (other / "model.safetensors").write_bytes(bytes(raw))
+    with pytest.raises(ModelError, match="cannot load the static model"):
+        load_static_encoder(other)

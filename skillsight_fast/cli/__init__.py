@@ -45,6 +45,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from skillsight_fast.hook import main as hook_main
 
         return hook_main(args_in[1:], hard_exit=argv is None)
+    if args_in[:1] == ["search"]:  # a one-shot process (see _startup.py)
+        from skillsight_fast._startup import one_blas_thread
+
+        one_blas_thread()
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.verbose:

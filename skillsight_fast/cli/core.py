@@ -7,7 +7,7 @@ import sys
 import time
 
 from skillsight_fast.cli._common import add_abstention_args, emit_json
-from skillsight_fast.config import DEFAULT_MODEL, LEXICAL_SIDES, QUERY_ENCODERS, SCAN_CHOICES
+from skillsight_fast.config import DEFAULT_MODEL, ENGINES, LEXICAL_SIDES, QUERY_ENCODERS, SCAN_CHOICES
 
 
 def _safe(text: str) -> str:
@@ -267,6 +267,9 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-collapse", dest="collapse", action="store_false",
                    help="list copies of a skill (same name, near-identical text) as separate hits")
     p.add_argument("--no-pins", action="store_true", help="leave out the index's pinned skills")
+    p.add_argument("--engine", choices=("auto", *ENGINES), default="auto",
+                   help="what runs the stages after the encoder: the Numba kernels, or NumPy (same hits, no "
+                        "Numba start-up); auto: NumPy for up to 16 tasks, else the kernels (default)")
     add_abstention_args(p)
     p.set_defaults(func=cmd_search)
 
@@ -276,10 +279,14 @@ def cmd_search(args: argparse.Namespace) -> int:
     from skillsight_fast._startup import without_scipy_probe
     from skillsight_fast.calibrate import resolve_abstention
     from skillsight_fast.find import find_skills
+    from skillsight_fast.numpy_stages import ONE_SHOT_MAX_QUERIES
 
     # validated and cleaned once (lone surrogates from undecodable argv bytes become U+FFFD, printable)
     args.task = SkillIndex.check_queries(args.task)
     index = SkillIndex.load(args.index, mmap=args.mmap)
+    # a one-shot process: for a few tasks the NumPy stages cost less than Numba's start-up
+    few = len(args.task) <= ONE_SHOT_MAX_QUERIES
+    index.engine = args.engine if args.engine != "auto" else "numpy" if few else "numba"
     rule = resolve_abstention(args.index, args.min_score, args.min_cosine)
     with without_scipy_probe():  # a one-shot process: skip Numba's BLAS probe (see _startup.py)
         answers = find_skills(index, args.task, args.k, abstention=rule, tags=args.tag, source=args.source,

@@ -6,24 +6,51 @@
 - :func:`score_bm25_candidates`: BM25 with term frequencies over the same tokens.
 - :func:`transpose_csr`: document→terms CSR into term→documents postings.
 - :func:`fuse_topk`: fusion of dense and lexical scores over the candidate set, final top-k.
+
+The names are loaded on first use (PEP 562 ``__getattr__``): importing this package does not
+import Numba, so a process that never calls a kernel (a one-shot search on the NumPy stages,
+:mod:`skillsight_fast.numpy_stages`) never pays Numba's import. Callers hold the package
+(``from skillsight_fast import kernels``) and call ``kernels.fuse_topk(...)``.
 """
 
-from skillsight_fast.kernels.csr import transpose_csr
-from skillsight_fast.kernels.fusion import FUSION_MODES, fuse_topk
-from skillsight_fast.kernels.lexical import score_bm25_candidates, score_lexical_all, score_lexical_candidates
-from skillsight_fast.kernels.projection import project_out_background
-from skillsight_fast.kernels.stats import token_directions
-from skillsight_fast.kernels.topk import dense_topk, merge_candidates
+from __future__ import annotations
 
-__all__ = [
-    "FUSION_MODES",
-    "dense_topk",
-    "fuse_topk",
-    "merge_candidates",
-    "project_out_background",
-    "score_bm25_candidates",
-    "score_lexical_all",
-    "score_lexical_candidates",
-    "token_directions",
-    "transpose_csr",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what the names are, for type checkers and readers (nothing imported at run time)
+    from skillsight_fast.kernels.csr import transpose_csr
+    from skillsight_fast.kernels.fusion import FUSION_MODES, fuse_topk
+    from skillsight_fast.kernels.lexical import score_bm25_candidates, score_lexical_all, score_lexical_candidates
+    from skillsight_fast.kernels.projection import project_out_background
+    from skillsight_fast.kernels.stats import token_directions
+    from skillsight_fast.kernels.topk import dense_topk, merge_candidates
+
+#: Public name -> the submodule that defines it.
+_WHERE = {
+    "FUSION_MODES": "fusion",
+    "dense_topk": "topk",
+    "fuse_topk": "fusion",
+    "merge_candidates": "topk",
+    "project_out_background": "projection",
+    "score_bm25_candidates": "lexical",
+    "score_lexical_all": "lexical",
+    "score_lexical_candidates": "lexical",
+    "token_directions": "stats",
+    "transpose_csr": "csr",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{where}"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))

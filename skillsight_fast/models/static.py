@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from skillsight_fast.errors import ModelError
-from skillsight_fast.files import sha256_file
+from skillsight_fast.files import sha256_files_in_background
 from skillsight_fast.models.wordpiece import FastWordPiece
 
 logger = logging.getLogger(__name__)
@@ -201,6 +201,39 @@ def save_static_model(
     return folder
 
 
+def _mapped_table(path: Path) -> np.ndarray | None:
+    """The ``embeddings`` tensor of a safetensors file as a read-only memory map, or None.
+
+    safetensors is an 8-byte little-endian header length, a JSON header giving each tensor's dtype,
+    shape and byte range, then the data. When the file holds just a float32 ``embeddings`` table
+    (what :func:`save_static_model` writes), mapping it spares reading and copying the whole table
+    (47 MB for MiniLM's vocabulary): a search touches only the rows of its tokens. Anything else
+    (other dtypes, ``weights``/``mapping``, an inconsistent header) returns None and is read by
+    the safetensors library, which reports what is wrong.
+    """
+    import struct
+
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+            if len(head) != 8:
+                return None
+            (n,) = struct.unpack("<Q", head)
+            if n > min(size - 8, 1 << 24):
+                return None
+            header = json.loads(fh.read(n))
+        entry = header["embeddings"]
+        shape, (begin, end) = entry["shape"], entry["data_offsets"]
+        if (set(header) - {"embeddings", "__metadata__"} or entry["dtype"] != "F32" or len(shape) != 2
+                or not all(isinstance(x, int) and x > 0 for x in (*shape, end)) or not 0 <= begin < end
+                or end - begin != shape[0] * shape[1] * 4 or 8 + n + end > size):
+            return None
+        return np.memmap(path, dtype="<f4", mode="r", offset=8 + n + begin, shape=(shape[0], shape[1]))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, struct.error):
+        return None
+
+
 def load_static_encoder(folder: str | os.PathLike[str], *, max_length: int | None = 512) -> StaticEncoder:
     """Load a model2vec-format folder (ours or one written by model2vec) as a :class:`StaticEncoder`.
 
@@ -216,22 +249,28 @@ def load_static_encoder(folder: str | os.PathLike[str], *, max_length: int | Non
     missing = [f for f in STATIC_FILES if not (folder / f).is_file()]
     if missing:
         raise ModelError(f"{folder} is not a model2vec folder: missing {', '.join(missing)}")
+    digest = sha256_files_in_background([folder / "model.safetensors"])  # while the tokenizer loads
     try:
         cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        with safe_open(str(folder / "model.safetensors"), framework="numpy") as f:
-            keys = set(f.keys())
-            if "embeddings" not in keys:
-                raise ModelError(f"{folder / 'model.safetensors'} has no 'embeddings' tensor")
-            emb = f.get_tensor("embeddings")
-            weights = f.get_tensor("weights") if "weights" in keys else None
-            mapping = f.get_tensor("mapping") if "mapping" in keys else None
+        emb, weights, mapping = _mapped_table(folder / "model.safetensors"), None, None
+        if emb is None:
+            with safe_open(str(folder / "model.safetensors"), framework="numpy") as f:
+                keys = set(f.keys())
+                if "embeddings" not in keys:
+                    raise ModelError(f"{folder / 'model.safetensors'} has no 'embeddings' tensor")
+                emb = f.get_tensor("embeddings")
+                weights = f.get_tensor("weights") if "weights" in keys else None
+                mapping = f.get_tensor("mapping") if "mapping" in keys else None
         tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
     except ModelError:
         raise
     except Exception as exc:  # safetensors / tokenizers raise their own types
         raise ModelError(f"cannot load the static model in {folder}: {exc}") from exc
+    (checksum,) = digest()
+    if isinstance(checksum, OSError):
+        raise ModelError(f"cannot read {folder / 'model.safetensors'}: {checksum}")
     encoder = StaticEncoder(
-        emb, tok, model_id=folder.name, checksum=sha256_file(folder / "model.safetensors"),
+        emb, tok, model_id=folder.name, checksum=checksum,
         normalize=bool(cfg.get("normalize", False)), weights=weights, mapping=mapping,
         max_length=max_length,
     )
