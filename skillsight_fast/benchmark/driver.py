@@ -49,7 +49,7 @@ def _base_index(args: argparse.Namespace, encoder) -> Any:
     return index
 
 
-def tier_views(index, static, query_map: np.ndarray) -> dict[str, Any]:
+def tier_views(index, static, query_map: np.ndarray, int8_scan=None) -> dict[str, Any]:
     """Views of ``index`` that search with each static tier (the arrays are shared, not copied).
 
     ``static-mapped``: the index with ``query_map`` and ``static`` as its query encoder (what
@@ -57,6 +57,9 @@ def tier_views(index, static, query_map: np.ndarray) -> dict[str, Any]:
     the query encoder of the same arrays. A real static index holds static document vectors of the
     same shape; the scan, the lexical side and the fusion cost the same whatever the values, so the
     latency is that tier's, while its accuracy is measured on real static indexes (ENCODERS.md).
+    With ``int8_scan`` (an :class:`~skillsight_fast.scan.Int8Scan` built over the index's
+    background-removed matrix, outside any timing), ``static-mapped+int8`` and ``static+int8``
+    are the same tiers with that scan as the dense candidate stage (``--scan int8``).
     """
     import dataclasses
 
@@ -71,7 +74,15 @@ def tier_views(index, static, query_map: np.ndarray) -> dict[str, Any]:
         model=dataclasses.replace(st.model, query_id=static.model_id, query_checksum=static.checksum))
     plain = dataclasses.replace(st, config=st.config.replace(query_encoder="static", model=folder, query_model=folder),
                                 model=ModelInfo(static.model_id, static.checksum))
-    return {"static-mapped": SkillIndex(mapped, index._encoder, static), "static": SkillIndex(plain, static)}
+    views = {"static-mapped": SkillIndex(mapped, index._encoder, static), "static": SkillIndex(plain, static)}
+    if int8_scan is not None:
+        if int8_scan.docs is not st.dense.embeddings_perp:
+            raise ValueError("the int8 scan must be built over the index's background-removed matrix")
+        for name, s, enc in (("static-mapped", mapped, (index._encoder, static)), ("static", plain, (static,))):
+            s8 = dataclasses.replace(s, config=s.config.replace(scan="int8", int8_oversample=int8_scan.oversample),
+                                     scan=int8_scan)
+            views[f"{name}+int8"] = SkillIndex(s8, *enc)
+    return views
 
 
 def _doc_texts(index, sources: Sequence[str]) -> list[str]:
@@ -174,11 +185,17 @@ def run_benchmark(
             if encoder is not None:
                 index._encoder = encoder
         build_s = time.perf_counter() - t0
+        scan8 = None
+        if static is not None or n >= compressed_from:  # built once per size, outside any timing
+            from skillsight_fast.scan import Int8Scan
+
+            scan8 = Int8Scan.build(index.dense.embeddings_perp, config=index.config)
         say(f"size {n}: corpus ready in {build_s:.1f} s (load {load_average():.2f}); timing")
         entries = bench_size(
             index, texts, qv, lambda j, src=src: doc_texts[int(src[j])],
             encoder=encoder, cross_encoder=cross_encoder, tinybert=tinybert,
-            tiers=tier_views(index, static, query_map) if static is not None else None,
+            tiers=tier_views(index, static, query_map, int8_scan=scan8) if static is not None else None,
+            int8_scan=scan8,
             reps=reps if n < 500_000 else max(5, reps // 3),
             rerank_reps=rerank_reps, rerank_pairs=rerank_pairs, rerank_cost=rerank_cost,
             tinybert_cost=tinybert_cost, compressed=n >= compressed_from, approximate=n >= compressed_from,
@@ -193,6 +210,7 @@ def run_benchmark(
             e.setdefault("detail", {})["synthetic"] = n != len(base)
             e["detail"]["corpus_build_s"] = round(build_s, 1)
         report["sizes"].extend(entries)
+        del scan8
         say(format_table({"sizes": entries}))
         if checkpoint is not None:  # a long run keeps what it measured if a later size fails
             Path(checkpoint).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
