@@ -19,6 +19,7 @@ from numba import njit, prange
 
 from skillsight_fast.kernels._flags import JIT, PARALLEL_JIT
 from skillsight_fast.kernels._launch import parallel_launch
+from skillsight_fast.kernels._prefetch import prefetch_l2
 from skillsight_fast.kernels._vnni import HAS_VNNI, dpbusd_dot
 from skillsight_fast.kernels.topk import _dot
 
@@ -163,15 +164,26 @@ def _select_top(v, kk):  # pragma: no cover - jitted
     return bs[:count], bi[:count]
 
 
+#: Survivors ahead whose float32 rows the re-scoring pass prefetches into L2.
+_PREFETCH_AHEAD = 4
+
+
 @njit(**JIT)
 def _rescore_row(q, docs, cand, m, es):  # pragma: no cover - jitted
     """es[c] = exact ``q · docs[cand[c]]`` for c < m (cand ids >= 0), the same float32 loop as the
     exact scan's, so a document gets the same score from both scans.
 
-    The survivors come in ascending row order. Software prefetching of the next rows measured no
-    faster (the hardware prefetcher follows each 1.5 KB row).
+    The survivors are random rows (in ascending order), cold after the int8 scan: every cache line
+    of the row :data:`_PREFETCH_AHEAD` survivors ahead is prefetched into L2 (-25 % at 26k skills;
+    L1-level hints, or only a row's first lines, measured no faster).
     """
+    d = q.shape[0]
+    flat = docs.reshape(-1)
     for c in range(m):
+        if c + _PREFETCH_AHEAD < m:
+            base = cand[c + _PREFETCH_AHEAD] * d
+            for t in range(0, d, 16):  # 16 float32 per 64-byte line
+                prefetch_l2(flat, base + t)
         es[c] = _dot(q, docs, cand[c])
 
 
