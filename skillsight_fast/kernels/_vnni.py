@@ -49,7 +49,8 @@ def _dpbusd_dot(typingctx, a, b, n64):  # pragma: no cover - compiled into the k
     bytes into 16 int32 lanes, then a horizontal add. Exact while 64·n64·255·127 < 2³¹.
     """
     if not (isinstance(a, types.Array) and isinstance(b, types.Array) and a.ndim == 1 and b.ndim == 1
-            and a.dtype == types.int8 and b.dtype == types.int8 and isinstance(n64, types.Integer)):
+            and a.dtype == types.int8 and b.dtype == types.int8 and a.layout == "C" and b.layout == "C"
+            and isinstance(n64, types.Integer)):
         return None
     sig = types.int32(a, b, n64)
 
