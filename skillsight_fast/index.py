@@ -609,7 +609,7 @@ class SkillIndex:
         ptr : int64 (n + 1,)
         """
         cfg = self.config
-        mask = self.lexical.generic if exclude is None else exclude
+        mask = self.lexical.generic_flags if exclude is None else exclude
         return self.lexicon.query_terms(texts, mask, cfg.min_token_len, cfg.max_token_len)
 
     def lexical_scores(self, candidates: np.ndarray, terms: np.ndarray, ptr: np.ndarray,
