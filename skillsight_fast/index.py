@@ -720,7 +720,7 @@ class SkillIndex:
         ptr : int64 (n + 1,)
         """
         cfg = self.config
-        mask = self.lexical.generic if exclude is None else exclude
+        mask = self.lexical.generic_flags if exclude is None else exclude
         return self.lexicon.query_terms(texts, mask, cfg.min_token_len, cfg.max_token_len)
 
     def lexical_scores(self, candidates: np.ndarray, terms: np.ndarray, ptr: np.ndarray,
@@ -846,22 +846,13 @@ class SkillIndex:
         return result
 
     def _evidence(self, ids: np.ndarray, terms: np.ndarray, ptr: np.ndarray) -> list[list[list[str]]]:
+        """Per query and hit, the query's evidence tokens the hit contains (query order)."""
         lex = self.lexicon
-        vocab, indptr, doc_terms = lex.vocab, lex.doc_indptr, lex.doc_terms
-        out: list[list[list[str]]] = []
-        for i in range(ids.shape[0]):
-            qt = terms[ptr[i] : ptr[i + 1]]
-            row: list[list[str]] = []
-            for j in ids[i].tolist():
-                if j < 0 or qt.size == 0:
-                    row.append([])
-                    continue
-                doc = doc_terms[indptr[j] : indptr[j + 1]]  # sorted term ids of the document
-                at = np.minimum(np.searchsorted(doc, qt), max(doc.size - 1, 0))
-                hit = (doc[at] == qt) if doc.size else np.zeros(qt.size, bool)
-                row.append([vocab[t] for t in qt[hit].tolist()])
-            out.append(row)
-        return out
+        vocab = lex.vocab
+        n, k = ids.shape
+        mptr, mterms = self._ops.matched_terms(ids, terms, ptr, lex.doc_indptr, lex.doc_terms)
+        at, found = mptr.tolist(), mterms.tolist()
+        return [[[vocab[t] for t in found[at[i * k + c] : at[i * k + c + 1]]] for c in range(k)] for i in range(n)]
 
     def rebuild_scan(self, kind: str | None = None, **params: Any) -> Scan:
         """Replace the dense candidate scan (``exact``, ``int8``, ``ivf`` or ``auto``) in place.

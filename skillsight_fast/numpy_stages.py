@@ -28,6 +28,7 @@ __all__ = [
     "ONE_SHOT_MAX_QUERIES",
     "dense_topk",
     "fuse_topk",
+    "matched_terms",
     "merge_candidates",
     "project_out_background",
     "score_bm25_candidates",
@@ -318,3 +319,25 @@ def fuse_topk(candidates: np.ndarray, s_dense: np.ndarray, s_lex: np.ndarray, k:
     rows = np.arange(cand.shape[0])[:, None]
     ids = np.where(pos >= 0, cand[rows, np.maximum(pos, 0)], -1)
     return ids, scores, pos
+
+
+def matched_terms(hits: np.ndarray, q_terms: np.ndarray, q_ptr: np.ndarray, doc_indptr: np.ndarray,
+                  doc_terms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The query's evidence tokens each hit contains, in the query's order (CSR over the n k hits):
+    :func:`skillsight_fast.kernels.matched_terms`."""
+    cand = np.ascontiguousarray(hits, dtype=np.int64)
+    qt, qp = _check_queries(q_terms, q_ptr, np.iinfo(np.int32).max)
+    if cand.ndim != 2 or cand.shape[0] != qp.shape[0] - 1:
+        raise ValueError(f"hits {cand.shape} do not match {qp.shape[0] - 1} queries")
+    indptr = np.asarray(doc_indptr, dtype=np.int64)
+    if cand.size and cand.max() >= indptr.shape[0] - 1:
+        raise ValueError(f"hit rows must lie in [-1, {indptr.shape[0] - 1})")
+    parts, ptr = [], [0]
+    for i in range(cand.shape[0]):
+        query = qt[qp[i]:qp[i + 1]]
+        for j in cand[i].tolist():
+            found = query[np.isin(query, doc_terms[indptr[j]:indptr[j + 1]])] if j >= 0 else query[:0]
+            parts.append(found)
+            ptr.append(ptr[-1] + found.size)
+    terms = np.concatenate(parts).astype(np.int32) if parts else np.zeros(0, np.int32)
+    return np.asarray(ptr, np.int64), terms

@@ -249,6 +249,12 @@ class LexicalState:
         return cls(lexicon, idf, lec_weights(idf, df, n, beta), generic), tau
 
     @cached_property
+    def generic_flags(self) -> bytes:
+        """``generic`` as one byte per token (what :meth:`Lexicon.query_terms` reads per query token;
+        indexing bytes is several times cheaper than indexing a NumPy array from Python)."""
+        return np.ascontiguousarray(self.generic, dtype=bool).tobytes()
+
+    @cached_property
     def bm25(self) -> tuple[np.ndarray, float]:
         """(Lucene idf float32 (V,), mean document length) of the BM25 side, derived on first use."""
         lens = self.lexicon.doc_len

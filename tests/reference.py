@@ -211,3 +211,29 @@ def search_pipeline(queries, texts, k, *, embeddings, basis, renormalize, vocab,
         s_lex = score_lexical_candidates(cand, evidence, doc_terms, lec_w)
     ids, scores, _ = fuse_topk(cand, s_dense, s_lex, k, mode=fusion, weight=weight, rrf_k=rrf_k)
     return ids, scores
+
+
+def select_top(scores, k):
+    """Ids of the k best scores (higher first, ties by ascending id, NaN never), in ascending id order."""
+    s = np.asarray(scores, dtype=np.float64)
+    valid = np.flatnonzero(~np.isnan(s))
+    return np.sort(valid[np.lexsort((valid, -s[valid]))][:k])
+
+
+def int8_topk_rescored(queries, codes, scales, qcodes, qscales, docs, k, oversample):
+    """The int8 scan's contract: the ``oversample * k`` best documents by s_q s_j (c_q · c_j) (ties by
+    ascending id) survive, and their exact inner products decide the top k (ties by ascending id)."""
+    q = np.atleast_2d(np.asarray(queries, dtype=np.float64))
+    n_docs = codes.shape[0]
+    kk = min(max(k, oversample * k), max(n_docs, 1))
+    ids = np.full((q.shape[0], k), -1, np.int64)
+    out = np.full((q.shape[0], k), -np.inf)
+    for i in range(q.shape[0]):
+        dots = codes.astype(np.int64) @ qcodes[i].astype(np.int64)
+        approx = dots * (np.asarray(scales, np.float64) * float(qscales[i]))
+        surv = select_top(approx, kk)
+        exact = np.asarray(docs, np.float64)[surv] @ q[i]
+        top = np.lexsort((surv, -exact))[:k]
+        ids[i, : top.size] = surv[top]
+        out[i, : top.size] = exact[top]
+    return ids, out

@@ -114,6 +114,48 @@ def test_bench_times_each_query_encoder_tier(tiny_index):
     assert "| static-mapped |" in format_table({"sizes": [entry]})
 
 
+def test_bench_times_the_static_tiers_with_the_int8_scan(tiny_index):
+    import numpy as np
+
+    from skillsight_fast.benchmark.driver import format_table, tier_views
+    from skillsight_fast.benchmark.runner import bench_size
+    from skillsight_fast.models.static import fit_query_map
+    from skillsight_fast.scan import Int8Scan
+
+    directory, _ = tiny_index
+    base = SkillIndex.load(directory, encoder=HashEncoder(dim=32))
+    static = HashEncoder(dim=32, model_id="hash-static", checksum="static0")
+    texts = [f"{m.name}\n{m.description}" for m in base.skills]
+    qmap = fit_query_map(static.encode(texts), base.embeddings)
+    scan8 = Int8Scan.build(base.dense.embeddings_perp, config=base.config)
+    views = tier_views(base, static, qmap, int8_scan=scan8)
+    assert set(views) == {"static-mapped", "static", "static-mapped+int8", "static+int8"}
+    task = "merge pdf pages and extract tables"
+    for name in ("static-mapped", "static"):
+        v8 = views[f"{name}+int8"]
+        assert v8.scan is scan8 and v8.config.scan == "int8" and v8.config.query_encoder == name
+        assert v8.dense.embeddings_perp is base.dense.embeddings_perp
+        np.testing.assert_allclose(v8.encode([task]), views[name].encode([task]))
+        # a tiny library: every document survives the int8 scan, so the results are the exact scan's
+        exact, r8 = views[name].search([task], k=5), v8.search([task], k=5)
+        np.testing.assert_array_equal(r8.ids, exact.ids)
+        np.testing.assert_allclose(r8.scores, exact.scores, rtol=1e-6)
+        assert r8.evidence == exact.evidence
+    assert base.scan.kind == "exact" and views["static"].scan.kind == "exact"  # the index is not changed
+    with pytest.raises(ValueError, match="background-removed"):
+        tier_views(base, static, qmap, int8_scan=Int8Scan.build(base.dense.embeddings_perp.copy()))
+    queries = [task, "dedupe csv rows with pandas"]
+    entry = bench_size(base, queries, base.encode(queries), lambda j: texts[j], encoder=base.encoder,
+                       tiers={"static+int8": views["static+int8"]}, int8_scan=scan8, reps=2)[0]
+    assert set(entry["tiers"]) == {"transformer", "static+int8"}
+    for value in entry["tiers"]["static+int8"].values():
+        assert np.isfinite(value) and value > 0
+    d8 = entry["detail"]["int8_scan"]
+    assert d8["dense_topk_ms"] > 0 and d8["floor_ms"] > 0 and d8["scan_over_floor"] > 0
+    assert d8["oversample"] == scan8.oversample
+    assert "| static+int8 |" in format_table({"sizes": [entry]})
+
+
 @pytest.mark.model
 def test_bench_times_the_int8_task_tier_beside_the_float32_reference():
     """``transformer-int8`` searches with the int8 graph's task vectors; ``encode`` / ``end_to_end``

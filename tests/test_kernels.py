@@ -428,3 +428,34 @@ def test_transpose_csr_matches_reference(rng, n_rows, n_cols, density):
     ptr2, rows2 = transpose_csr(ptr, rows, n_rows)  # twice is the identity
     np.testing.assert_array_equal(ptr2, indptr)
     np.testing.assert_array_equal(rows2, indices)
+
+
+def test_matched_terms_against_set_intersection():
+    from skillsight_fast.kernels import matched_terms
+
+    rng = np.random.default_rng(11)
+    n_docs, vocab = 60, 40
+    rows = [np.unique(rng.integers(0, vocab, rng.integers(0, 12))).astype(np.int32) for _ in range(n_docs)]
+    rows[5] = np.zeros(0, np.int32)  # a document without terms
+    indptr = np.zeros(n_docs + 1, np.int64)
+    indptr[1:] = np.cumsum([r.size for r in rows])
+    doc_terms = np.concatenate(rows)
+    queries = [rng.permutation(vocab)[:15].astype(np.int32), np.zeros(0, np.int32), rng.permutation(vocab)[:3]]
+    q_ptr = np.zeros(len(queries) + 1, np.int64)
+    q_ptr[1:] = np.cumsum([q.size for q in queries])
+    q_terms = np.concatenate(queries).astype(np.int32)
+    hits = rng.integers(0, n_docs, (3, 7))
+    hits[0, 2] = 5
+    hits[1, :] = rng.integers(0, n_docs, 7)
+    hits[2, 5:] = -1  # padding
+    ptr, terms = matched_terms(hits, q_terms, q_ptr, indptr, doc_terms)
+    assert ptr.shape == (hits.size + 1,) and ptr[0] == 0 and ptr[-1] == terms.size
+    for i, q in enumerate(queries):
+        for c, j in enumerate(hits[i]):
+            want = [t for t in q.tolist() if j >= 0 and t in set(rows[j].tolist())]  # query order
+            assert terms[ptr[i * 7 + c] : ptr[i * 7 + c + 1]].tolist() == want
+    ptr, terms = matched_terms(np.zeros((0, 3), np.int64), np.zeros(0, np.int32), np.zeros(1, np.int64), indptr,
+                               doc_terms)
+    assert ptr.tolist() == [0] and terms.size == 0
+    with pytest.raises(ValueError):
+        matched_terms(np.array([[n_docs]]), q_terms[:2], np.array([0, 2]), indptr, doc_terms)

@@ -341,3 +341,23 @@ def test_cli_refuses_an_unknown_engine(capsys: pytest.CaptureFixture[str]):
     with pytest.raises(SystemExit) as exc:
         main(["search", "-i", "nowhere", "a task", "--engine", "cuda"])
     assert exc.value.code == 2 and "--engine" in capsys.readouterr().err
+
+
+def test_matched_terms_equal_the_kernel_on_random_and_edge_inputs() -> None:
+    from skillsight_fast import kernels, numpy_stages
+
+    rng = np.random.default_rng(7)
+    for n_docs, n_q, k in ((30, 4, 5), (1, 1, 3), (12, 3, 12)):
+        lengths = rng.integers(0, 9, n_docs)
+        doc_terms = [np.sort(rng.choice(40, size=m, replace=False)) for m in lengths]
+        indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        flat = np.concatenate(doc_terms).astype(np.int32) if indptr[-1] else np.zeros(0, np.int32)
+        q = [rng.choice(40, size=int(rng.integers(0, 7)), replace=False) for _ in range(n_q)]
+        q_ptr = np.concatenate([[0], np.cumsum([len(x) for x in q])]).astype(np.int64)
+        q_terms = np.concatenate(q).astype(np.int32) if q_ptr[-1] else np.zeros(0, np.int32)
+        hits = rng.integers(-1, n_docs, (n_q, k)).astype(np.int64)  # -1: padding
+        want = kernels.matched_terms(hits, q_terms, q_ptr, indptr, flat)
+        got = numpy_stages.matched_terms(hits, q_terms, q_ptr, indptr, flat)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+        assert got[1].dtype == np.int32 and got[0].dtype == np.int64

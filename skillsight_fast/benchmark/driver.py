@@ -51,7 +51,7 @@ def _base_index(args: argparse.Namespace, encoder) -> Any:
 
 
 def tier_views(index, static=None, query_map: np.ndarray | None = None, int8_encoder=None,
-               contextual: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, Any]:
+               contextual: tuple[np.ndarray, np.ndarray] | None = None, int8_scan=None) -> dict[str, Any]:
     """Views of ``index`` that search with each other tier (the arrays are shared, not copied).
 
     ``transformer-int8`` (with ``int8_encoder``): the index searching with int8 task vectors, its
@@ -63,6 +63,9 @@ def tier_views(index, static=None, query_map: np.ndarray | None = None, int8_enc
     the latency is that tier's, while its accuracy is measured on real static indexes (ENCODERS.md).
     ``contextual`` (with ``static``, ``query_map`` and the token table ``contextual``): the
     static-mapped view plus the table (what ``--query-encoder contextual`` builds).
+    With ``int8_scan`` (an :class:`~skillsight_fast.scan.Int8Scan` built over the index's
+    background-removed matrix, outside any timing), ``static-mapped+int8``, ``contextual+int8`` and
+    ``static+int8`` are the same tiers with that scan as the dense candidate stage (``--scan int8``).
     """
     from skillsight_fast import SkillIndex
     from skillsight_fast.state import ModelInfo
@@ -89,6 +92,15 @@ def tier_views(index, static=None, query_map: np.ndarray | None = None, int8_enc
                 dense=dataclasses.replace(mapped.dense, query_table_ids=np.ascontiguousarray(ids, np.int32),
                                           query_table=np.ascontiguousarray(vectors, np.float32)))
             views["contextual"] = SkillIndex(ctx, index._encoder, static)
+        if int8_scan is not None:
+            if int8_scan.docs is not st.dense.embeddings_perp:
+                raise ValueError("the int8 scan must be built over the index's background-removed matrix")
+            for name, view in list(views.items()):
+                if name == "transformer-int8":
+                    continue
+                s8 = dataclasses.replace(view.state, scan=int8_scan, config=view.state.config.replace(
+                    scan="int8", int8_oversample=int8_scan.oversample))
+                views[f"{name}+int8"] = SkillIndex(s8, view._encoder, view._query_encoder)
     return views
 
 
@@ -203,11 +215,17 @@ def run_benchmark(
             if encoder is not None:
                 index._encoder = encoder
         build_s = time.perf_counter() - t0
+        scan8 = None
+        if static is not None or n >= compressed_from:  # built once per size, outside any timing
+            from skillsight_fast.scan import Int8Scan
+
+            scan8 = Int8Scan.build(index.dense.embeddings_perp, config=index.config)
         say(f"size {n}: corpus ready in {build_s:.1f} s (load {load_average():.2f}); timing")
         entries = bench_size(
             index, texts, qv, lambda j, src=src: doc_texts[int(src[j])],
             encoder=encoder, cross_encoder=cross_encoder, tinybert=tinybert,
-            tiers=tier_views(index, static, query_map, int8_encoder, contextual) or None,
+            tiers=tier_views(index, static, query_map, int8_encoder, contextual, int8_scan=scan8) or None,
+            int8_scan=scan8,
             reps=reps if n < 500_000 else max(5, reps // 3),
             rerank_reps=rerank_reps, rerank_pairs=rerank_pairs, rerank_cost=rerank_cost,
             tinybert_cost=tinybert_cost, compressed=n >= compressed_from, approximate=n >= compressed_from,
@@ -222,6 +240,7 @@ def run_benchmark(
             e.setdefault("detail", {})["synthetic"] = n != len(base)
             e["detail"]["corpus_build_s"] = round(build_s, 1)
         report["sizes"].extend(entries)
+        del scan8
         say(format_table({"sizes": entries}))
         if checkpoint is not None:  # a long run keeps what it measured if a later size fails
             Path(checkpoint).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")

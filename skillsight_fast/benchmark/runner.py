@@ -141,6 +141,7 @@ def bench_size(
     batch: int = 64,
     all_threads: int = 2,
     bandwidth_buffer: np.ndarray | None = None,
+    int8_scan: Any = None,
 ) -> list[dict[str, Any]]:
     """Time every arm on one index; returns one report entry (two with ``compressed``).
 
@@ -148,7 +149,9 @@ def bench_size(
     (:func:`skillsight_fast.benchmark.driver.tier_views`); each gets an ``encode`` arm
     (``SkillIndex.encode`` of one task) and an ``end_to_end`` arm (``SkillIndex.search``). The
     transformer tier is the ``encode`` / ``end_to_end`` stages. ``tinybert`` is a second reranker
-    (the ms-marco-TinyBERT-L-2-v2 architecture) timed like ``cross_encoder``.
+    (the ms-marco-TinyBERT-L-2-v2 architecture) timed like ``cross_encoder``. ``int8_scan``: an
+    :class:`~skillsight_fast.scan.Int8Scan` over the index's matrix, built by the caller (the
+    ``compressed`` arms use it instead of building their own).
     """
     import faiss
 
@@ -248,10 +251,10 @@ def bench_size(
 
         return arm
 
-    if compressed:  # the index's own scan objects (skillsight_fast.scan), timed through the index
+    if compressed or int8_scan is not None:  # the index's own scan objects (skillsight_fast.scan)
         from skillsight_fast.scan import Int8Scan
 
-        scan8 = Int8Scan.build(perp)
+        scan8 = int8_scan if int8_scan is not None else Int8Scan.build(perp)
 
         def a_dense_int8(r: int) -> None:
             i = q_of(r)
@@ -387,6 +390,13 @@ def bench_size(
         "n_generic": int(index.lexical.generic.sum()),
         "mean_terms_per_doc": round(float(np.diff(lex.doc_indptr).mean()), 1),
     }
+    if scan8 is not None:  # the int8 scan alone against its own memory floor (its codes and scales)
+        floor8 = scan8.nbytes() / (bandwidth * 1e9) * 1e3
+        scan8_p50 = p50("dense_topk_int8")
+        detail_common["int8_scan"] = {
+            "dense_topk_ms": scan8_p50, "scoring_ms": p50("scoring_int8"), "floor_ms": round(floor8, 4),
+            "scan_over_floor": None if scan8_p50 is None else round(scan8_p50 / floor8, 3),
+            "matrix_MB": round(scan8.nbytes() / 1e6, 1), "oversample": scan8.oversample}
     tier_p50: dict[str, dict[str, float | None]] = {}
     if encoder is not None:
         tier_p50["transformer"] = {"encode": base_p50["encode"], "end_to_end": base_p50["end_to_end"]}
@@ -407,8 +417,9 @@ def bench_size(
             if base_p50[name] is not None:
                 p8[name] = base_p50[name]
         shift = (p8["scoring"] - base_p50["scoring"]) if p8["scoring"] is not None and base_p50["scoring"] else None
-        tiers8 = {name: {"encode": t["encode"], "end_to_end": None if t["end_to_end"] is None or shift is None
-                         else round(t["end_to_end"] + shift, 4)} for name, t in tier_p50.items()}
+        tiers8 = {name: dict(t) if name.endswith("+int8") else  # timed with the int8 scan already
+                  {"encode": t["encode"], "end_to_end": None if t["end_to_end"] is None or shift is None
+                   else round(t["end_to_end"] + shift, 4)} for name, t in tier_p50.items()}
         int8_bytes = scan8.nbytes()
         entries.append({"n_docs": n_docs, "dim": dim, "dtype": "int8", "p50_ms": p8, "tiers": tiers8,
                         "floor_ms": round(int8_bytes / (bandwidth * 1e9) * 1e3, 4),

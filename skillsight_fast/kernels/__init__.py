@@ -4,6 +4,7 @@
 - :func:`dense_topk`: inner-product scan of a document matrix with top-K selection.
 - :func:`score_lexical_candidates` / :func:`score_lexical_all`: LEC weighted coverage.
 - :func:`score_bm25_candidates`: BM25 with term frequencies over the same tokens.
+- :func:`matched_terms`: the query's evidence tokens each hit contains.
 - :func:`transpose_csr`: document→terms CSR into term→documents postings.
 - :func:`fuse_topk`: fusion of dense and lexical scores over the candidate set, final top-k.
 
@@ -21,7 +22,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # what the names are, for type checkers and readers (nothing imported at run time)
     from skillsight_fast.kernels.csr import transpose_csr
     from skillsight_fast.kernels.fusion import FUSION_MODES, fuse_topk
-    from skillsight_fast.kernels.lexical import score_bm25_candidates, score_lexical_all, score_lexical_candidates
+    from skillsight_fast.kernels.lexical import (
+        matched_terms,
+        score_bm25_candidates,
+        score_lexical_all,
+        score_lexical_candidates,
+    )
     from skillsight_fast.kernels.projection import project_out_background
     from skillsight_fast.kernels.stats import token_directions
     from skillsight_fast.kernels.topk import dense_topk, merge_candidates
@@ -31,6 +37,7 @@ _WHERE = {
     "FUSION_MODES": "fusion",
     "dense_topk": "topk",
     "fuse_topk": "fusion",
+    "matched_terms": "lexical",
     "merge_candidates": "topk",
     "project_out_background": "projection",
     "score_bm25_candidates": "lexical",

@@ -318,3 +318,72 @@ def score_lexical_all(
     docs = np.ascontiguousarray(post_docs, dtype=np.int32)
     with parallel_launch():
         return _score_lexical_all(qt, qp, indptr, docs, w, out)
+
+
+@njit(**JIT)
+def _matched_terms(hits, q_terms, q_ptr, doc_indptr, doc_terms, out_ptr, out_terms):  # pragma: no cover - jitted
+    """The query terms each hit contains, in query order, as CSR over the hits (row-major).
+
+    hits : int64 (n, k), -1 = padding (no terms). out_ptr : int64 (n k + 1,) with out_ptr[0] = 0,
+    out_terms : int32 (k nnz,); both written. Each term is binary-searched in the hit's sorted
+    terms, O(n k |Q'| log L). Returns the number of matches written.
+    """
+    n, k = hits.shape
+    m = 0
+    for i in range(n):
+        a = q_ptr[i]
+        b = q_ptr[i + 1]
+        for c in range(k):
+            doc = hits[i, c]
+            if doc >= 0:
+                lo = doc_indptr[doc]
+                hi = doc_indptr[doc + 1]
+                for p in range(a, b):
+                    t = q_terms[p]
+                    if _find_term(doc_terms, lo, hi, t) >= 0:
+                        out_terms[m] = t
+                        m += 1
+            out_ptr[i * k + c + 1] = m
+    return m
+
+
+def matched_terms(hits: np.ndarray, q_terms: np.ndarray, q_ptr: np.ndarray, doc_indptr: np.ndarray,
+                  doc_terms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Evidence of each hit: the query's evidence tokens found in the hit document.
+
+    Parameters
+    ----------
+    hits : int64 (n, k)
+        Document rows per query, -1 for padding (no evidence).
+    q_terms, q_ptr : int32 (nnz,), int64 (n + 1,)
+        Evidence token ids of each query (CSR).
+    doc_indptr, doc_terms : int64 (N + 1,), int32 (nnz_docs,)
+        Forward index: the sorted distinct term ids of each document.
+
+    Returns
+    -------
+    ptr : int64 (n k + 1,)
+        Offsets of hit (i, c) at ``i k + c``.
+    terms : int32 (ptr[-1],)
+        Matched term ids, in each query's order.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ptr, terms = matched_terms(np.array([[1, -1]]), np.array([2, 0], np.int32), np.array([0, 2]),
+    ...                            np.array([0, 1, 3]), np.array([2, 0, 2], np.int32))
+    >>> ptr.tolist(), terms.tolist()
+    ([0, 2, 2], [2, 0])
+    """
+    cand = np.ascontiguousarray(hits, dtype=np.int64)
+    qt, qp = _check_queries(q_terms, q_ptr, np.iinfo(np.int32).max)
+    if cand.ndim != 2 or cand.shape[0] != qp.shape[0] - 1:
+        raise ValueError(f"hits {cand.shape} do not match {qp.shape[0] - 1} queries")
+    indptr = np.ascontiguousarray(doc_indptr, dtype=np.int64)
+    terms = np.ascontiguousarray(doc_terms, dtype=np.int32)
+    if cand.size and cand.max() >= indptr.shape[0] - 1:
+        raise ValueError(f"hit rows must lie in [-1, {indptr.shape[0] - 1})")
+    out_ptr = np.zeros(cand.size + 1, np.int64)
+    out_terms = np.empty(cand.shape[1] * qt.shape[0], np.int32)
+    m = _matched_terms(cand, qt, qp, indptr, terms, out_ptr, out_terms) if cand.size else 0
+    return out_ptr, out_terms[:m]

@@ -8,7 +8,12 @@ from skillsight_fast.kernels.compressed import dense_topk_int8, quantize_int8
 from skillsight_fast.config import FUSIONS
 from skillsight_fast.kernels.csr import transpose_csr
 from skillsight_fast.kernels.fusion import fuse_topk
-from skillsight_fast.kernels.lexical import score_bm25_candidates, score_lexical_all, score_lexical_candidates
+from skillsight_fast.kernels.lexical import (
+    matched_terms,
+    score_bm25_candidates,
+    score_lexical_all,
+    score_lexical_candidates,
+)
 from skillsight_fast.kernels.projection import project_out_background
 from skillsight_fast.kernels.stats import token_directions
 from skillsight_fast.kernels.topk import dense_topk, merge_candidates
@@ -37,11 +42,18 @@ def warmup_kernels(dim: int = 8) -> None:
         lex = score_lexical_candidates(cand, qt, qp, indptr, terms, w)
         score_bm25_candidates(cand, qt, qp, indptr, terms, tf, dl, np.ones(2, np.float32))  # idf: computed, writable
         score_lexical_all(qt, qp, post_ptr, post_docs, w, 4)
+        matched_terms(cand, qt, qp, indptr, terms)
     for mode in FUSIONS:
         fuse_topk(cand, s, lex, 2, mode=mode)
     merge_candidates(cand, cand)
     token_directions(np.array([0], np.int64), post_ptr, post_docs, docs)
     transpose_csr(np.array([0, 1, 2], np.int64), np.array([1, 0], np.int32), 2)
     codes, scales = quantize_int8(docs)
-    dense_topk_int8(q, codes, scales, 2, docs=docs)
+    for writable in (True, False):  # a loaded int8 scan may be memory-mapped (read only)
+        c, sc, d = codes.copy(), scales.copy(), docs.copy()
+        for a in (c, sc, d):
+            a.setflags(write=writable)
+        dense_topk_int8(q, c, sc, 2, docs=d)  # a batch: the parallel kernel
+        dense_topk_int8(q[:1], c, sc, 2, docs=d)  # one query: the serial kernel
+        dense_topk_int8(q, c, sc, 2)  # approximate scores only
 
