@@ -258,3 +258,22 @@ def test_bench_view_searches_like_a_contextual_index(teacher, real) -> None:
     assert {"static-mapped", "contextual", "static"} <= set(views)
     np.testing.assert_allclose(views["contextual"].encode(tasks), index.encode(tasks), atol=1e-6)
     assert base.dense.query_table is None  # the view does not change the index it shares arrays with
+
+
+@pytest.mark.model
+def test_one_shot_contextual_search_imports_neither_onnxruntime_nor_numba(teacher, real, tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    skills, tasks, folder = real
+    SkillIndex.build(skills, teacher, IndexConfig(query_encoder="contextual", query_model=str(folder))).save(
+        tmp_path / "idx")
+    code = ("import json, sys; from skillsight_fast.cli import main; "
+            f"main(['search', '-i', {str(tmp_path / 'idx')!r}, {tasks[-1]!r}, '-k', '2', '--json']); "
+            "print(json.dumps(['onnxruntime' in sys.modules, 'numba' in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    lines = out.stdout.strip().splitlines()
+    assert json.loads(lines[-1]) == [False, False]
+    assert json.loads("\n".join(lines[:-1]))["hits"]
