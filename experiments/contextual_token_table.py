@@ -37,36 +37,12 @@ import numpy as np
 from skillsight_fast.config import IndexConfig
 from skillsight_fast.evaluation.datasets import FIT_DATASETS, SHARED_DATASETS, load_dataset
 from skillsight_fast.evaluation.methods import EvalContext
-from skillsight_fast.evaluation.metrics import DEPTH
-from skillsight_fast.evaluation.metrics import bootstrap_diff, per_query
+from skillsight_fast.evaluation.metrics import DEPTH, bootstrap_diff, per_query
 from skillsight_fast.models import cache_root, load_encoder
+from skillsight_fast.models.contextual import token_state_sums
 from skillsight_fast.models.static import apply_query_map, fit_query_map, load_static_encoder
 
 DATA_ROOT = Path(__file__).parents[1] / "data"
-
-
-def token_states(enc, texts: list[str], batch: int = 32) -> tuple[np.ndarray, np.ndarray]:
-    """(sum of the contextual token states per token id float64 (V, d), occurrences int64 (V,))."""
-    vocab = enc._tokenizer.get_vocab_size()
-    sums = np.zeros((vocab, enc.dim), np.float64)
-    counts = np.zeros(vocab, np.int64)
-    ids = enc.tokenize(texts)
-    order = np.argsort([-len(x) for x in ids], kind="stable")
-    for start in range(0, len(order), batch):
-        rows = [ids[i] for i in order[start:start + batch]]
-        width = max(len(r) for r in rows)
-        tok = np.full((len(rows), width), enc._pad_id, np.int64)
-        mask = np.zeros((len(rows), width), np.int64)
-        for r, row in enumerate(rows):
-            tok[r, :len(row)] = row
-            mask[r, :len(row)] = 1
-        arrays = {"input_ids": tok, "attention_mask": mask, "token_type_ids": np.zeros_like(tok)}
-        feed = {name: arrays[name].astype(dtype, copy=False) for name, dtype in enc._feeds.items()}
-        hidden = enc._session.run([enc._output_name], feed)[0]
-        sel = mask.astype(bool)
-        np.add.at(sums, tok[sel], hidden[sel].astype(np.float64))
-        np.add.at(counts, tok[sel], 1)
-    return sums, counts
 
 
 def contextual_vectors(enc, table: np.ndarray, seen: np.ndarray, texts: list[str],
@@ -100,7 +76,7 @@ def main() -> None:
             z = np.load(store)
             sums, counts = z["sums"], z["counts"]
         else:
-            sums, counts = token_states(enc, list(ds.texts))
+            sums, counts = token_state_sums(enc, list(ds.texts))
             store.parent.mkdir(parents=True, exist_ok=True)
             np.savez(store, sums=sums, counts=counts)
         seen = counts > 0

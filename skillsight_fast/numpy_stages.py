@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from skillsight_fast.config import BM25_B, BM25_K1, FUSIONS
+from skillsight_fast.config import BM25_B, BM25_K1
+from skillsight_fast.kernels._checks import check_candidates as _check_candidates
+from skillsight_fast.kernels._checks import check_fusion
+from skillsight_fast.kernels._checks import check_queries as _check_queries
 
 #: Most tasks a one-shot search runs on the NumPy stages; a larger batch starts the kernels.
 ONE_SHOT_MAX_QUERIES = 16
@@ -106,23 +109,6 @@ def dense_topk(queries: np.ndarray, docs: np.ndarray, k: int) -> tuple[np.ndarra
         ids[i, : rows.size] = rows
         scores[i, : rows.size] = s[rows]
     return ids, scores
-
-
-def _check_queries(q_terms: np.ndarray, q_ptr: np.ndarray, n_terms: int) -> tuple[np.ndarray, np.ndarray]:
-    qt = np.ascontiguousarray(q_terms, dtype=np.int32)
-    qp = np.ascontiguousarray(q_ptr, dtype=np.int64)
-    if qp.ndim != 1 or qp.shape[0] < 1 or qp[0] != 0 or qp[-1] != qt.shape[0] or np.any(np.diff(qp) < 0):
-        raise ValueError("q_ptr must be non-decreasing CSR offsets from 0 to len(q_terms)")
-    if qt.size and (qt.min() < 0 or qt.max() >= n_terms):
-        raise ValueError(f"query term ids must lie in [0, {n_terms})")
-    return qt, qp
-
-
-def _check_candidates(candidates: np.ndarray, qp: np.ndarray) -> np.ndarray:
-    cand = np.ascontiguousarray(candidates, dtype=np.int64)
-    if cand.ndim != 2 or cand.shape[0] != qp.shape[0] - 1:
-        raise ValueError(f"candidates {cand.shape} do not match {qp.shape[0] - 1} queries")
-    return cand
 
 
 def _matches(docs: np.ndarray, qt: np.ndarray, doc_indptr: np.ndarray, doc_terms: np.ndarray,
@@ -273,15 +259,7 @@ def fuse_topk(candidates: np.ndarray, s_dense: np.ndarray, s_lex: np.ndarray, k:
     scores : float32 (n, k), -inf padding; ties ordered by candidate position
     positions : int64 (n, k), -1 padding
     """
-    if k <= 0:
-        raise ValueError(f"k must be positive, got {k}")
-    if mode not in FUSIONS:
-        raise ValueError(f"unknown fusion mode {mode!r}; choose from {sorted(FUSIONS)}")
-    cand = np.ascontiguousarray(candidates, dtype=np.int64)
-    sd = np.ascontiguousarray(s_dense, dtype=np.float32)
-    sl = np.ascontiguousarray(s_lex, dtype=np.float32)
-    if cand.ndim != 2 or sd.shape != cand.shape or sl.shape != cand.shape:
-        raise ValueError(f"shapes differ: candidates {cand.shape}, dense {sd.shape}, lexical {sl.shape}")
+    cand, sd, sl = check_fusion(candidates, s_dense, s_lex, k, mode)
     pos = np.full((cand.shape[0], k), -1, dtype=np.int64)
     scores = np.full((cand.shape[0], k), -np.inf, dtype=np.float32)
     weight, rrf_k = float(weight), float(rrf_k)

@@ -104,16 +104,6 @@ def test_token_states_need_a_transformer() -> None:
 
 
 @pytest.fixture(scope="module")
-def teacher():
-    from skillsight_fast.models import load_encoder
-
-    try:
-        return load_encoder("all-MiniLM-L6-v2")
-    except Exception as exc:  # weights package not installed
-        pytest.skip(f"bundled model unavailable: {exc}")
-
-
-@pytest.fixture(scope="module")
 def real(teacher, tmp_path_factory: pytest.TempPathFactory):
     """(skills, tasks, static folder): 24 skillsbench documents and 4 tasks, a static model over their tokens."""
     from skillsight_fast.evaluation.datasets import load_dataset

@@ -23,13 +23,7 @@ MIN_COSINE = 0.98
 
 
 @pytest.fixture(scope="module")
-def dataset():
-    from skillsight_fast.models import load_encoder
-
-    try:
-        load_encoder("all-MiniLM-L6-v2")
-    except Exception as exc:  # weights package not installed
-        pytest.skip(f"bundled model unavailable: {exc}")
+def dataset(teacher):
     full = load_dataset(ROOT / "data" / "skillsbench", limit=8)
     rows = sorted({g for q in full.queries for g in q.gold} | set(range(0, len(full.docs), len(full.docs) // 24)))
     new = {r: i for i, r in enumerate(rows)}

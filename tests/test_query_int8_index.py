@@ -62,15 +62,10 @@ def test_a_bad_manifest_value_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def skills():
+def skills(teacher):
     """Every 200th SKILL.md document of data/skillsbench (18 real skills)."""
     from skillsight_fast.evaluation.datasets import load_dataset
-    from skillsight_fast.models import load_encoder
 
-    try:
-        load_encoder("all-MiniLM-L6-v2")
-    except Exception as exc:  # weights package not installed
-        pytest.skip(f"bundled model unavailable: {exc}")
     return load_dataset(ROOT / "data" / "skillsbench").docs[::200]
 
 

@@ -27,16 +27,6 @@ N_QUERIES = 4
 
 
 @pytest.fixture(scope="module")
-def teacher():
-    from skillsight_fast.models import load_encoder
-
-    try:
-        return load_encoder("all-MiniLM-L6-v2")
-    except Exception as exc:  # weights package not installed
-        pytest.skip(f"bundled model unavailable: {exc}")
-
-
-@pytest.fixture(scope="module")
 def real(teacher, tmp_path_factory: pytest.TempPathFactory):
     """(skills, tasks, gold ids, static folder, transformer vectors of the skills): the gold skills of
     4 skillsbench tasks + 16 others."""

@@ -26,16 +26,6 @@ TEXTS = [
 
 
 @pytest.fixture(scope="module")
-def teacher():
-    from skillsight_fast.models import load_encoder
-
-    try:
-        return load_encoder("all-MiniLM-L6-v2")
-    except Exception as exc:  # weights package not installed
-        pytest.skip(f"bundled model unavailable: {exc}")
-
-
-@pytest.fixture(scope="module")
 def folder(teacher, tmp_path_factory: pytest.TempPathFactory) -> Path:
     # distil only the tokens of the test texts (the full vocabulary takes a minute)
     ids = sorted({i for enc in teacher._tokenizer.encode_batch(TEXTS, add_special_tokens=False) for i in enc.ids})

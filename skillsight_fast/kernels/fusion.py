@@ -6,6 +6,7 @@ import numpy as np
 from numba import njit, prange
 
 from skillsight_fast.config import FUSIONS
+from skillsight_fast.kernels._checks import check_fusion
 from skillsight_fast.kernels._flags import PARALLEL_JIT
 from skillsight_fast.kernels._launch import parallel_launch
 from skillsight_fast.kernels.topk import _heap_replace_root, _heap_sort_desc
@@ -142,15 +143,7 @@ def fuse_topk(
     positions : int64 (n, k)
         Position of each hit inside its candidate row (to read its components), -1 padding.
     """
-    if k <= 0:
-        raise ValueError(f"k must be positive, got {k}")
-    if mode not in FUSION_MODES:
-        raise ValueError(f"unknown fusion mode {mode!r}; choose from {sorted(FUSION_MODES)}")
-    cand = np.ascontiguousarray(candidates, dtype=np.int64)
-    sd = np.ascontiguousarray(s_dense, dtype=np.float32)
-    sl = np.ascontiguousarray(s_lex, dtype=np.float32)
-    if cand.ndim != 2 or sd.shape != cand.shape or sl.shape != cand.shape:
-        raise ValueError(f"shapes differ: candidates {cand.shape}, dense {sd.shape}, lexical {sl.shape}")
+    cand, sd, sl = check_fusion(candidates, s_dense, s_lex, k, mode)
     pos = np.full((cand.shape[0], k), -1, dtype=np.int64)
     scores = np.full((cand.shape[0], k), -np.inf, dtype=np.float32)
     if cand.size:

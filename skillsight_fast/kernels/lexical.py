@@ -7,6 +7,8 @@ import numpy as np
 from numba import njit, prange
 
 from skillsight_fast.config import BM25_B, BM25_K1
+from skillsight_fast.kernels._checks import check_candidates as _check_candidates
+from skillsight_fast.kernels._checks import check_queries as _check_queries
 from skillsight_fast.kernels._flags import JIT, PARALLEL_JIT
 from skillsight_fast.kernels._launch import parallel_launch
 from skillsight_fast.kernels._prefetch import prefetch
@@ -163,23 +165,6 @@ def _score_lexical_all(q_terms, q_ptr, post_indptr, post_docs, weights, out):  #
             for x in range(post_indptr[t], post_indptr[t + 1]):
                 out[i, post_docs[x]] += w
     return out
-
-
-def _check_queries(q_terms: np.ndarray, q_ptr: np.ndarray, n_terms: int) -> tuple[np.ndarray, np.ndarray]:
-    qt = np.ascontiguousarray(q_terms, dtype=np.int32)
-    qp = np.ascontiguousarray(q_ptr, dtype=np.int64)
-    if qp.ndim != 1 or qp.shape[0] < 1 or qp[0] != 0 or qp[-1] != qt.shape[0] or np.any(np.diff(qp) < 0):
-        raise ValueError("q_ptr must be non-decreasing CSR offsets from 0 to len(q_terms)")
-    if qt.size and (qt.min() < 0 or qt.max() >= n_terms):
-        raise ValueError(f"query term ids must lie in [0, {n_terms})")
-    return qt, qp
-
-
-def _check_candidates(candidates: np.ndarray, qp: np.ndarray) -> np.ndarray:
-    cand = np.ascontiguousarray(candidates, dtype=np.int64)
-    if cand.ndim != 2 or cand.shape[0] != qp.shape[0] - 1:
-        raise ValueError(f"candidates {cand.shape} do not match {qp.shape[0] - 1} queries")
-    return cand
 
 
 def score_lexical_candidates(

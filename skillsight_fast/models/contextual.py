@@ -57,12 +57,9 @@ def token_state_sums(encoder: Any, texts: Sequence[str], *, progress: Callable[[
     for start in range(0, len(order), inner.batch_size):
         rows = [ids[i] for i in order[start:start + inner.batch_size]]
         mask, hidden = hidden_states(rows)
-        sel = mask.astype(bool)
-        tok = np.zeros(mask.shape, np.int64)
-        for r, row in enumerate(rows):
-            tok[r, : len(row)] = row
-        np.add.at(sums, tok[sel], hidden[sel].astype(np.float64))
-        counts += np.bincount(tok[sel], minlength=vocab)
+        tok = np.concatenate(rows)  # the real tokens, in the row-major order of the mask's ones
+        np.add.at(sums, tok, hidden[mask.astype(bool)].astype(np.float64))
+        counts += np.bincount(tok, minlength=vocab)
         if progress is not None:
             progress(len(rows))
     return sums, counts
