@@ -160,7 +160,7 @@ def _ray_rates(n: int, workers: list[int], factory, src: Path, chunk: int) -> di
 
     from skillsight_fast.build.ray import ray_build
     from skillsight_fast.config import IndexConfig
-    from skillsight_fast.skills import LoadReport, iter_skills
+    from skillsight_fast.library.skills import LoadReport, iter_skills
 
     t0 = time.perf_counter()
     ray.init(num_cpus=max(workers), include_dashboard=False, log_to_driver=False)
@@ -219,8 +219,8 @@ def real_skills(n: int) -> Path:
 
 def cmd_encoder(a: argparse.Namespace) -> None:
     from skillsight_fast.config import DEFAULT_MODEL
+    from skillsight_fast.library.skills import load_skills
     from skillsight_fast.models import load_encoder
-    from skillsight_fast.skills import load_skills
 
     skills = load_skills([real_skills(a.size)]).skills
     synth = load_skills([generate(20000, WORK / "synthetic-20000.jsonl")]).skills[: a.size]

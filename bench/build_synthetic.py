@@ -28,9 +28,9 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     from skillsight_fast.benchmark.synthetic import scale_up
+    from skillsight_fast.engine.index import SkillIndex
     from skillsight_fast.evaluation.datasets import load_dataset
     from skillsight_fast.evaluation.methods import EvalContext
-    from skillsight_fast.index import SkillIndex
 
     t0 = time.perf_counter()
     ds = load_dataset(ROOT / "data" / "skillsbench")

@@ -36,10 +36,10 @@ class Corpus:
     """Arrays of one synthetic library plus a SkillIndex over them and a batch of queries."""
 
     def __init__(self, n_docs: int, seed: int = 0):
-        from skillsight_fast.index import SkillIndex, SkillMeta
+        from skillsight_fast.engine.index import SkillIndex, SkillMeta
+        from skillsight_fast.engine.lexicon import Lexicon
+        from skillsight_fast.engine.state import Decisions
         from skillsight_fast.kernels import project_out_background, transpose_csr
-        from skillsight_fast.lexicon import Lexicon
-        from skillsight_fast.state import Decisions
 
         rng = np.random.default_rng(seed)
         background = rng.standard_normal(DIM).astype(np.float32)
@@ -98,8 +98,8 @@ def record_machine(benchmark, corpus=None) -> None:
     """CPU model, thread count and library versions into ``benchmark.extra_info``."""
     import numba
 
-    from skillsight_fast.benchmark.runner import cpu_name, load_average
     from skillsight_fast.benchmark.driver import _versions
+    from skillsight_fast.benchmark.runner import cpu_name, load_average
 
     benchmark.extra_info.update(cpu=cpu_name(), numba_threads=numba.get_num_threads(),
                                 cores=os.cpu_count(), load=load_average(), platform=platform.platform(),

@@ -9,7 +9,7 @@ at the request count or the time limit, whichever comes first.
     python bench/load_test.py --requests 2000 --threads 8 --seconds 60
     python bench/load_test.py --index path/to/index # a real index with its real model
 
-``run_load_test`` is also called by tests/test_server_hardening.py (a 200-request version).
+``run_load_test`` is also called by tests/agents/test_server_hardening.py (a 200-request version).
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ def synthetic_service(n_skills: int = 2000, seed: int = 0) -> Any:
     from fakes import HashEncoder
 
     from skillsight_fast import SkillIndex
-    from skillsight_fast.serve import SkillService
-    from skillsight_fast.skills import Skill
+    from skillsight_fast.agents.service import SkillService
+    from skillsight_fast.library.skills import Skill
 
     rng = np.random.default_rng(seed)
     skills = [Skill(f"skill-{i}", f"skill {i}", "Helps with " + " ".join(rng.choice(WORDS, 3)) + ".",
@@ -63,7 +63,7 @@ def run_load_test(service: Any, *, requests: int = 2000, threads: int = 8, secon
     Every ``skill_every``-th request is a ``GET /skill/<id>`` of the previous top hit; the rest are
     ``POST /search``. A request counts as an error unless it returns 200 with a JSON body.
     """
-    from skillsight_fast.serve import make_http_server
+    from skillsight_fast.agents.http import make_http_server
 
     service.warm()
     server = make_http_server(service, "127.0.0.1", 0)
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-k", type=int, default=5)
     args = parser.parse_args(argv)
     if args.index:
-        from skillsight_fast.serve import SkillService
+        from skillsight_fast.agents.service import SkillService
 
         service = SkillService(args.index)
     else:

@@ -129,7 +129,7 @@ async def measure(runs: int, warm: int) -> dict:
                           errlog=errlog)
         async with proxy.running():
             await proxy.wait_ready()
-            from skillsight_fast.find import find_skills
+            from skillsight_fast.agents.find import find_skills
 
             index = proxy._index
 

@@ -3,7 +3,7 @@
 A library of N skills is grown from the real skillsbench corpus (+ skill pool): row j copies the
 text of real skill j mod N0 and appends a line naming it ("variant j") and a few seeded words of
 the real vocabulary, so every skill has its own content hash. The index is built once with a
-cheap deterministic hashing encoder standing in for the transformer (tests/fakes.py; the
+cheap deterministic hashing encoder standing in for the transformer (tests/support/fakes.py; the
 transformer's cost per re-encoded skill is reported separately: ~0.15 s per skill on this machine,
 docs/SPEED.md). Then ``--changed`` of the skills get a new body and :func:`update_index` runs; the
 report gives its phases (load, hash comparison, encoding, statistics, save) and how many skills the
@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 def library(n: int, seed: int = 0):
     from skillsight_fast.files import read_jsonl
-    from skillsight_fast.skills import Skill
+    from skillsight_fast.library.skills import Skill
 
     recs = read_jsonl(ROOT / "data" / "skill_pool" / "corpus.jsonl.gz")
     vocab = sorted({w for r in recs[:300] for w in r["description"].lower().split() if w.isalpha()})
@@ -77,8 +77,8 @@ def main() -> int:
     p.add_argument("--json", metavar="OUT")
     args = p.parse_args()
     from skillsight_fast import IndexConfig, SkillIndex
-    from skillsight_fast.skills import Skill
-    from skillsight_fast.update import update_index
+    from skillsight_fast.engine.update import update_index
+    from skillsight_fast.library.skills import Skill
 
     t0 = time.perf_counter()
     skills = library(args.size)

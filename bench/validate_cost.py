@@ -1,4 +1,4 @@
-"""Cost of the load-time content validation (skillsight_fast.validate) at a given library size.
+"""Cost of the load-time content validation (skillsight_fast.engine.validate) at a given library size.
 
 Synthetic arrays of the production dtypes and shapes: N skills, d = 384, `--terms` distinct terms per
 skill from a Zipf-ish vocabulary, basis rank 8. Run: python bench/validate_cost.py 3434 1000000
@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from skillsight_fast import validate
+from skillsight_fast.engine import validate
 from skillsight_fast.kernels import transpose_csr
 
 

@@ -49,12 +49,12 @@ from typing import Any
 
 import numpy as np
 
-from skillsight_fast.background import BM25_B, BM25_K1
 from skillsight_fast.config import IndexConfig
+from skillsight_fast.engine.background import BM25_B, BM25_K1
+from skillsight_fast.engine.scan import build_scan
 from skillsight_fast.evaluation.datasets import SHARED_DATASETS, load_dataset
 from skillsight_fast.evaluation.methods import EvalContext
 from skillsight_fast.evaluation.metrics import DEPTH, evaluate
-from skillsight_fast.scan import build_scan
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 
@@ -194,7 +194,7 @@ def fallback(ctx: EvalContext) -> list[str]:
 
 
 def coherence(ctx: EvalContext) -> list[str]:
-    from skillsight_fast.background import otsu_threshold
+    from skillsight_fast.engine.background import otsu_threshold
     from skillsight_fast.kernels import token_directions
 
     ds = ctx.dataset

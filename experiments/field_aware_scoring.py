@@ -59,10 +59,10 @@ from collections import Counter
 
 import numpy as np
 import scipy.sparse as sp
-
 from selection_rule import BASELINE, DEFAULT, Report, context, datasets, top_depth
-from skillsight_fast.analyzer import analyze
+
 from skillsight_fast.config import BM25_B, BM25_K1
+from skillsight_fast.engine.analyzer import analyze
 from skillsight_fast.evaluation.methods import EvalContext
 from skillsight_fast.evaluation.metrics import DEPTH
 

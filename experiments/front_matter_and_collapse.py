@@ -1,7 +1,7 @@
 """Do the extra front-matter fields, and the duplicate collapse, change retrieval accuracy?
 
 Question 1: when ``when_to_use``, ``triggers``, ``examples`` and ``tags`` (and the other keys
-:data:`skillsight_fast.skills.FRONT_MATTER_KEYS` reads) join the indexed text, as
+:data:`skillsight_fast.library.skills.FRONT_MATTER_KEYS` reads) join the indexed text, as
 ``skillsight index`` now does, does R@10 / nDCG@10 / MRR@10 move on the shared datasets whose
 corpora carry such fields (skillsbench and sra_theoremqa, each with the skill_pool distractors)?
 The vendored corpora keep only name/description/body, so each record's original SKILL.md is read
@@ -42,11 +42,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from skillsight_fast.agents.find import collapse_rows  # noqa: E402
 from skillsight_fast.evaluation.datasets import load_dataset  # noqa: E402
 from skillsight_fast.evaluation.methods import EvalContext  # noqa: E402
 from skillsight_fast.evaluation.metrics import bootstrap_diff, per_query  # noqa: E402
-from skillsight_fast.find import collapse_rows  # noqa: E402
-from skillsight_fast.skills import Skill, front_matter_fields  # noqa: E402
+from skillsight_fast.library.skills import Skill, front_matter_fields  # noqa: E402
 
 DATA = ROOT / "data"
 DATASETS = ("skillsbench", "sra_theoremqa")
@@ -155,7 +155,7 @@ def run(repos: Path) -> dict:
         gold_changed = sum(texts[g] != ds.texts[g] for g in gold_rows)
         emb = ctx.embeddings("doc", texts)
         from skillsight_fast.config import IndexConfig
-        from skillsight_fast.index import SkillIndex
+        from skillsight_fast.engine.index import SkillIndex
 
         fm_index = SkillIndex.from_embeddings(with_fields, emb, IndexConfig(), texts=texts,
                                               model_id=ctx.enc.model_id, model_checksum="", encoder=ctx.enc)

@@ -44,8 +44,8 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-
 from selection_rule import BASELINE, DEFAULT, Report, context, datasets
+
 from skillsight_fast.evaluation.metrics import DEPTH
 
 

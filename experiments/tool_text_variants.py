@@ -42,7 +42,11 @@ sys.path.insert(0, str(ROOT))
 from skillsight_fast.evaluation.datasets import load_dataset  # noqa: E402
 from skillsight_fast.evaluation.metrics import bootstrap_diff  # noqa: E402
 from skillsight_fast.evaluation.tool_search import (  # noqa: E402
-    TOOL_METHODS, has_schemas, run_methods, summarise, tool_docs,
+    TOOL_METHODS,
+    has_schemas,
+    run_methods,
+    summarise,
+    tool_docs,
 )
 from skillsight_fast.tools.catalog import TOOL_TEXTS  # noqa: E402
 

@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 . .venv/bin/activate
 python -m pytest -q "$@"
-NUMBA_DISABLE_JIT=1 python -m pytest -q tests/test_kernels.py
+NUMBA_DISABLE_JIT=1 python -m pytest -q tests/kernels/test_kernels.py

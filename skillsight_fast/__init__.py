@@ -10,12 +10,12 @@ __all__ = ["IndexConfig", "SearchResult", "SkillIndex", "__version__"]
 
 if TYPE_CHECKING:
     from skillsight_fast.config import IndexConfig
-    from skillsight_fast.index import SearchResult, SkillIndex
+    from skillsight_fast.engine.index import SearchResult, SkillIndex
 
 #: Public names and the modules that define them, imported on first use (PEP 562), so that light
 #: entry points (the prompt hook, ``skillsight --help``) do not pay for numpy and Numba.
-_LAZY = {"IndexConfig": "skillsight_fast.config", "SearchResult": "skillsight_fast.index",
-         "SkillIndex": "skillsight_fast.index"}
+_LAZY = {"IndexConfig": "skillsight_fast.config", "SearchResult": "skillsight_fast.engine.index",
+         "SkillIndex": "skillsight_fast.engine.index"}
 
 
 def __getattr__(name: str) -> Any:

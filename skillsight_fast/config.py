@@ -16,7 +16,7 @@ LEXICAL_SIDES = ("lec", "bm25")
 #: defaults, the index and the bm25s baselines use them.
 BM25_K1 = 1.2
 BM25_B = 0.75
-#: Dense candidate scans an index can be built with (skillsight_fast.scan; kept here so the config
+#: Dense candidate scans an index can be built with (skillsight_fast.engine.scan; kept here so the config
 #: imports nothing heavy).
 SCANS = ("exact", "int8", "ivf")
 #: What ``skillsight index --scan`` and IndexConfig.scan accept: a scan, or ``auto`` (by size).
@@ -30,7 +30,7 @@ QUERY_ENCODERS = ("transformer", "static-mapped", "contextual", "static")
 #: Tiers whose tasks are encoded by a table lookup in the transformer's space (skills by the transformer).
 MAPPED_TIERS = ("static-mapped", "contextual")
 #: What runs the query stages after the encoder: the Numba kernels, or their NumPy twins
-#: (skillsight_fast/numpy_stages.py: no Numba import, for a one-shot search of a few tasks).
+#: (skillsight_fast/engine/numpy_stages.py: no Numba import, for a one-shot search of a few tasks).
 ENGINES = ("numba", "numpy")
 #: Document vectors of the dense side (docs/ADAPTIVE.md, "Document vector"): one vector of the indexed text (the
 #: paper), or the mean of it and a vector of the name + description alone (mean of the two cosines).
@@ -77,17 +77,17 @@ class IndexConfig:
     seed : int
         Seed for the ``random`` background-token ablation.
     scan : str
-        Dense candidate scan (:mod:`skillsight_fast.scan`): ``exact`` (float32), ``int8`` (int8
+        Dense candidate scan (:mod:`skillsight_fast.engine.scan`): ``exact`` (float32), ``int8`` (int8
         matrix, exact re-scoring of the survivors), ``ivf`` (faiss IVF cells) or ``auto`` (by
         library size; the choice is recorded in the manifest's ``scan`` section).
     int8_oversample : int
         Survivors per candidate the int8 scan re-scores exactly.
     ivf_nlist, ivf_nprobe : int or None
-        IVF cells and cells visited per query; None = the defaults of :mod:`skillsight_fast.scan`
+        IVF cells and cells visited per query; None = the defaults of :mod:`skillsight_fast.engine.scan`
         (4√N cells, 64 visited).
     adaptive : bool
         Let label-free corpus statistics decide whether to apply SBC and scale the Eq. 15 lexical
-        weight (:mod:`skillsight_fast.adaptive`, docs/ADAPTIVE.md). False = the paper as written.
+        weight (:mod:`skillsight_fast.engine.adaptive`, docs/ADAPTIVE.md). False = the paper as written.
     lexical : str or None
         The lexical side fused with the dense score: ``lec`` (the paper's weighted coverage of the
         evidence tokens) or ``bm25`` (BM25 with term frequencies over the same evidence tokens,

@@ -1,6 +1,6 @@
 """File plumbing shared by the whole package: checksums, durable and atomic writes, text readers.
 
-One copy of each: the index format (:mod:`skillsight_fast.io`), the model export and cache, the
+One copy of each: the index format (:mod:`skillsight_fast.engine.io`), the model export and cache, the
 evaluation cache, the installer, the endpoint files and every JSONL reader use these. This module
 imports nothing else of the package.
 """

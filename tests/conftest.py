@@ -1,6 +1,15 @@
-"""Shared pytest configuration and fixtures."""
+"""Shared pytest configuration and fixtures.
+
+The tests mirror the package (tests/engine/, tests/agents/, ...); the NumPy references and fakes
+they share live in tests/support/ and are imported as top-level modules (``import reference``).
+"""
+
+import sys
+from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 
 
 def pytest_configure(config):

@@ -1,9 +1,8 @@
 """The layering of the package, checked: import-linter's contracts (pyproject.toml) and no import cycles.
 
-The contracts: the leaf modules (config, errors, files, _version) import nothing else of the
-package; kernels import nothing above them; no library module imports the CLI; io does not import
-index; no cycles between sibling modules or packages. Their module lists name every top-level
-module, so a new module that is not added to them fails here instead of escaping the contracts.
+The contracts: one exhaustive layers contract over the subpackages and root modules (a layer
+imports only layers below it), the on-disk format does not import the index, and no cycles between
+sibling modules or packages. The root holds entry points and leaf modules only.
 """
 
 from __future__ import annotations
@@ -16,12 +15,9 @@ import tomllib
 from pathlib import Path
 
 import grimp  # comes with import-linter (the dev extra)
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "skillsight_fast"
-#: Modules the leaf contract lets everything import; they import nothing of the package.
-LEAVES = {"_version", "config", "errors", "files"}
 
 
 def _contracts() -> dict[str, dict]:
@@ -34,11 +30,6 @@ def _top_level() -> set[str]:
     return {m.name for m in pkgutil.iter_modules([str(ROOT / PACKAGE)])}
 
 
-def _names(modules: list[str]) -> set[str]:
-    assert all(m.startswith(f"{PACKAGE}.") and m.count(".") == 1 for m in modules), modules
-    return {m.split(".", 1)[1] for m in modules}
-
-
 def test_import_contracts_hold() -> None:
     """``lint-imports`` over this checkout: every contract of pyproject.toml is kept."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
@@ -48,25 +39,20 @@ def test_import_contracts_hold() -> None:
     assert "0 broken" in proc.stdout and "kept" in proc.stdout
 
 
-def test_contract_lists_name_every_top_level_module() -> None:
-    """A new module must be placed in the contracts (else it could import the CLI unchecked)."""
-    modules, contracts = _top_level(), _contracts()
-    assert {"cli", "kernels", "io", "index", *LEAVES} <= modules
-    missing = {
-        "cli (source_modules)": modules - {"cli"} - _names(contracts["cli"]["source_modules"]),
-        "kernels (forbidden_modules)": modules - {"kernels"} - LEAVES - _names(contracts["kernels"]["forbidden_modules"]),
-        "leaves (forbidden_modules)": modules - LEAVES - _names(contracts["leaves"]["forbidden_modules"]),
-    }
-    extra = {
-        "cli": _names(contracts["cli"]["source_modules"]) - (modules - {"cli"}),
-        "kernels": _names(contracts["kernels"]["forbidden_modules"]) - (modules - {"kernels"} - LEAVES),
-        "leaves": _names(contracts["leaves"]["forbidden_modules"]) - (modules - LEAVES),
-    }
-    assert not any(missing.values()), f"add these modules to pyproject.toml's contracts: {missing}"
-    assert not any(extra.values()), f"these listed modules do not exist (or are misplaced): {extra}"
-    assert _names(contracts["leaves"]["source_modules"]) == LEAVES
-    assert contracts["io"]["source_modules"] == [f"{PACKAGE}.io"]
-    assert contracts["io"]["forbidden_modules"] == [f"{PACKAGE}.index"]
+#: What may sit at the package root besides the subpackages: entry points and leaf modules.
+ROOT_MODULES = {"_startup", "_version", "config", "errors", "files", "limits", "progress", "types"}
+
+
+def test_root_holds_entry_points_and_leaves_only() -> None:
+    """Every other module lives in a subpackage named by its role; the layers contract is exhaustive,
+    so a new subpackage (or root module) that is not placed in a layer fails ``lint-imports``."""
+    modules = {m.name: m.ispkg for m in pkgutil.iter_modules([str(ROOT / PACKAGE)])}
+    stray = {name for name, is_pkg in modules.items() if not is_pkg} - ROOT_MODULES
+    assert not stray, f"modules at the package root that belong in a subpackage: {sorted(stray)}"
+    layers = _contracts()["layers"]
+    assert layers["type"] == "layers" and layers["exhaustive"] is True
+    placed = {name.strip() for layer in layers["layers"] for name in layer.replace(":", "|").split("|")}
+    assert placed == set(modules), f"layers contract and package disagree: {sorted(placed ^ set(modules))}"
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from fakes import HashEncoder
-from skillsight_fast import SkillIndex
-from skillsight_fast.errors import IndexFormatError, SkillFormatError
-from skillsight_fast.find import find_skills
-from skillsight_fast.skills import Skill, load_skills
 
-HERE = Path(__file__).parent
+from skillsight_fast import SkillIndex
+from skillsight_fast.agents.find import find_skills
+from skillsight_fast.errors import IndexFormatError
+from skillsight_fast.library.skills import Skill, load_skills
+
+HERE = Path(__file__).parent / "support"
 
 
 def _lib(root: Path) -> Path:
@@ -71,7 +71,7 @@ SEARCH_CHILD = textwrap.dedent("""
 
 def _load_and_search(d: Path) -> str:
     """Load and search in a subprocess: a signal (SIGSEGV), hang or traceback fails the test."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), str(HERE)]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parents[1]), str(HERE)]))
     p = subprocess.run([sys.executable, "-c", SEARCH_CHILD, str(d), str(HERE)], capture_output=True,
                        text=True, timeout=120, env=env)
     assert p.returncode == 0, f"exit {p.returncode}: {p.stderr[-2000:]}"
@@ -204,7 +204,7 @@ def test_encoder_sees_at_most_the_character_budget():
 def test_huge_and_deep_json_give_one_line_errors(index_dir, tmp_path):
     src = tmp_path / "s.jsonl"
     src.write_text('{"id": "a", "name": "n", "x": ' + "1" * 5000 + "}\n")
-    from skillsight_fast.skills import LoadReport, read_jsonl
+    from skillsight_fast.library.skills import LoadReport, read_jsonl
     report = LoadReport()
     read_jsonl(src, report)  # a problem, not a ValueError traceback
     assert report.problems and "invalid JSON" in report.problems[0].reason
@@ -226,8 +226,8 @@ def test_bom_keeps_the_first_jsonl_record(tmp_path):
 
 def test_server_never_mixes_two_versions(tmp_path, index_dir):
     """After an update that puts skills in front, a running server still serves its own texts."""
-    from skillsight_fast.serve import SkillService
-    from skillsight_fast.update import update_index
+    from skillsight_fast.agents.service import SkillService
+    from skillsight_fast.engine.update import update_index
 
     jsonl = tmp_path / "recs.jsonl"
     jsonl.write_text("".join(json.dumps({"id": f"r{i}", "name": f"n{i}", "body": f"body {i}"}) + "\n"
@@ -242,7 +242,7 @@ def test_server_never_mixes_two_versions(tmp_path, index_dir):
 
 
 def test_served_file_must_match_the_indexed_text(index_dir, tmp_path):
-    from skillsight_fast.serve import SkillService
+    from skillsight_fast.agents.service import SkillService
 
     service = SkillService(index_dir, index=SkillIndex.load(index_dir, encoder=HashEncoder()))
     assert service.get_skill("pdf")["source"] == "file"
@@ -257,7 +257,7 @@ def test_served_file_must_match_the_indexed_text(index_dir, tmp_path):
 
 
 def test_jsonl_path_cannot_point_at_a_file(tmp_path):
-    from skillsight_fast.serve import SkillService
+    from skillsight_fast.agents.service import SkillService
 
     secret = tmp_path / "home" / "SKILL.md"
     secret.parent.mkdir()
@@ -280,11 +280,11 @@ INJECTED = {
 
 @pytest.mark.parametrize("rule", list(INJECTED))
 def test_scan_flags_and_find_skills_leaves_flagged_out(tmp_path, rule):
-    from skillsight_fast.injection import scan_skill
+    from skillsight_fast.library.screen import screen_skill
 
     skills = [Skill("evil", "pdf helper", "Merge pdf pages.", INJECTED[rule]),
               Skill("good", "pdf tool", "Merge pdf pages.", "Use pypdf to merge pdf pages.")]
-    assert scan_skill(skills[0])[0].startswith(rule) and scan_skill(skills[1]) == []
+    assert screen_skill(skills[0])[0].startswith(rule) and screen_skill(skills[1]) == []
     index = SkillIndex.build(skills, HashEncoder())
     d = index.save(tmp_path / "idx")
     loaded = SkillIndex.load(d, encoder=HashEncoder())
@@ -311,6 +311,6 @@ def test_scan_cli_lists_flagged_skills_and_escapes_control_characters(tmp_path, 
     skills = [Skill("evil\x1b[2J", "pdf\x1b]0;pwned\x07", "Merge pdf.", INJECTED["injection"]),
               Skill("good", "pdf tool", "Merge pdf pages.", "Use pypdf.")]
     d = SkillIndex.build(skills, HashEncoder()).save(tmp_path / "idx")
-    assert main(["scan", "-i", str(d)]) == 0
+    assert main(["screen", "-i", str(d)]) == 0
     out = capsys.readouterr().out
     assert "1 of 2 skills flagged" in out and "injection" in out and "\x1b" not in out

@@ -42,7 +42,7 @@ def _base_index(args: argparse.Namespace, encoder) -> Any:
         return SkillIndex.load(cache, verify=False)
     if encoder is None:
         raise SystemExit("skillsight bench --no-model needs --index DIR (a prebuilt index)")
-    from skillsight_fast.skills import load_skills
+    from skillsight_fast.library.skills import load_skills
 
     print(f"building the index of {' '.join(args.corpus)} once (cached in {cache})", file=sys.stderr)
     index = SkillIndex.build(load_skills(args.corpus).skills, encoder)
@@ -63,18 +63,18 @@ def tier_views(index, static=None, query_map: np.ndarray | None = None, int8_enc
     the latency is that tier's, while its accuracy is measured on real static indexes (ENCODERS.md).
     ``contextual`` (with ``static``, ``query_map`` and the token table ``contextual``): the
     static-mapped view plus the table (what ``--query-encoder contextual`` builds).
-    With ``int8_scan`` (an :class:`~skillsight_fast.scan.Int8Scan` built over the index's
+    With ``int8_scan`` (an :class:`~skillsight_fast.engine.scan.Int8Scan` built over the index's
     background-removed matrix, outside any timing), ``static-mapped+int8``, ``contextual+int8`` and
     ``static+int8`` are the same tiers with that scan as the dense candidate stage (``--scan int8``).
     """
     from skillsight_fast import SkillIndex
-    from skillsight_fast.state import ModelInfo
+    from skillsight_fast.engine.state import ModelInfo
 
     st = index.state
     views: dict[str, Any] = {}
     if int8_encoder is not None:
         views["transformer-int8"] = SkillIndex(dataclasses.replace(st, config=st.config.replace(query_int8=True)),
-                                               index._encoder, int8_encoder)
+                                               index.encoders.attached, int8_encoder)
     if static is not None and query_map is not None:
         folder = str(getattr(static, "folder", "") or static.model_id)
         mapped = dataclasses.replace(
@@ -84,14 +84,14 @@ def tier_views(index, static=None, query_map: np.ndarray | None = None, int8_enc
         plain = dataclasses.replace(st, config=st.config.replace(query_encoder="static", model=folder,
                                                                  query_model=folder, query_int8=None),
                                     model=ModelInfo(static.model_id, static.checksum))
-        views |= {"static-mapped": SkillIndex(mapped, index._encoder, static), "static": SkillIndex(plain, static)}
+        views |= {"static-mapped": SkillIndex(mapped, index.encoders.attached, static), "static": SkillIndex(plain, static)}
         if contextual is not None:
             ids, vectors = contextual
             ctx = dataclasses.replace(
                 mapped, config=mapped.config.replace(query_encoder="contextual"),
                 dense=dataclasses.replace(mapped.dense, query_table_ids=np.ascontiguousarray(ids, np.int32),
                                           query_table=np.ascontiguousarray(vectors, np.float32)))
-            views["contextual"] = SkillIndex(ctx, index._encoder, static)
+            views["contextual"] = SkillIndex(ctx, index.encoders.attached, static)
         if int8_scan is not None:
             if int8_scan.docs is not st.dense.embeddings_perp:
                 raise ValueError("the int8 scan must be built over the index's background-removed matrix")
@@ -100,7 +100,7 @@ def tier_views(index, static=None, query_map: np.ndarray | None = None, int8_enc
                     continue
                 s8 = dataclasses.replace(view.state, scan=int8_scan, config=view.state.config.replace(
                     scan="int8", int8_oversample=int8_scan.oversample))
-                views[f"{name}+int8"] = SkillIndex(s8, view._encoder, view._query_encoder)
+                views[f"{name}+int8"] = SkillIndex(s8, view.encoders.attached, view.encoders.attached_query)
     return views
 
 
@@ -108,7 +108,7 @@ def _doc_texts(index, sources: Sequence[str]) -> list[str]:
     """Text of each real row (full skill text when the sources load, else name + description)."""
     texts = [f"{m.name}\n{m.description}" for m in index.skills]
     try:
-        from skillsight_fast.skills import load_skills
+        from skillsight_fast.library.skills import load_skills
 
         by_id = {s.id: s.text for s in load_skills(list(sources)).skills}
         texts = [by_id.get(m.id, t) for m, t in zip(index.skills, texts)]
@@ -167,9 +167,9 @@ def run_benchmark(
     texts = list(query_texts)
     # the float32 transformer is the reference arm (encode, end_to_end); int8 tasks are a tier
     base.state = dataclasses.replace(base.state, config=base.state.config.replace(query_int8=False))
-    base._query_encoder, base._int8_tasks = None, None
+    base.encoders.reset_query()
     if encoder is not None:
-        base._encoder = encoder
+        base.encoders.attach(encoder, check=False)
         qv = encoder.encode(texts)
     else:  # no model: queries are seeded perturbations of document vectors
         rng = np.random.default_rng(seed)
@@ -213,11 +213,11 @@ def run_benchmark(
         else:
             index, src = scale_up(base, n, seed=seed)
             if encoder is not None:
-                index._encoder = encoder
+                index.encoders.attach(encoder, check=False)
         build_s = time.perf_counter() - t0
         scan8 = None
         if static is not None or n >= compressed_from:  # built once per size, outside any timing
-            from skillsight_fast.scan import Int8Scan
+            from skillsight_fast.engine.scan import Int8Scan
 
             scan8 = Int8Scan.build(index.dense.embeddings_perp, config=index.config)
         say(f"size {n}: corpus ready in {build_s:.1f} s (load {load_average():.2f}); timing")
@@ -347,7 +347,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     """Entry point of ``skillsight bench``."""
     t_start = time.perf_counter()
     from skillsight_fast.benchmark import DEFAULT_SIZES, QUICK_SIZES
-    from skillsight_fast.queries import read_queries
+    from skillsight_fast.library.queries import read_queries
 
     sizes = args.sizes or list(QUICK_SIZES if args.quick else DEFAULT_SIZES)
     reps = args.reps or (10 if args.quick else 40)
@@ -355,9 +355,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     encoder = cross = tinybert = static = int8_encoder = contextual = None
     if not args.no_model:
         from skillsight_fast.models import load_encoder
-        from skillsight_fast.models.cross_encoder import load_cross_encoder
-
-        from skillsight_fast.models.cross_encoder import load_tinybert_reranker
+        from skillsight_fast.models.cross_encoder import load_cross_encoder, load_tinybert_reranker
         from skillsight_fast.models.distill import resolve_static_model
         from skillsight_fast.models.static import load_static_encoder
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from skillsight_fast.background import BM25_B, BM25_K1, bm25_idf
+from skillsight_fast.engine.background import BM25_B, BM25_K1, bm25_idf
 from skillsight_fast.kernels._flags import JIT
 
 logger = logging.getLogger(__name__)
@@ -150,7 +150,7 @@ def bench_size(
     (``SkillIndex.encode`` of one task) and an ``end_to_end`` arm (``SkillIndex.search``). The
     transformer tier is the ``encode`` / ``end_to_end`` stages. ``tinybert`` is a second reranker
     (the ms-marco-TinyBERT-L-2-v2 architecture) timed like ``cross_encoder``. ``int8_scan``: an
-    :class:`~skillsight_fast.scan.Int8Scan` over the index's matrix, built by the caller (the
+    :class:`~skillsight_fast.engine.scan.Int8Scan` over the index's matrix, built by the caller (the
     ``compressed`` arms use it instead of building their own).
     """
     import faiss
@@ -251,8 +251,8 @@ def bench_size(
 
         return arm
 
-    if compressed or int8_scan is not None:  # the index's own scan objects (skillsight_fast.scan)
-        from skillsight_fast.scan import Int8Scan
+    if compressed or int8_scan is not None:  # the index's own scan objects (skillsight_fast.engine.scan)
+        from skillsight_fast.engine.scan import Int8Scan
 
         scan8 = int8_scan if int8_scan is not None else Int8Scan.build(perp)
 
@@ -264,7 +264,7 @@ def bench_size(
 
         arms.update(dense_topk_int8=a_dense_int8, scoring_int8=a_scoring_int8)
     if approximate:
-        from skillsight_fast.scan import IvfScan
+        from skillsight_fast.engine.scan import IvfScan
 
         with n_threads(all_threads):
             faiss.omp_set_num_threads(all_threads)

@@ -107,9 +107,9 @@ def scale_up(index, n_docs: int, *, seed: int = 0, keep: float = 0.85, new_share
     """
     import math
 
-    from skillsight_fast.index import SkillIndex, SkillMeta
+    from skillsight_fast.engine.index import SkillIndex, SkillMeta
+    from skillsight_fast.engine.lexicon import Lexicon
     from skillsight_fast.kernels import transpose_csr
-    from skillsight_fast.lexicon import Lexicon
 
     base_n = len(index)
     if n_docs < base_n:
@@ -175,9 +175,9 @@ def scale_up(index, n_docs: int, *, seed: int = 0, keep: float = 0.85, new_share
     # the public build path, keeping the real corpus's background basis and decisions
     syn = SkillIndex.from_embeddings(
         metas, emb, index.config, model_id=index.model_id, model_checksum=index.model_checksum,
-        encoder=index._encoder, lexicon=lexicon,
+        encoder=index.encoders.attached, lexicon=lexicon,
         basis=(index.dense.basis, index.dense.singular_values), decisions=index.decisions,
-        query_encoder=index._query_encoder if index.dense.query_map is not None else None,
+        query_encoder=index.encoders.attached_query if index.dense.query_map is not None else None,
         query_map=index.dense.query_map,
         query_table=None if index.dense.query_table is None else (index.dense.query_table_ids,
                                                                   index.dense.query_table))

@@ -5,7 +5,7 @@ into shards (:mod:`~skillsight_fast.build.shard`), their statistics are added
 (:mod:`~skillsight_fast.build.stats`), and one process writes the index
 (:mod:`~skillsight_fast.build.stream`). :func:`stream_build` runs the shards one after the other
 in this process; :func:`skillsight_fast.build.ray.ray_build` runs them on Ray workers. Both write
-the index :meth:`SkillIndex.build <skillsight_fast.index.SkillIndex.build>` writes.
+the index :meth:`SkillIndex.build <skillsight_fast.engine.index.SkillIndex.build>` writes.
 """
 
 from skillsight_fast.build.shard import Shard, encode_shard

@@ -1,13 +1,13 @@
 """Distributed build on Ray: shards encoded on Ray workers, statistics added, one index written.
 
-The driver reads the sources as a stream (:func:`skillsight_fast.skills.iter_skills`), cuts it into
+The driver reads the sources as a stream (:func:`skillsight_fast.library.skills.iter_skills`), cuts it into
 chunks and hands them round-robin to ``workers`` Ray actors. Each actor loads the encoder once
 (``encoder_factory``, called on the worker) and turns a chunk into a
 :class:`~skillsight_fast.build.shard.Shard`: the chunk analysed, encoded and summarised
 (:func:`~skillsight_fast.build.shard.encode_shard`). The driver adds the shards in chunk order to a
 :class:`~skillsight_fast.build.stream.StreamBuilder`, with at most two chunks per worker in
 flight, and assembles the index exactly as the single-machine streaming build does, so both write
-the same index (tests/test_build_ray.py).
+the same index (tests/build/test_build_ray.py).
 
 Ray is an optional dependency: ``pip install 'skillsight-fast[ray]'``. On a cluster every node
 needs skillsight-fast and the model files at the same path.
@@ -25,11 +25,11 @@ from skillsight_fast.build.shard import Shard, encode_shard
 from skillsight_fast.build.stream import DEFAULT_CHUNK, StreamBuilder, chunks
 from skillsight_fast.config import IndexConfig
 from skillsight_fast.errors import SkillsightError
-from skillsight_fast.skills import Skill
+from skillsight_fast.library.skills import Skill
 from skillsight_fast.types import Encoder
 
 if TYPE_CHECKING:
-    from skillsight_fast.index import SkillIndex
+    from skillsight_fast.engine.index import SkillIndex
 
 logger = logging.getLogger(__name__)
 

@@ -14,10 +14,10 @@ import numpy as np
 
 from skillsight_fast.build.stats import CorpusStats
 from skillsight_fast.config import IndexConfig
+from skillsight_fast.engine.lexicon import Lexicon
+from skillsight_fast.engine.state import SkillMeta
 from skillsight_fast.errors import EmbeddingError
-from skillsight_fast.lexicon import Lexicon
-from skillsight_fast.skills import Skill, namedesc_text
-from skillsight_fast.state import SkillMeta
+from skillsight_fast.library.skills import Skill, namedesc_text
 from skillsight_fast.types import Encoder
 
 
@@ -37,7 +37,7 @@ class Shard:
         The shard's sorted terms; ``doc_terms`` are positions in it.
     doc_indptr, doc_terms, doc_tf, doc_len : int64 (n + 1,), int32, uint16, int32 (n,)
         The shard's forward lexical index (sorted term ids per document), term frequencies and
-        document lengths, as :meth:`Lexicon.build <skillsight_fast.lexicon.Lexicon.build>` makes them.
+        document lengths, as :meth:`Lexicon.build <skillsight_fast.engine.lexicon.Lexicon.build>` makes them.
     embeddings : float32 (n, d)
     stats : CorpusStats
         Round-1 statistics over ``vocab``.
@@ -77,7 +77,7 @@ def encode_shard(skills: Sequence[Skill], encoder: Encoder, config: IndexConfig)
     EmbeddingError
         The encoder returned the wrong shape, or NaN / infinite vectors.
     """
-    from skillsight_fast.injection import scan_skill
+    from skillsight_fast.library.screen import screen_skill
 
     texts = [s.text for s in skills]
     lex = Lexicon.build(texts, config.min_token_len, config.max_token_len)
@@ -96,7 +96,7 @@ def encode_shard(skills: Sequence[Skill], encoder: Encoder, config: IndexConfig)
             raise EmbeddingError(f"name + description embeddings {namedesc.shape} are not {emb.shape} finite vectors")
     return Shard(
         metas=[SkillMeta.of(s) for s in skills], bodies=[s.body for s in skills],
-        flags=[scan_skill(s) for s in skills], vocab=lex.vocab,
+        flags=[screen_skill(s) for s in skills], vocab=lex.vocab,
         doc_indptr=lex.doc_indptr, doc_terms=lex.doc_terms, doc_tf=lex.doc_tf, doc_len=lex.doc_len,
         embeddings=emb, stats=CorpusStats.of(lex.vocab, lex.df(), emb), namedesc=namedesc,
     )

@@ -14,9 +14,9 @@ and keeps only what the index is made of:
 round 2 (:class:`~skillsight_fast.build.stats.TokenStats`) over blocks of the memory-mapped
 embeddings, estimates the background from the sums (:func:`background_from_directions`), applies
 the adaptive rules to the summed statistics (:func:`decide_from_statistics`), and assembles the
-index through :meth:`SkillIndex.from_embeddings <skillsight_fast.index.SkillIndex.from_embeddings>`
+index through :meth:`SkillIndex.from_embeddings <skillsight_fast.engine.index.SkillIndex.from_embeddings>`
 with the prebuilt lexicon, basis and decisions. The result equals :meth:`SkillIndex.build` over
-the same skills (tests/test_build_stream.py).
+the same skills (tests/build/test_build_stream.py).
 
 The temporary files live in a folder that is removed as soon as the arrays are mapped (POSIX
 keeps unlinked files readable through the open mapping and file handle).
@@ -38,20 +38,20 @@ from typing import IO, TYPE_CHECKING, overload
 
 import numpy as np
 
-from skillsight_fast.background import background_from_directions, select_background_terms
 from skillsight_fast.build._kernels import remap_sort_rows
 from skillsight_fast.build.shard import Shard, encode_shard
 from skillsight_fast.build.stats import CorpusStats, TokenStats
 from skillsight_fast.config import IndexConfig
+from skillsight_fast.engine.background import background_from_directions, select_background_terms
+from skillsight_fast.engine.lexicon import Lexicon
+from skillsight_fast.engine.state import Decisions, LexicalState, SkillMeta
 from skillsight_fast.errors import DuplicateSkillError, EmbeddingError, EmptyLibraryError
 from skillsight_fast.kernels import transpose_csr
-from skillsight_fast.lexicon import Lexicon
-from skillsight_fast.skills import Skill
-from skillsight_fast.state import Decisions, LexicalState, SkillMeta
+from skillsight_fast.library.skills import Skill
 from skillsight_fast.types import Encoder
 
 if TYPE_CHECKING:
-    from skillsight_fast.index import SkillIndex
+    from skillsight_fast.engine.index import SkillIndex
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class DiskTexts(Sequence[str]):
     """A read-only sequence of strings stored one JSON string per line in an open file.
 
     What a streamed index keeps as its skills' bodies: saving iterates it line by line
-    (:func:`skillsight_fast.io.save_index`), and nothing holds all the texts in memory.
+    (:func:`skillsight_fast.engine.io.save_index`), and nothing holds all the texts in memory.
     """
 
     def __init__(self, fh: IO[bytes], offsets: np.ndarray) -> None:
@@ -190,8 +190,8 @@ class StreamBuilder:
         EmptyLibraryError
             No skill was added.
         """
-        from skillsight_fast.adaptive import decide_from_statistics
-        from skillsight_fast.index import SkillIndex
+        from skillsight_fast.engine.adaptive import decide_from_statistics
+        from skillsight_fast.engine.index import SkillIndex
 
         t0 = time.perf_counter()
         if self.stats is None or not self.metas:
@@ -278,7 +278,7 @@ def stream_build(skills: Iterable[Skill], encoder: Encoder, config: IndexConfig 
     Parameters
     ----------
     skills : iterable of Skill
-        E.g. :func:`skillsight_fast.skills.iter_skills`.
+        E.g. :func:`skillsight_fast.library.skills.iter_skills`.
     encoder : Encoder
     config : IndexConfig, optional
     chunk_size : int

@@ -18,7 +18,7 @@ from skillsight_fast.errors import SkillsightError
 #: Modules that add subcommands, in help order (each defines ``register(subparsers)``).
 COMMANDS: tuple[str, ...] = (
     "skillsight_fast.cli.core", "skillsight_fast.cli.agents", "skillsight_fast.cli.evaluate",
-    "skillsight_fast.cli.bench", "skillsight_fast.cli.scan", "skillsight_fast.cli.hooks",
+    "skillsight_fast.cli.bench", "skillsight_fast.cli.screen", "skillsight_fast.cli.hooks",
     "skillsight_fast.cli.authors",
 )
 
@@ -42,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``skillsight``; returns the exit code (0 ok, 1 error, 2 usage)."""
     args_in = list(sys.argv[1:] if argv is None else argv)
     if args_in[:1] == ["hook"]:  # a host's hook: never argparse's exit status 2, never a traceback
-        from skillsight_fast.hook import main as hook_main
+        from skillsight_fast.agents.hook import main as hook_main
 
         return hook_main(args_in[1:], hard_exit=argv is None)
     if args_in[:1] == ["search"]:  # a one-shot process (see _startup.py)

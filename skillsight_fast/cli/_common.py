@@ -25,7 +25,7 @@ def add_abstention_args(p: argparse.ArgumentParser) -> None:
 
 
 def _min_score_arg(value: str) -> float:
-    from skillsight_fast.calibrate import parse_min_score
+    from skillsight_fast.engine.abstention import parse_min_score
 
     try:
         return parse_min_score(value)

@@ -10,7 +10,14 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-from skillsight_fast.cli._common import add_abstention_args, emit_json, fraction, non_negative_int, port_number, positive_int
+from skillsight_fast.cli._common import (
+    add_abstention_args,
+    emit_json,
+    fraction,
+    non_negative_int,
+    port_number,
+    positive_int,
+)
 from skillsight_fast.cli.proxy import add_proxy_args, cmd_proxy
 from skillsight_fast.errors import SkillsightError
 
@@ -112,10 +119,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not args.index:
         raise SkillsightError("serve needs --index DIR (or --mcp --proxy CONFIG)")
 
-    from skillsight_fast import endpoint
-    from skillsight_fast.calibrate import resolve_abstention
-    from skillsight_fast.io import read_manifest
-    from skillsight_fast.serve import SkillService, build_mcp_server, check_http_options, is_loopback, make_http_server
+    from skillsight_fast.agents import endpoint
+    from skillsight_fast.agents.http import check_http_options, is_loopback, make_http_server
+    from skillsight_fast.agents.mcp import build_mcp_server
+    from skillsight_fast.agents.service import SkillService
+    from skillsight_fast.engine.abstention import resolve_abstention
+    from skillsight_fast.engine.io import read_manifest
 
     token = None
     if args.http:  # refuse bad settings before the index and the model are loaded
@@ -156,7 +165,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"skillsight MCP server: loading {args.index} in the background, abstention {threshold}; "
                   "on stdio", file=sys.stderr)
-        from skillsight_fast.stdin_filter import filtered_stdin
+        from skillsight_fast.agents.stdin_filter import filtered_stdin
 
         try:
             with filtered_stdin():  # a lone surrogate escape would make the SDK drop the request
@@ -191,20 +200,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _start_watcher(args: argparse.Namespace, service):  # noqa: ANN202 - CatalogWatcher, imported lazily
-    from skillsight_fast.calibrate import resolve_abstention
-    from skillsight_fast.watch import CatalogWatcher, sources_of
+def _start_watcher(args: argparse.Namespace, service):  # noqa: ANN202 - LiveIndexWatcher, imported lazily
+    from skillsight_fast.agents.watch import LiveIndexWatcher, sources_of
+    from skillsight_fast.engine.abstention import resolve_abstention
 
     sources = args.watch or sources_of(service.index)
-    watcher = CatalogWatcher(service, sources, debounce_ms=args.debounce,
+    watcher = LiveIndexWatcher(service, sources, debounce_ms=args.debounce,
                              rule=lambda d: resolve_abstention(d, args.min_score, args.min_cosine))
     return watcher.start()
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from skillsight_fast import SkillIndex
-    from skillsight_fast.calibrate import calibrate, sample, write_calibration
-    from skillsight_fast.queries import read_queries
+    from skillsight_fast.engine.abstention import calibrate, sample, write_calibration
+    from skillsight_fast.library.queries import read_queries
 
     index = SkillIndex.load(args.index)
     ids = set(index.ids)
@@ -248,9 +257,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_update(args: argparse.Namespace) -> int:
+    from skillsight_fast.engine.update import update_index
+    from skillsight_fast.library.skills import load_skills
     from skillsight_fast.progress import ProgressEncoder, progress_enabled
-    from skillsight_fast.skills import load_skills
-    from skillsight_fast.update import update_index
 
     report = load_skills(args.sources, strict=args.strict)
     if not args.quiet:
@@ -275,8 +284,8 @@ def cmd_update(args: argparse.Namespace) -> int:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     from skillsight_fast import SkillIndex
-    from skillsight_fast.analysis import write_report
-    from skillsight_fast.queries import read_queries
+    from skillsight_fast.authoring.analyze import write_report
+    from skillsight_fast.library.queries import read_queries
 
     index = SkillIndex.load(args.index)
     queries = read_queries(args.data) if args.data else None

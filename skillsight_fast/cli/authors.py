@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from skillsight_fast import SkillIndex
-    from skillsight_fast.doctor import diagnose, format_report
+    from skillsight_fast.authoring.doctor import diagnose, format_report
     index = SkillIndex.load(args.index)
     report = diagnose(index, k=args.k)
     if args.json:

@@ -133,7 +133,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     if not args.sources and not args.mcp and not args.openapi:
         raise SkillFormatError("nothing to index: give a SOURCE, --mcp or --openapi")
-    from skillsight_fast.io import check_index_target
+    from skillsight_fast.engine.io import check_index_target
 
     check_index_target(args.output)  # a bad output path fails now, not after the encoding
     if args.query_encoder == "contextual" and (args.stream or args.ray is not None):
@@ -143,7 +143,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         raise SkillFormatError("--chunk-size is for --stream or --ray")
     if args.ray_workers is not None and args.ray is None:
         raise SkillFormatError("--ray-workers is for --ray")
-    from skillsight_fast.index import resolve_query_encoder
+    from skillsight_fast.engine.index import resolve_query_encoder
 
     if args.query_int8 and args.query_encoder != "transformer":
         raise SkillFormatError(f"--query-int8 is for the transformer tier, not --query-encoder {args.query_encoder}")
@@ -185,9 +185,9 @@ def cmd_index(args: argparse.Namespace) -> int:
 def _index_in_memory(args: argparse.Namespace, config) -> tuple:
     from skillsight_fast import SkillIndex
     from skillsight_fast.errors import SkillFormatError
+    from skillsight_fast.library.skills import LoadReport, load_skills
     from skillsight_fast.models import load_encoder
     from skillsight_fast.progress import ProgressEncoder, progress_enabled
-    from skillsight_fast.skills import LoadReport, load_skills
 
     report = load_skills(args.sources, strict=args.strict) if args.sources else LoadReport()
     tools = _read_tools(args)
@@ -214,9 +214,9 @@ def _index_streaming(args: argparse.Namespace, config) -> tuple:
 
     from skillsight_fast.build import DEFAULT_CHUNK, stream_build
     from skillsight_fast.errors import SkillFormatError
+    from skillsight_fast.library.skills import LoadReport, iter_skills
     from skillsight_fast.models import load_encoder
     from skillsight_fast.progress import progress_enabled
-    from skillsight_fast.skills import LoadReport, iter_skills
 
     report = LoadReport()
     tools = _read_tools(args)
@@ -277,9 +277,9 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
 def cmd_search(args: argparse.Namespace) -> int:
     from skillsight_fast import SkillIndex
     from skillsight_fast._startup import without_scipy_probe
-    from skillsight_fast.calibrate import resolve_abstention
-    from skillsight_fast.find import find_skills
-    from skillsight_fast.numpy_stages import ONE_SHOT_MAX_QUERIES
+    from skillsight_fast.agents.find import find_skills
+    from skillsight_fast.engine.abstention import resolve_abstention
+    from skillsight_fast.engine.numpy_stages import ONE_SHOT_MAX_QUERIES
 
     # validated and cleaned once (lone surrogates from undecodable argv bytes become U+FFFD, printable)
     args.task = SkillIndex.check_queries(args.task)
@@ -326,7 +326,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from skillsight_fast.config import IndexConfig
-    from skillsight_fast.io import read_manifest
+    from skillsight_fast.engine.io import read_manifest
 
     m = read_manifest(Path(args.index))
     info = {"index": str(args.index), "format_version": m["format_version"],

@@ -68,9 +68,9 @@ def _table(objs: list[dict[str, Any]]) -> str:
 def cmd_triggers(args: argparse.Namespace) -> int:
     """``eval --triggers``: trigger and false-trigger rates at the calibrated threshold."""
     from skillsight_fast import SkillIndex
-    from skillsight_fast.calibrate import resolve_abstention
+    from skillsight_fast.authoring.triggers import evaluate_triggers, format_triggers, read_triggers
+    from skillsight_fast.engine.abstention import resolve_abstention
     from skillsight_fast.errors import QueryError
-    from skillsight_fast.triggers import evaluate_triggers, format_triggers, read_triggers
 
     if not args.index:
         raise QueryError("eval --triggers needs the index to test: -i DIR")

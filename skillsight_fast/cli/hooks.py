@@ -1,7 +1,7 @@
 """Subcommands that put skillsight where agents live: the prompt hook and the host installer.
 
 ``skillsight hook claude-code`` is dispatched by :func:`skillsight_fast.cli.main` straight to
-:func:`skillsight_fast.hook.main` (before argparse, which exits with status 2 on bad arguments:
+:func:`skillsight_fast.agents.hook.main` (before argparse, which exits with status 2 on bad arguments:
 Claude Code would block the user's prompt on that status); it is registered here for ``--help``.
 """
 
@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_hook(args: argparse.Namespace) -> int:  # pragma: no cover - main() dispatches before argparse
-    from skillsight_fast.hook import main
+    from skillsight_fast.agents.hook import main
 
     argv = [args.host, "-i", args.index, "-k", str(args.k), "--budget", str(args.budget),
             "--server-timeout", str(args.server_timeout)] + (["--no-cold"] if args.no_cold else [])
@@ -52,7 +52,7 @@ def cmd_hook(args: argparse.Namespace) -> int:  # pragma: no cover - main() disp
 
 
 def cmd_install(args: argparse.Namespace) -> int:
-    from skillsight_fast.install import apply, plan_claude_code
+    from skillsight_fast.agents.install import apply, plan_claude_code
 
     changes = plan_claude_code(args.index, scope=args.scope or "project", project=args.dir,
                                hook=not args.no_hook, mcp=not args.no_mcp, watch=args.watch)

@@ -39,7 +39,7 @@ def _is_this_proxy(config: object) -> bool:
 
 def cmd_proxy(args: argparse.Namespace) -> int:
     """Run the proxy over stdio until the host closes the connection."""
-    from skillsight_fast.calibrate import resolve_abstention
+    from skillsight_fast.engine.abstention import resolve_abstention
     from skillsight_fast.tools import proxy as px
     from skillsight_fast.tools.catalog import DEFAULT_TOOL_TEXT, read_mcp_config
 

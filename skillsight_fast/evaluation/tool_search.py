@@ -20,7 +20,7 @@ import numpy as np
 
 from skillsight_fast.evaluation.datasets import Dataset
 from skillsight_fast.evaluation.metrics import bootstrap_diff, bootstrap_mean, completeness_at_k, hit_at_k
-from skillsight_fast.skills import Skill
+from skillsight_fast.library.skills import Skill
 from skillsight_fast.tools.catalog import TOOL_TEXTS, tool_body
 
 #: Methods compared (names of :mod:`skillsight_fast.evaluation.methods`).

@@ -8,7 +8,7 @@
   ``langgraph_bigtool.create_agent`` takes, and the skills of a LangChain tool registry
   (extra ``bigtool``).
 
-Each calls :func:`skillsight_fast.find.find_skills` and only translates its hits; this module holds
+Each calls :func:`skillsight_fast.agents.find.find_skills` and only translates its hits; this module holds
 the parts they share and imports no framework.
 """
 
@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from skillsight_fast.calibrate import Abstention
+from skillsight_fast.agents.find import Hit, find_skills
+from skillsight_fast.engine.abstention import Abstention
 from skillsight_fast.errors import SkillsightError
-from skillsight_fast.find import Hit, find_skills
 
 
 def require(module: str, extra: str) -> Any:
@@ -34,8 +34,8 @@ def require(module: str, extra: str) -> Any:
 
 
 def as_index(index: Any) -> Any:
-    """A loaded :class:`~skillsight_fast.index.SkillIndex`, or one loaded from a folder path."""
-    from skillsight_fast.index import SkillIndex
+    """A loaded :class:`~skillsight_fast.engine.index.SkillIndex`, or one loaded from a folder path."""
+    from skillsight_fast.engine.index import SkillIndex
 
     if isinstance(index, (str, Path)):
         return SkillIndex.load(index)

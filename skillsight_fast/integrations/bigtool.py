@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from skillsight_fast.calibrate import Abstention
+from skillsight_fast.engine.abstention import Abstention
 from skillsight_fast.integrations import as_index, hits, require
-from skillsight_fast.skills import Skill
+from skillsight_fast.library.skills import Skill
 from skillsight_fast.tools.catalog import DEFAULT_TOOL_TEXT, Tool, tool_body, tool_skill
 
 

@@ -20,7 +20,7 @@ _documents = require("langchain_core.documents", "langchain")
 
 
 class SkillsightRetriever(_retrievers.BaseRetriever):  # type: ignore[misc, name-defined]
-    """LangChain ``BaseRetriever``: the hits of :func:`skillsight_fast.find.find_skills` as Documents.
+    """LangChain ``BaseRetriever``: the hits of :func:`skillsight_fast.agents.find.find_skills` as Documents.
 
     Each ``Document`` has ``id`` = the skill id, ``page_content`` = name and description (plus the
     stored body with ``include_body``), and ``metadata`` = id, name, path, rank, score, cosine,

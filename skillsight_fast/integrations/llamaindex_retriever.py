@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from skillsight_fast.calibrate import Abstention
+from skillsight_fast.engine.abstention import Abstention
 from skillsight_fast.integrations import as_index, hit_metadata, hit_text, hits, require
 
 _base = require("llama_index.core.retrievers", "llamaindex")
@@ -21,7 +21,7 @@ _schema = require("llama_index.core.schema", "llamaindex")
 
 
 class SkillsightRetriever(_base.BaseRetriever):  # type: ignore[misc, name-defined]
-    """LlamaIndex ``BaseRetriever``: the hits of :func:`skillsight_fast.find.find_skills` as nodes.
+    """LlamaIndex ``BaseRetriever``: the hits of :func:`skillsight_fast.agents.find.find_skills` as nodes.
 
     Each ``NodeWithScore`` holds a ``TextNode`` with ``id_`` = the skill id, ``text`` = name and
     description (plus the stored body with ``include_body``) and ``metadata`` = id, name, path,

@@ -10,7 +10,7 @@
 
 The names are loaded on first use (PEP 562 ``__getattr__``): importing this package does not
 import Numba, so a process that never calls a kernel (a one-shot search on the NumPy stages,
-:mod:`skillsight_fast.numpy_stages`) never pays Numba's import. Callers hold the package
+:mod:`skillsight_fast.engine.numpy_stages`) never pays Numba's import. Callers hold the package
 (``from skillsight_fast import kernels``) and call ``kernels.fuse_topk(...)``.
 """
 

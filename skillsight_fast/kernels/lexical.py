@@ -13,7 +13,6 @@ from skillsight_fast.kernels._flags import JIT, PARALLEL_JIT
 from skillsight_fast.kernels._launch import parallel_launch
 from skillsight_fast.kernels._prefetch import prefetch
 
-
 #: Candidates ahead whose term lists are prefetched (their cache misses then overlap).
 _PREFETCH_AHEAD = 6
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from skillsight_fast.kernels.compressed import dense_topk_int8, quantize_int8
 from skillsight_fast.config import FUSIONS
+from skillsight_fast.kernels.compressed import dense_topk_int8, quantize_int8
 from skillsight_fast.kernels.csr import transpose_csr
 from skillsight_fast.kernels.fusion import fuse_topk
 from skillsight_fast.kernels.lexical import (

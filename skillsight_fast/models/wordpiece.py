@@ -15,7 +15,7 @@ reduces to a few string operations:
 
 Anything else is left to the tokenizer itself: a text with a non-ASCII character, a text that
 contains the literal content of an added token (``[MASK]``...), and any tokenizer that is not this
-pipeline (:meth:`FastWordPiece.from_tokenizer` returns None). ``tests/test_wordpiece.py`` checks
+pipeline (:meth:`FastWordPiece.from_tokenizer` returns None). ``tests/models/test_wordpiece.py`` checks
 the ids equal the tokenizer's on every query and skill text of the shared datasets and on edge cases.
 """
 

@@ -1,7 +1,7 @@
 """Tools as skills: the text a tool is indexed by, and the server configurations tools come from.
 
 A tool (an MCP tool, an OpenAPI operation, a JSON function schema) becomes a
-:class:`~skillsight_fast.skills.Skill` with the id ``server/tool``, ``name`` = the tool's name,
+:class:`~skillsight_fast.library.skills.Skill` with the id ``server/tool``, ``name`` = the tool's name,
 ``description`` = its title and description, and ``body`` = the text of its parameters chosen by
 ``text`` (see :data:`TOOL_TEXTS`). The encoder and the analyzer see ``Skill.text``, i.e.
 ``name + "\\n" + description + "\\n" + body``:
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skillsight_fast.errors import SkillFormatError
-from skillsight_fast.skills import Skill
+from skillsight_fast.library.skills import Skill
 
 #: The tool texts that can be indexed (``index --tool-text``).
 TOOL_TEXTS = ("description", "params", "schema")

@@ -9,7 +9,7 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 from skillsight_fast.errors import SkillFormatError, SkillsightError
-from skillsight_fast.skills import Skill
+from skillsight_fast.library.skills import Skill
 from skillsight_fast.tools.catalog import DEFAULT_TOOL_TEXT, ServerConfig, Tool, tool_skill
 
 logger = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ tool they list as ``server/tool`` (:func:`~skillsight_fast.tools.catalog.tool_sk
 two tools of its own instead of the whole catalog:
 
 ``search_tools(task, k=5)``
-    The best tools for a task (through :func:`skillsight_fast.find.find_skills`, the one search
+    The best tools for a task (through :func:`skillsight_fast.agents.find.find_skills`, the one search
     use case), each with its input schema, so the agent can call one without a second lookup.
     With an abstention rule (``--min-cosine`` / ``--min-score``) a task that no tool fits gets an
     empty list. Servers that could not be started are named in ``unavailable``.
@@ -39,10 +39,10 @@ from typing import Any
 
 import numpy as np
 
-from skillsight_fast.calibrate import Abstention
+from skillsight_fast.agents.find import find_skills
+from skillsight_fast.engine.abstention import Abstention
 from skillsight_fast.errors import SkillFormatError, SkillsightError
-from skillsight_fast.find import find_skills
-from skillsight_fast.tools.catalog import DEFAULT_TOOL_TEXT, ServerConfig, Tool, tool_skill
+from skillsight_fast.tools.catalog import DEFAULT_TOOL_TEXT, ServerConfig, tool_skill
 from skillsight_fast.tools.mcp_source import _sdk, list_all_tools, open_session, tool_of
 
 logger = logging.getLogger(__name__)
@@ -419,7 +419,7 @@ class ToolProxy:
 
     def _build(self, entries: dict[str, tuple[Upstream, Any]]) -> Any:
         from skillsight_fast.config import IndexConfig
-        from skillsight_fast.index import SkillIndex
+        from skillsight_fast.engine.index import SkillIndex
 
         skills = [tool_skill(tool_of(up.name, t), self.tool_text) for up, t in entries.values()]
         texts = [s.text for s in skills]
@@ -656,7 +656,6 @@ def build_proxy_server(proxy: ToolProxy) -> Any:
 def run_proxy(proxy: ToolProxy) -> None:
     """Serve the proxy over stdio until the host closes the connection."""
     import anyio
-
     from mcp.server.stdio import stdio_server
 
     server = build_proxy_server(proxy)
@@ -665,7 +664,7 @@ def run_proxy(proxy: ToolProxy) -> None:
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
 
-    from skillsight_fast.stdin_filter import filtered_stdin
+    from skillsight_fast.agents.stdin_filter import filtered_stdin
 
     with filtered_stdin():  # a lone surrogate escape would make the SDK drop the request
         anyio.run(main)

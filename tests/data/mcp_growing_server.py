@@ -2,7 +2,7 @@
 
 ``crash`` makes the process exit during the call (for the proxy's restart path).
 
-Used by tests/test_tools_proxy.py to check that the proxy re-indexes on
+Used by tests/tools/test_tools_proxy.py to check that the proxy re-indexes on
 ``notifications/tools/list_changed``. Run: ``python mcp_growing_server.py`` (stdio) or
 ``python mcp_growing_server.py --http PORT`` (streamable HTTP on 127.0.0.1:PORT/mcp).
 """

@@ -1,0 +1,263 @@
+"""The prompt hook: put the skills that fit a prompt in front of the agent, or nothing at all.
+
+``skillsight hook claude-code -i IDX`` is a Claude Code ``UserPromptSubmit`` command hook. Claude
+Code runs it on every prompt with one JSON object on stdin (``session_id``, ``transcript_path``,
+``cwd``, ``hook_event_name``, ``prompt``, ...); what it prints as
+``{"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": ...}}`` is added
+to the model's context. The hook prints the top skills (name, path, one line of why: the evidence)
+or nothing when the index's calibrated abstention (``calibration.json``) says that no skill fits.
+
+It asks a warm server of the same index when one is running (the endpoint file written by
+``serve --http`` or ``serve --mcp --endpoint``, see :mod:`skillsight_fast.agents.endpoint`) with a short
+timeout, and otherwise searches in-process. It never blocks the prompt: the whole run has a time
+budget, and on any error, timeout or bad input it prints nothing and exits 0 (exit code 2 would
+block the user's prompt in Claude Code).
+
+Everything here is standard library until the in-process fallback runs (the warm path does not
+import ``urllib.request`` or ``http.client``: one socket, one request), so the warm path costs a Python start-up and one
+loopback request.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any, NoReturn, TextIO
+
+logger = logging.getLogger(__name__)
+
+#: Hook events whose context this hook answers (Claude Code).
+EVENT = "UserPromptSubmit"
+#: Prompt characters searched (the encoder reads only the first few hundred tokens anyway).
+MAX_PROMPT_CHARS = 4000
+#: Largest stdin read (bytes); a bigger payload is not a prompt we can use.
+MAX_STDIN_BYTES = 1 << 20
+#: Largest answer read from a warm server (bytes).
+MAX_ANSWER_BYTES = 4 << 20
+#: Longest description shown per hit (characters).
+MAX_DESCRIPTION = 160
+
+
+def ask_server(index: str, task: str, k: int, timeout: float) -> dict[str, Any] | None:
+    """The answer of a warm server of ``index``, or None (none running, timeout or any error)."""
+    from skillsight_fast.agents.endpoint import lookup
+
+    record = lookup(index)
+    if record is None or timeout <= 0:
+        return None
+    try:
+        out = post_json(record["url"], "/search", {"task": task, "k": k}, timeout)
+    except Exception as exc:  # noqa: BLE001 - any failure means: search in-process instead
+        logger.info("warm server %s did not answer: %s", record["url"], exc)
+        return None
+    return out if isinstance(out, dict) and isinstance(out.get("hits"), list) else None
+
+
+def post_json(url: str, path: str, payload: Any, timeout: float) -> Any:
+    """POST ``payload`` as JSON to a loopback ``http://host:port`` and return the decoded 200 answer.
+
+    A minimal HTTP/1.1 client over one socket (``Connection: close``): ``urllib``/``http.client``
+    would add about 30 ms of imports to every prompt, and the hook only ever talks to its own
+    server on loopback. ``timeout`` bounds the whole exchange, not each read.
+
+    Raises
+    ------
+    OSError, ValueError
+        No connection, a timeout, a status other than 200, or a body that is not JSON.
+    """
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme != "http" or parts.hostname is None or parts.port is None:
+        raise ValueError(f"not a http://host:port URL: {url!r}")
+    body = json.dumps(payload).encode("utf-8")
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    head = (f"POST {path} HTTP/1.1\r\nHost: {host}:{parts.port}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode("ascii")
+    deadline = time.monotonic() + timeout
+    chunks: list[bytes] = []
+    with socket.create_connection((parts.hostname, parts.port), timeout=timeout) as sock:
+        sock.sendall(head + body)
+        size = 0
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no full answer from {url} within {timeout:g} s")
+            sock.settimeout(left)
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_ANSWER_BYTES:
+                raise ValueError(f"answer from {url} over {MAX_ANSWER_BYTES} bytes")
+    raw = b"".join(chunks)
+    header, sep, data = raw.partition(b"\r\n\r\n")
+    status = header.split(b"\r\n", 1)[0].split()
+    if not sep or len(status) < 2 or status[1] != b"200":
+        raise ValueError(f"{url} answered {header[:80]!r}")
+    for line in header.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length" and int(value) != len(data):
+            raise ValueError(f"truncated answer from {url} ({len(data)} of {int(value)} bytes)")
+    return json.loads(data)
+
+
+def search_here(index: str, task: str, k: int) -> dict[str, Any]:
+    """Load the index and search in this process (the cold path), with the index's abstention."""
+    from skillsight_fast.agents.find import find_skills
+    from skillsight_fast.agents.live import skill_uri
+    from skillsight_fast.engine.abstention import resolve_abstention
+    from skillsight_fast.engine.index import SkillIndex
+
+    idx = SkillIndex.load(index, mmap=True, verify=False)
+    idx.engine = "numpy"  # one task in a fresh process: cheaper than Numba's start-up
+    answer = find_skills(idx, [task], k, abstention=resolve_abstention(index))[0]
+    out = answer.to_dict(digits=4)
+    for hit in out["hits"]:
+        hit["uri"] = skill_uri(hit["id"])
+    return out
+
+
+def format_context(answer: dict[str, Any]) -> str:
+    """The text added to the agent's context: one line per skill, or "" when there is no hit."""
+    lines = []
+    for hit in answer.get("hits", []):
+        if not isinstance(hit, dict) or not isinstance(hit.get("id"), str):
+            continue
+        where = hit.get("path") or hit.get("uri") or f"skill id {hit['id']}"
+        evidence = [str(e) for e in hit.get("evidence") or []][:6]
+        why = (f"the prompt's words {', '.join(evidence)} are distinctive in it" if evidence
+               else "close in meaning to the prompt")
+        desc = " ".join(str(hit.get("description") or "").split())
+        if len(desc) > MAX_DESCRIPTION:
+            desc = desc[: MAX_DESCRIPTION - 1].rstrip() + "…"
+        line = f"- {hit.get('name') or hit['id']} ({where}): {why}"
+        lines.append(line + (f". {desc}" if desc else ""))
+    if not lines:
+        return ""
+    return ("Skills from the local skill library that fit this prompt (skillsight, best first). If one "
+            "applies, read its SKILL.md before starting:\n" + "\n".join(lines))
+
+
+def hook_output(context: str) -> str:
+    """The JSON a ``UserPromptSubmit`` hook prints to add ``context`` ("" prints nothing)."""
+    if not context:
+        return ""
+    return json.dumps({"hookSpecificOutput": {"hookEventName": EVENT, "additionalContext": context}})
+
+
+def prompt_of(payload: str) -> str | None:
+    """The prompt of a hook's stdin JSON, trimmed, or None when there is nothing to search."""
+    data = json.loads(payload)
+    if not isinstance(data, dict):
+        return None
+    event = data.get("hook_event_name", EVENT)
+    prompt = data.get("prompt")
+    if event != EVENT or not isinstance(prompt, str) or not prompt.strip():
+        return None
+    return prompt.strip()[:MAX_PROMPT_CHARS]
+
+
+def answer_prompt(index: str, payload: str, *, k: int = 3, budget: float = 5.0, server_timeout: float = 0.5,
+                  cold: bool = True) -> str:
+    """What the hook prints for one stdin payload ("" for nothing); raises on errors.
+
+    Parameters
+    ----------
+    index : str
+        The index folder.
+    payload : str
+        The hook's stdin (JSON).
+    k : int
+        Most skills listed.
+    budget : float
+        Seconds the whole answer may take; past it the answer is "".
+    server_timeout : float
+        Seconds a warm server gets before the hook searches in-process.
+    cold : bool
+        Search in-process when no warm server answers (False: only ask a server).
+    """
+    t0 = time.monotonic()
+    prompt = prompt_of(payload)
+    if prompt is None:
+        return ""
+    answer = ask_server(index, prompt, k, min(server_timeout, budget))
+    if answer is None and cold:
+        remaining = budget - (time.monotonic() - t0)
+        box: list[Any] = []
+
+        def run() -> None:
+            try:
+                box.append(search_here(index, prompt, k))
+            except BaseException as exc:  # noqa: BLE001 - reported by the caller as "no answer"
+                box.append(exc)
+
+        worker = threading.Thread(target=run, name="skillsight-hook", daemon=True)
+        worker.start()
+        worker.join(max(remaining, 0.0))
+        if not box:
+            raise TimeoutError(f"no answer within the {budget:g} s budget")
+        if isinstance(box[0], BaseException):
+            raise box[0]
+        answer = box[0]
+    return hook_output(format_context(answer or {}))
+
+
+def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout: TextIO | None = None, *,
+         hard_exit: bool = False) -> int:
+    """``skillsight hook claude-code -i IDX [-k K] [--budget S] [--server-timeout S] [--no-cold]``.
+
+    Always returns 0, whatever happens (bad arguments included); a failure is logged to stderr
+    only with ``-v``. ``hard_exit`` (the command line) leaves the process at once with
+    ``os._exit(0)``, so an in-process search still running past the budget cannot hold the prompt.
+    """
+    import argparse
+
+    stdin = stdin if stdin is not None else sys.stdin
+    stdout = stdout if stdout is not None else sys.stdout
+    verbose = False
+    try:
+        class Parser(argparse.ArgumentParser):
+            def error(self, message: str) -> NoReturn:  # silent: never argparse's usage text and status 2
+                raise ValueError(message)
+
+        p = Parser(prog="skillsight hook", exit_on_error=False, add_help=False)
+        p.add_argument("host", choices=["claude-code"])
+        p.add_argument("-i", "--index", required=True)
+        p.add_argument("-k", type=int, default=3)
+        p.add_argument("--budget", type=float, default=5.0)
+        p.add_argument("--server-timeout", type=float, default=0.5)
+        p.add_argument("--no-cold", action="store_true")
+        p.add_argument("-v", "--verbose", action="store_true")
+        args = p.parse_args(list(argv) if argv is not None else None)
+        verbose = args.verbose
+        if verbose:
+            logging.basicConfig(level=logging.INFO, format="skillsight hook: %(message)s", stream=sys.stderr)
+        payload = stdin.read(MAX_STDIN_BYTES + 1)
+        if len(payload) > MAX_STDIN_BYTES:
+            return 0
+        out = answer_prompt(os.path.expanduser(args.index), payload, k=max(1, min(args.k, 20)),
+                            budget=args.budget, server_timeout=args.server_timeout, cold=not args.no_cold)
+        if out:
+            stdout.write(out + "\n")
+            stdout.flush()
+    except BaseException as exc:  # noqa: BLE001 - a hook must never break its host
+        if verbose:
+            print(f"skillsight hook: no answer ({type(exc).__name__}: {exc})", file=sys.stderr)
+    if hard_exit:
+        try:
+            stdout.flush()
+        finally:
+            os._exit(0)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main(sys.argv[1:], hard_exit=True)

@@ -1,0 +1,121 @@
+"""The MCP transport: the service's tools and skill resources on the official MCP SDK, over stdio."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from skillsight_fast.agents.live import UnknownSkillError
+from skillsight_fast.agents.service import SkillService
+from skillsight_fast.errors import SkillsightError
+
+logger = logging.getLogger(__name__)
+
+
+def build_mcp_server(service: SkillService) -> Any:
+    """An MCP server (official SDK; v2 ``MCPServer`` or v1 ``FastMCP``) with the two tools and the
+    skills as resources (``skill://<id>/SKILL.md`` listed, any file of a skill folder readable)."""
+    try:
+        from mcp.server.mcpserver import MCPServer as Server
+        from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+    except ImportError:
+        try:  # mcp 1.x
+            from mcp.server.fastmcp import FastMCP as Server
+            from mcp.server.fastmcp.exceptions import ResourceError, ToolError
+        except ImportError:
+            raise SkillsightError(
+                "the MCP server needs the official MCP SDK: pip install 'skillsight-fast[serve]'"
+            ) from None
+    try:
+        from mcp.server.mcpserver.exceptions import ResourceNotFoundError
+    except ImportError:  # mcp 1.x
+        ResourceNotFoundError = ResourceError  # noqa: N806
+    import anyio
+    import mcp.types as mcp_types
+    from mcp.server.lowlevel.helper_types import ReadResourceContents
+
+    class SkillServer(Server):  # type: ignore[misc,valid-type]
+        """The SDK server with the live catalog as its resources."""
+
+        async def list_resources(self) -> list[Any]:
+            records = await anyio.to_thread.run_sync(lambda: service.catalog().resources())
+            return [mcp_types.Resource.model_validate(r) for r in records]
+
+        async def list_resource_templates(self) -> list[Any]:
+            return [mcp_types.ResourceTemplate.model_validate({
+                "uriTemplate": "skill://{skill}/{+path}", "name": "skill-file", "mimeType": "text/markdown",
+                "description": "A file of an indexed skill's folder: SKILL.md, scripts/..., references/..."})]
+
+        async def read_resource(self, uri: Any, context: Any = None) -> list[Any]:
+            try:
+                content, mime = await anyio.to_thread.run_sync(service.read_uri, str(uri))
+            except UnknownSkillError as exc:
+                raise ResourceNotFoundError(str(exc)) from None
+            except SkillsightError as exc:
+                raise ResourceError(str(exc)) from None
+            return [ReadResourceContents(content=content, mime_type=mime)]
+
+    server = SkillServer(
+        "skillsight",
+        instructions=(
+            "Skill search over a local library of agent skills. Call find_skills with the user's task "
+            "to get the best-fitting skills (an empty list means no skill fits), then get_skill(id) "
+            "to read the chosen skill's SKILL.md before following it; get_skill(id, path) reads a file "
+            "the SKILL.md refers to (scripts/..., references/...). Every skill is also the resource "
+            "skill://<id>/SKILL.md."
+        ),
+    )
+
+    @server.tool()
+    async def find_skills(task: str, k: int = 5, tags: list[str] | None = None, source: str | None = None,
+                          cut: str = "task", collapse: bool = True) -> dict[str, Any]:
+        """Find the skills that fit a task, best first.
+
+        Each hit has id, uri (the skill:// resource of its SKILL.md), name, description, path,
+        score (fused), dense and lexical score parts, evidence (the task's distinctive words the
+        skill contains), tags, pinned (skills the library always returns first) and copies (ids of
+        duplicates of this skill folded into it). No hits means that no skill in the library fits
+        the task well enough.
+
+        Args:
+            task: The task, in natural language.
+            k: At most how many skills to return (1 to 100), besides the pinned ones.
+            tags: Only skills that carry all of these tags.
+            source: Only skills from this folder (or id prefix).
+            cut: "task" drops all hits when the best one is below the threshold; "hit" drops each
+                hit below it, so fewer than k come back when fewer fit.
+            collapse: Fold copies of one skill (same name, near-identical text) into one hit.
+        """
+        def run() -> dict[str, Any]:
+            return service.find(task, k, tags=tags, source=source, cut=cut, collapse=collapse)
+
+        try:
+            return await anyio.to_thread.run_sync(run)  # type: ignore[no-any-return]
+        except SkillsightError as exc:  # bad input: the agent sees the reason and can correct it
+            raise ToolError(str(exc)) from None
+
+    @server.tool()
+    async def get_skill(id: str, path: str | None = None) -> str:  # noqa: A002 - the tool's public argument name
+        """Return the full SKILL.md text of a skill found by find_skills, or a file in its folder.
+
+        Args:
+            id: The skill's id, as returned by find_skills.
+            path: Optional file inside the skill's folder, relative to it (e.g. "scripts/extract.py"
+                or "references/FORMS.md"); it may not leave the folder.
+        """
+        try:
+            out = await anyio.to_thread.run_sync(service.get_skill, id, path)
+            return str(out["text"])
+        except SkillsightError as exc:
+            raise ToolError(str(exc)) from None
+
+    return server
+
+
+def run_mcp(service: SkillService) -> None:
+    """Serve the MCP tools over stdio until the client closes the connection."""
+    from skillsight_fast.agents.stdin_filter import filtered_stdin
+
+    with filtered_stdin():  # a lone surrogate escape would make the SDK drop the request
+        build_mcp_server(service).run("stdio")
+

@@ -1,0 +1,235 @@
+"""The service behind every server surface: one live index version, search with abstention,
+skill texts and files, resources. The transports (:mod:`skillsight_fast.agents.mcp` over stdio,
+:mod:`skillsight_fast.agents.http` over HTTP) translate requests into its calls; they decide nothing.
+
+Both load the index once and compile the kernels and run the encoder once before the first
+request, so every request costs one query encoding plus about a millisecond of search.
+
+Tools (MCP) and routes (HTTP):
+
+* ``find_skills(task, k=5, tags, source, cut, collapse)`` / ``POST /search {"task", "k", ...}``: the
+  best skills for a task (filters, pins, per-hit cut and duplicate collapse of
+  :func:`~skillsight_fast.agents.find.find_skills`), each with
+  its name, description, path, score, score parts (cosine qᵀd, dense s⊥, lexical) and the query's
+  evidence tokens it contains; hits below the abstention threshold (``--min-cosine``/``--min-score``
+  or the index's ``calibration.json``) are dropped, so a task that no skill fits gets an empty list.
+* ``get_skill(id, path=None)`` / ``GET /skill/<id>[?path=<file>]``: the SKILL.md text of an indexed
+  skill, or a text file inside its folder (``scripts/...``, ``references/...``) by a relative path
+  that cannot leave the folder. Only files whose paths are recorded in the index, and files in
+  their folders, are ever read; skills indexed from JSONL/datasets are rebuilt from the stored
+  body (``texts.jsonl``).
+* ``GET /health``: index size, model, threshold and the catalog version.
+
+MCP resources (Skills-over-MCP draft, SEP-2640): every indexed skill is listed as
+``skill://<id>/SKILL.md``; ``skill://<id>/<relative path>`` reads any file of its folder; each
+``find_skills`` hit carries its ``uri``. With ``serve --watch`` (:mod:`skillsight_fast.agents.watch`) the
+catalog behind all of this is replaced atomically when the skill folders change.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+from skillsight_fast.agents.find import find_skills
+from skillsight_fast.agents.live import LiveIndex, SkillFileError, skill_uri
+from skillsight_fast.engine.abstention import Abstention
+from skillsight_fast.errors import QueryError, SkillsightError
+from skillsight_fast.library.skills import SKILL_FILE
+
+logger = logging.getLogger(__name__)
+
+#: Most hits one request may ask for.
+MAX_SERVE_K = 100
+#: Largest accepted HTTP request body (bytes).
+MAX_BODY_BYTES = 64 * 1024
+#: Loopback addresses (anything else is reachable from other machines).
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+#: Connections the HTTP server serves at once (one thread each); more get 503.
+DEFAULT_MAX_CONNECTIONS = 64
+
+
+class SkillService:
+    """The index behind a server: search with abstention, skill texts and files, resources.
+
+    The service holds one :class:`~skillsight_fast.agents.live.LiveIndex` (index + texts + abstention
+    rule of one version) and every request reads it once at its start, so :meth:`swap` (called by
+    ``serve --watch``) never lets a request mix two versions.
+
+    Parameters
+    ----------
+    directory : path
+        The index folder (also where ``texts.jsonl`` and ``calibration.json`` are read).
+    abstention : Abstention, optional
+        Hits below its threshold are dropped (see :mod:`skillsight_fast.engine.abstention`); None keeps all.
+    index : SkillIndex, optional
+        An already loaded index (tests); otherwise it is loaded from ``directory``.
+    mmap : bool
+        Memory-map the index arrays.
+    defer : bool
+        Do not load now: :meth:`start` loads and warms up in a background thread, and requests
+        wait for it (``serve --mcp`` answers ``initialize`` meanwhile).
+    """
+
+    #: Longest a request waits for a deferred load to finish (seconds).
+    READY_TIMEOUT = 300.0
+
+    def __init__(self, directory: str | Path, *, abstention: Abstention | None = None, index: Any = None,
+                 mmap: bool = False, defer: bool = False) -> None:
+        self.directory = Path(directory).expanduser()
+        self._mmap = mmap
+        self._initial_rule = abstention
+        self._lock = threading.Lock()  # around the shared encoder
+        self._ready = threading.Event()
+        self._load_error: BaseException | None = None
+        self._catalog: LiveIndex | None = None
+        self._thread: threading.Thread | None = None
+        if not defer:
+            self._catalog = self._load(index)
+            self._ready.set()
+
+    def _load(self, index: Any = None) -> LiveIndex:
+        from skillsight_fast.engine.index import SkillIndex
+
+        if index is None:
+            index = SkillIndex.load(self.directory, mmap=self._mmap)
+        return LiveIndex.of(index, self._initial_rule, self.directory)
+
+    def start(self, *, warm: bool = True) -> threading.Thread:
+        """Load (if deferred) and warm up in a daemon thread; requests wait until it is loaded."""
+        def run() -> None:
+            try:
+                if self._catalog is None:
+                    self._catalog = self._load()
+                self._ready.set()
+                if warm:
+                    self.warm()
+            except BaseException as exc:  # noqa: BLE001 - reported to every request instead
+                logger.exception("loading the index %s failed", self.directory)
+                self._load_error = exc
+                self._ready.set()
+
+        self._thread = threading.Thread(target=run, name="skillsight-warmup", daemon=True)
+        self._thread.start()
+        return self._thread
+
+    def catalog(self) -> LiveIndex:
+        """The current version (waits for a deferred load)."""
+        if not self._ready.wait(self.READY_TIMEOUT):
+            raise SkillsightError(f"the index {self.directory} is still loading; try again")
+        if self._catalog is None:
+            raise SkillsightError(f"the index {self.directory} could not be loaded: {self._load_error}")
+        return self._catalog
+
+    def swap(self, catalog: LiveIndex) -> None:
+        """Serve ``catalog`` from the next request on (one reference assignment: atomic)."""
+        self._catalog = catalog
+        logger.info("serving version %d of %s: %d skills", catalog.version, self.directory, len(catalog.index))
+
+    @property
+    def index(self) -> Any:
+        """The index of the current version."""
+        return self.catalog().index
+
+    @property
+    def abstention(self) -> Abstention | None:
+        """The abstention rule of the current version."""
+        return self.catalog().abstention
+
+    @abstention.setter
+    def abstention(self, rule: Abstention | None) -> None:
+        self._initial_rule = rule
+        self._catalog = self.catalog().with_abstention(rule)
+
+    @property
+    def lock(self) -> threading.Lock:
+        """The lock held around the shared encoder."""
+        return self._lock
+
+    def warm(self) -> None:
+        """Compile every kernel and run the encoder once, so the first request is fast."""
+        self.index.warmup()
+        self.find("warm up the skill search", 1)
+
+    # ------------------------------------------------------------------ search
+    def find(self, task: Any, k: Any = 5, *, tags: Any = None, source: Any = None, cut: Any = "task",
+             collapse: Any = True) -> dict[str, Any]:
+        """Hits for one task, as JSON-able dicts (see the module docstring); each hit carries its
+        ``uri`` (``skill://<id>/SKILL.md``), and the answer the catalog ``version`` it came from.
+
+        ``tags``, ``source``, ``cut`` and ``collapse`` are those of
+        :func:`~skillsight_fast.agents.find.find_skills` (pinned skills come first in every answer).
+
+        Raises
+        ------
+        QueryError
+            ``task`` is not a non-empty string, ``k`` is not an integer in 1..100, or a filter,
+            ``cut`` or ``collapse`` is malformed.
+        """
+        if not isinstance(task, str):
+            raise QueryError("'task' must be a string")
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_SERVE_K:
+            raise QueryError(f"'k' must be an integer from 1 to {MAX_SERVE_K}, got {k!r}")
+        if tags is not None and not isinstance(tags, (list, str)):
+            raise QueryError("'tags' must be a list of strings")
+        if not isinstance(collapse, bool):
+            raise QueryError("'collapse' must be true or false")
+        cat = self.catalog()
+        answer = find_skills(cat.index, [task], k, abstention=cat.abstention, lock=self._lock, tags=tags,
+                             source=source, cut=cut, collapse=collapse)[0]
+        out = answer.to_dict(digits=6)
+        for hit in out["hits"]:
+            hit["uri"] = skill_uri(hit["id"])
+        out["version"] = cat.version
+        return out
+
+    # ------------------------------------------------------------------ skill text and files
+    def get_skill(self, skill_id: Any, path: Any = None) -> dict[str, Any]:
+        """The SKILL.md text of an indexed skill, or (``path``) a text file inside its folder.
+
+        Only files whose paths are recorded in the index, or files inside the folders of those
+        SKILL.md files, are ever read; ``path`` may not leave the folder (see
+        :meth:`LiveIndex.skill_file`).
+
+        Raises
+        ------
+        UnknownSkillError
+            No skill has this id, or its text is not available.
+        SkillFileError
+            ``path`` is not allowed, not there, or not UTF-8 text.
+        """
+        cat = self.catalog()
+        if path is None or path == SKILL_FILE:
+            return cat.skill_text(skill_id)
+        data, mime, _ = cat.skill_file(skill_id, path)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SkillFileError(f"{path!r} of skill {skill_id!r} is not UTF-8 text ({mime}); "
+                                 f"read the resource {skill_uri(skill_id, path)} instead") from None
+        meta = cat.index.skills[cat.row(skill_id)]
+        return {"id": meta.id, "name": meta.name, "path": str(Path(meta.path).parent / path),
+                "uri": skill_uri(meta.id, path), "source": "file", "mime_type": mime, "text": text}
+
+    def read_uri(self, uri: str) -> tuple[str | bytes, str]:
+        """Content and MIME type of a ``skill://`` resource (text for UTF-8 files, else bytes)."""
+        cat = self.catalog()
+        sid, rel = cat.parse_uri(uri)
+        if rel == SKILL_FILE:
+            return str(cat.skill_text(sid)["text"]), "text/markdown"
+        data, mime, _ = cat.skill_file(sid, rel)
+        try:
+            return data.decode("utf-8"), mime
+        except UnicodeDecodeError:
+            return data, mime
+
+    def health(self) -> dict[str, Any]:
+        """Status for ``GET /health``."""
+        cat = self.catalog()
+        return {"status": "ok", "n_skills": len(cat.index), "model": cat.index.model_id,
+                "abstention": cat.abstention.to_dict() if cat.abstention is not None else None,
+                "version": cat.version}
+
+

@@ -1,0 +1,239 @@
+"""A live catalog: watch the skill folders, update the index incrementally, swap it in atomically.
+
+``skillsight serve --watch`` runs a :class:`LiveIndexWatcher` beside the server. When files change in
+the watched sources (the ``watchfiles`` package, debounced), it re-reads the library, brings the
+index folder in line with :func:`skillsight_fast.engine.update.update_index` (only added or changed skills
+are encoded, with the server's own encoder), loads the new version with its texts and calibration
+as one :class:`~skillsight_fast.agents.live.LiveIndex` and hands it to
+:meth:`SkillService.swap <skillsight_fast.agents.service.SkillService.swap>`. Requests keep being answered by
+the previous version until the swap, and each request sees exactly one version.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from skillsight_fast.errors import SkillsightError
+
+if TYPE_CHECKING:
+    from skillsight_fast.agents.service import SkillService
+    from skillsight_fast.engine.abstention import Abstention
+    from skillsight_fast.engine.index import SkillIndex
+    from skillsight_fast.engine.update import UpdateReport
+
+logger = logging.getLogger(__name__)
+
+#: Milliseconds a round of the watch waits before yielding "no change": the first round's refresh runs
+#: once the watch is live, after at most this long (the later empty rounds cost nothing).
+FIRST_ROUND_MS = 500
+
+
+def sources_of(index: "SkillIndex") -> list[Path]:
+    """The folder trees an index was built from, read back from its skills' ids and paths.
+
+    A skill read from ``<root>/<id>/SKILL.md`` gives ``<root>``; ids prefixed with a root label
+    (``label:id``, see :func:`skillsight_fast.library.skills.prefix_colliding_tree_ids`) are handled. A
+    library indexed as one skill folder (``skillsight index lib/pdf``) reads back as its parent
+    ``lib``, which would add pdf's siblings: give the sources explicitly for such a library.
+
+    Raises
+    ------
+    SkillsightError
+        Some skill was not read from a folder tree (JSONL/dataset records), so the sources
+        cannot be recovered: pass them to ``--watch`` explicitly.
+    """
+    roots: dict[str, Path] = {}
+    for meta in index.skills:
+        p = Path(meta.path) if meta.path else None
+        if p is None or p.name != "SKILL.md":
+            raise SkillsightError(f"skill {meta.id!r} was not read from a SKILL.md folder tree, so the indexed "
+                                  "folders cannot be recovered: pass the sources, --watch SOURCE ...")
+        folder = p.parent
+        rel = meta.id.rsplit(":", 1)[-1] if ":" in meta.id else meta.id
+        parts = Path(rel).parts
+        if tuple(folder.parts[-len(parts):]) != parts:
+            raise SkillsightError(f"cannot tell which folder skill {meta.id!r} ({meta.path}) was indexed from: "
+                                  "pass the sources, --watch SOURCE ...")
+        root = Path(*folder.parts[: len(folder.parts) - len(parts)])
+        roots.setdefault(str(root.absolute()), root.absolute())
+    return sorted(roots.values())
+
+
+class _LockedEncoder:
+    """The server's encoder, used under the server's encoder lock (requests share it)."""
+
+    def __init__(self, encoder: Any, lock: threading.Lock) -> None:
+        self._encoder = encoder
+        self._lock = lock
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._encoder, name)
+
+    def encode(self, texts: Sequence[str]) -> Any:
+        with self._lock:
+            return self._encoder.encode(texts)
+
+
+class LiveIndexWatcher:
+    """Keep a :class:`SkillService`'s index in line with its skill folders.
+
+    Parameters
+    ----------
+    service : SkillService
+        The server whose catalog is swapped.
+    sources : sequence of path
+        The full library, as given to ``skillsight index`` (folder trees, JSONL files, datasets).
+    rule : callable
+        ``rule(index_folder) -> Abstention | None`` for each new version (re-reads the
+        calibration carried over by the update unless a threshold was given explicitly).
+    debounce_ms : int
+        Changes that arrive within this many milliseconds are handled as one update.
+    force_polling : bool, optional
+        Passed to ``watchfiles`` (for file systems without change notifications).
+    """
+
+    def __init__(self, service: "SkillService", sources: Sequence[str | os.PathLike[str]], *,
+                 rule: Callable[[Path], "Abstention | None"], debounce_ms: int = 200,
+                 force_polling: bool | None = None) -> None:
+        try:
+            import watchfiles  # noqa: F401
+        except ImportError:
+            raise SkillsightError("serve --watch needs the watchfiles package: "
+                                  "pip install 'skillsight-fast[watch]'") from None
+        if not sources:
+            raise SkillsightError("nothing to watch: give the library's sources")
+        self.service = service
+        self.sources = [Path(s).expanduser().absolute() for s in sources]
+        for s in self.sources:
+            if not s.exists():
+                raise SkillsightError(f"cannot watch {s}: no such file or folder")
+        self.rule = rule
+        self.debounce_ms = debounce_ms
+        self.force_polling = force_polling
+        self.updates = 0
+        self.last_report: "UpdateReport | None" = None
+        self.last_error: str | None = None
+        self._encoder: Any = None
+        self._stop = threading.Event()
+        self._started = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._index_dir = service.directory.expanduser().absolute()
+
+    # ------------------------------------------------------------------ one update
+    def refresh(self) -> "UpdateReport | None":
+        """Re-read the library now; update, load and swap in a new version if anything changed.
+
+        Returns the update's report, or None when nothing changed. Raises what loading the
+        library or updating the index raises (the watch loop logs it and keeps serving).
+        """
+        from skillsight_fast.agents.live import LiveIndex
+        from skillsight_fast.engine.index import SkillIndex
+        from skillsight_fast.engine.update import update_index
+        from skillsight_fast.library.skills import load_skills
+
+        current = self.service.catalog()  # its texts were read with it, before the folder is rewritten
+        loaded = load_skills(self.sources)
+        for problem in loaded.problems:
+            logger.warning("watch: skipped %s", problem)
+        skills = loaded.skills
+        # the document encoder, loaded only when a skill needs encoding (a served index that only
+        # searched has its task encoder loaded, not this one), then kept for the next refresh
+        encoder = self._encoder or current.index.encoders.attached
+
+        def wrap(enc: Any) -> _LockedEncoder:
+            self._encoder = enc
+            return _LockedEncoder(enc, self.service.lock)
+
+        report = update_index(self.service.directory, skills, encoder=encoder, wrap_encoder=wrap,
+                              roots=loaded.roots)
+        encoder = self._encoder or encoder
+        same = [(m.id, m.path) for m in current.index.skills] == [(s.id, s.path) for s in skills]
+        if same and not (report.added or report.changed or report.removed):
+            return None
+        index = SkillIndex.load(self.service.directory, encoder=encoder)
+        new = LiveIndex.of(index, self.rule(self.service.directory), self.service.directory,
+                         version=current.version + 1)
+        self.service.swap(new)
+        self.updates += 1
+        self.last_report = report
+        logger.info("watch: version %d, %d added, %d changed, %d removed (%d encoded) in %.3f s", new.version,
+                    len(report.added), len(report.changed), len(report.removed), report.encoded, report.seconds)
+        return report
+
+    # ------------------------------------------------------------------ the loop
+    def _keep(self, change: Any, path: str) -> bool:
+        p = Path(path)
+        name = self._index_dir.name
+        if p == self._index_dir or self._index_dir in p.parents:
+            return False  # the index folder itself (it may live inside a watched tree)
+        for part in (p, *p.parents):
+            if part.parent == self._index_dir.parent and part.name.startswith(f".{name}"):
+                return False  # the index's temporary and swap folders
+        return True
+
+    def _run(self) -> None:
+        import watchfiles
+
+        base = watchfiles.DefaultFilter()
+
+        def keep(change: Any, path: str) -> bool:
+            return base(change, path) and self._keep(change, path)
+
+        first = True
+        try:
+            # yield_on_timeout: the first (empty) round comes once the watch is live, and its refresh
+            # catches what changed while nothing was watching, with no gap before the watch began
+            for changes in watchfiles.watch(*self.sources, watch_filter=keep, debounce=self.debounce_ms, step=20,
+                                            stop_event=self._stop, raise_interrupt=False,
+                                            force_polling=self.force_polling, yield_on_timeout=True,
+                                            rust_timeout=FIRST_ROUND_MS):
+                if self._stop.is_set():
+                    break
+                if changes or first:
+                    self._safe_refresh()
+                if first:
+                    first = False
+                    self._started.set()
+        except Exception:  # pragma: no cover - the watcher dies, the server keeps serving
+            logger.exception("watch: stopped watching %s", ", ".join(map(str, self.sources)))
+        finally:
+            self._started.set()
+
+    def _safe_refresh(self) -> None:
+        t0 = time.perf_counter()
+        try:
+            self.refresh()
+            self.last_error = None
+        except SkillsightError as exc:
+            self.last_error = str(exc)
+            logger.warning("watch: keeping the current version: %s", exc)
+        except Exception as exc:  # a bug or an I/O error: log it, keep serving the current version
+            self.last_error = str(exc)
+            logger.exception("watch: update failed after %.2f s; keeping the current version",
+                             time.perf_counter() - t0)
+
+    def start(self, *, wait: bool = True, timeout: float = 60.0) -> "LiveIndexWatcher":
+        """Start watching in a daemon thread (after one initial refresh when ``wait``)."""
+        self._thread = threading.Thread(target=self._run, name="skillsight-watch", daemon=True)
+        self._thread.start()
+        if wait:
+            self._started.wait(timeout)
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop watching and wait for the thread."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def __enter__(self) -> "LiveIndexWatcher":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()

@@ -1,0 +1,1 @@
+"""Tools for skill authors: the library doctor, trigger evals, the analysis report."""

@@ -1,0 +1,2 @@
+"""The search engine: SkillIndex and its stages, the index state and on-disk format, the
+dense scans, the lexicon, background statistics, label-free decisions and abstention."""

@@ -1,0 +1,320 @@
+"""Abstention: a threshold below which a hit is dropped, calibrated on labelled queries.
+
+A task that no skill fits should get no hit. Two signals can carry the threshold:
+
+* ``score``: the fused score S = s⊥ + [s̃_lex]₊. Its lexical part is standardised over the
+  candidate set, so it is relative: the best candidate of an off-topic task still gets a bonus.
+* ``cosine``: the raw dense similarity qᵀd of the hit, an absolute measure of fit.
+
+Neither has a fixed scale across corpora, so ``calibrate`` picks, per index, the largest threshold
+that loses at most ``max_loss`` of the answerable queries (a dataset's labelled queries) and measures
+how many off-topic queries (``skillsight_fast/data/offtopic_queries.txt`` and other datasets' queries) it rejects;
+by default it keeps the signal that rejects more. The result is stored in ``calibration.json``
+beside the index manifest and used by ``skillsight search`` and ``skillsight serve`` by default.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from skillsight_fast.engine.io import write_index_file
+from skillsight_fast.errors import SkillsightError
+
+if TYPE_CHECKING:
+    from skillsight_fast.engine.index import SkillIndex
+    from skillsight_fast.library.queries import Task
+
+CALIBRATION = "calibration.json"
+#: Largest calibration.json read (bytes); a real one is a few KB.
+MAX_CALIBRATION_BYTES = 1 << 20
+
+
+SIGNALS = ("cosine", "score")
+
+
+@dataclass(frozen=True)
+class Abstention:
+    """Return no hit for a task whose best hit has ``signal`` below ``threshold``.
+
+    The decision is per task, not per hit: a task that passes keeps all its k hits in their order
+    (dropping single hits would only remove correct skills ranked below a better-scoring wrong one).
+    ``signal`` is ``cosine`` (the raw dense similarity qᵀd of the hit, an absolute measure of fit)
+    or ``score`` (the fused SkillSight score, which is relative to the candidate set).
+    """
+
+    signal: str
+    threshold: float
+
+    def __post_init__(self) -> None:
+        if self.signal not in SIGNALS:
+            raise SkillsightError(f"abstention signal must be one of {SIGNALS}, got {self.signal!r}")
+
+    def keep(self, score: float, cosine: float) -> bool:
+        """Whether a task whose best hit has this fused score and cosine gets its hits."""
+        value = cosine if self.signal == "cosine" else score
+        return bool(value >= self.threshold)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"signal": self.signal, "threshold": self.threshold}
+
+
+def read_calibration(directory: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The calibration stored with an index, or None."""
+    path = Path(directory).expanduser() / CALIBRATION
+    if not path.exists() and not path.is_symlink():
+        return None
+    from skillsight_fast.limits import load_json, read_regular_file
+
+    hint = "delete it or run calibrate"
+    try:  # bounded: a FIFO, a huge or a deeply nested file gives one line, not a hang or a traceback
+        data = load_json(read_regular_file(path, MAX_CALIBRATION_BYTES, error=SkillsightError,
+                                           what="calibration"), error=SkillsightError, what=str(path))
+    except SkillsightError as exc:
+        raise SkillsightError(f"{exc}; {hint}") from None
+    threshold = data.get("threshold") if isinstance(data, dict) else None
+    if (not isinstance(data, dict) or data.get("signal") not in SIGNALS
+            or isinstance(threshold, bool) or not isinstance(threshold, (int, float))
+            or not math.isfinite(threshold)):
+        raise SkillsightError(f"{path}: no valid 'signal' and finite numeric 'threshold'; {hint}")
+    return data
+
+
+def calibration_bytes(data: dict[str, Any]) -> bytes:
+    """The bytes of ``calibration.json`` (shared by ``write_calibration`` and ``update``'s swap)."""
+    try:
+        return json.dumps(data, indent=2, allow_nan=False).encode("utf-8")
+    except ValueError:  # NaN or inf would make a file that no reader accepts
+        raise SkillsightError("the calibration holds NaN or an infinite number; refusing to store it") from None
+
+
+def write_calibration(directory: str | os.PathLike[str], data: dict[str, Any]) -> Path:
+    """Write ``calibration.json`` into an index folder atomically, under the index's save lock."""
+    return write_index_file(Path(directory), CALIBRATION, calibration_bytes(data))
+
+
+def parse_min_score(value: str) -> float:
+    """argparse type of ``--min-score``/``--min-cosine``: a number, or ``none``/``off`` (-inf: no threshold)."""
+    if value.strip().lower() in ("none", "off", "-inf"):
+        return -math.inf
+    try:
+        out = float(value)
+    except ValueError:
+        raise ValueError(f"expected a number or 'none', got {value!r}") from None
+    if math.isnan(out):
+        raise ValueError("the threshold must not be NaN")
+    return out
+
+
+def resolve_abstention(directory: str | os.PathLike[str], min_score: float | None = None,
+                       min_cosine: float | None = None) -> Abstention | None:
+    """The abstention rule to apply.
+
+    An explicit ``min_cosine`` or ``min_score`` wins (``-inf`` = no abstention); otherwise the
+    index's ``calibration.json``; otherwise None (keep every hit).
+    """
+    if min_cosine is not None:
+        return None if min_cosine == -math.inf else Abstention("cosine", float(min_cosine))
+    if min_score is not None:
+        return None if min_score == -math.inf else Abstention("score", float(min_score))
+    cal = read_calibration(directory)
+    if cal is None:
+        return None
+    return Abstention(cal["signal"], float(cal["threshold"]))
+
+
+def hit_cosines(index: "SkillIndex", vectors: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Raw dense similarity qᵀd of every hit, float32 (n, k), NaN on padding."""
+    emb = index.embeddings
+    out = np.full(ids.shape, np.nan, np.float32)
+    for i in range(ids.shape[0]):
+        valid = ids[i] >= 0
+        if valid.any():
+            out[i, valid] = np.asarray(emb[ids[i, valid]]) @ vectors[i]
+    return out
+
+
+def task_passes(result: Any, cosines: np.ndarray, rule: Abstention | None) -> np.ndarray:
+    """bool (n,): the tasks that keep their hits (abstention is decided per task, on its best hit).
+
+    A task passes when its best real hit reaches the rule's threshold; every task passes when rule
+    is None. A task that passes keeps all its real hits, one that does not gets none.
+    """
+    real = result.ids >= 0
+    if rule is None:
+        return np.ones(result.ids.shape[0], bool)
+    values = np.where(real, np.nan_to_num(cosines if rule.signal == "cosine" else result.scores, nan=-np.inf),
+                      -np.inf)
+    return values.max(axis=1, initial=-np.inf) >= rule.threshold
+
+
+# ---------------------------------------------------------------------- measuring
+
+
+@dataclass
+class QueryScores:
+    """Top-k hits of a batch of queries: both abstention signals and the gold flags."""
+
+    scores: np.ndarray  # float32 (n, k) fused, -inf padded
+    cosines: np.ndarray  # float32 (n, k) raw qᵀd, -inf padded
+    gold_hit: np.ndarray  # bool (n, k): the hit is a gold skill of its query
+
+    def signal(self, name: str) -> np.ndarray:
+        return self.cosines if name == "cosine" else self.scores
+
+    def best(self, name: str) -> np.ndarray:
+        """Largest value of the signal among a query's hits, float64 (n,): no hit survives above it."""
+        return self.signal(name).max(axis=1).astype(np.float64) if self.scores.size else np.zeros(0)
+
+
+def score_queries(index: "SkillIndex", queries: Sequence["Task"], k: int = 10,
+                  batch: int = 256) -> QueryScores:
+    """Search ``queries`` (in batches) and keep the top-k signals and gold flags."""
+    k = min(k, max(len(index), 1))
+    scores = np.full((len(queries), k), -np.inf, np.float32)
+    cosines = np.full((len(queries), k), -np.inf, np.float32)
+    gold = np.zeros((len(queries), k), bool)
+    for start in range(0, len(queries), batch):
+        part = list(queries[start : start + batch])
+        texts = [q.text for q in part]
+        vectors = index.encode(texts)
+        res = index.search_vectors(vectors, texts, k, explain=False)
+        scores[start : start + len(part)] = res.scores
+        cosines[start : start + len(part)] = np.nan_to_num(hit_cosines(index, vectors, res.ids), nan=-np.inf)
+        for i, q in enumerate(part):
+            gs = set(q.gold)
+            gold[start + i] = [sid in gs for sid in res.skill_ids[i]]
+    return QueryScores(scores, cosines, gold)
+
+
+def tradeoff(answerable: QueryScores, offtopic: np.ndarray, threshold: float,
+             signal: str = "score") -> dict[str, float]:
+    """What a threshold on ``signal`` does.
+
+    Parameters
+    ----------
+    answerable : QueryScores
+    offtopic : float64 (m,)
+        Best value of the signal per off-topic query (:meth:`QueryScores.best`).
+    threshold : float
+    signal : str
+
+    Returns
+    -------
+    dict
+        ``offtopic_rejected``: share of off-topic queries left with no hit;
+        ``answerable_lost``: share of answerable queries left with no hit;
+        ``hit_at_k``: share of answerable queries that keep their hits and have a gold skill among
+        them (``hit_at_k_before``: without threshold).
+    """
+    best = answerable.best(signal)
+    keep = (best >= threshold)[:, None]
+    return {
+        "threshold": float(threshold),
+        "offtopic_rejected": float(np.mean(offtopic < threshold)) if offtopic.size else float("nan"),
+        "answerable_lost": float(np.mean(best < threshold)) if best.size else float("nan"),
+        "hit_at_k": float(np.mean((answerable.gold_hit & keep).any(axis=1))),
+        "hit_at_k_before": float(np.mean(answerable.gold_hit.any(axis=1))),
+    }
+
+
+def pick_threshold(answerable_best: np.ndarray, max_loss: float) -> float:
+    """Largest threshold that leaves at most ``max_loss`` of the answerable queries without a hit."""
+    if not 0 <= max_loss < 1:
+        raise SkillsightError(f"max_loss must be in [0, 1), got {max_loss}")
+    s = np.sort(np.asarray(answerable_best, np.float64))
+    s = s[np.isfinite(s)]
+    if s.size == 0:
+        raise SkillsightError("no answerable query got any hit; cannot calibrate")
+    allowed = int(math.floor(max_loss * s.size + 1e-9))
+    return float(s[min(allowed, s.size - 1)])
+
+
+LOSSES = (0.0, 0.01, 0.02, 0.05, 0.10, 0.20, 0.30)
+
+
+def calibrate(index: "SkillIndex", answerable: Sequence["Task"],
+              offtopic: Sequence["Task"] | dict[str, Sequence["Task"]], *,
+              max_loss: float = 0.05, k: int = 10, signal: str | None = None) -> dict[str, Any]:
+    """Pick the abstention signal and threshold, and describe the trade-off.
+
+    Parameters
+    ----------
+    index : SkillIndex
+    answerable : sequence of Task
+        Labelled queries whose gold skills are in the index.
+    offtopic : sequence of Task, or dict of source name -> sequence of Task
+        Tasks no skill of the index should answer (grouped: also reported per source).
+    max_loss : float
+        Largest share of answerable queries that may lose all their hits.
+    k : int
+        Depth of the hit@k columns.
+    signal : str, optional
+        ``cosine`` or ``score``; default: whichever rejects more off-topic queries at ``max_loss``.
+
+    Returns
+    -------
+    dict
+        ``signal``, ``threshold`` and the chosen trade-off, plus ``signals``: for each signal its
+        threshold, trade-off and a ``table`` at other losses.
+    """
+    if not answerable:
+        raise SkillsightError("calibration needs labelled (answerable) queries")
+    if signal is not None and signal not in SIGNALS:
+        raise SkillsightError(f"signal must be one of {SIGNALS}")
+    t0 = time.perf_counter()
+    groups = dict(offtopic) if isinstance(offtopic, dict) else {"offtopic": offtopic}
+    if not any(groups.values()):  # nothing to measure the threshold against (it would store NaN)
+        raise SkillsightError("calibration needs off-topic queries: the off-topic list is empty, or every "
+                              "query in it has a gold skill in this index")
+    ans = score_queries(index, answerable, k)
+    off_scores = {name: score_queries(index, qs, k) for name, qs in groups.items() if qs}
+
+    def row(sig: str, t: float) -> dict[str, Any]:
+        off = np.concatenate([q.best(sig) for q in off_scores.values()]) if off_scores else np.zeros(0)
+        out = tradeoff(ans, off, t, sig)
+        out["offtopic_rejected_by_source"] = {name: float(np.mean(q.best(sig) < t))
+                                              for name, q in off_scores.items()}
+        return out
+
+    per_signal = {}
+    for sig in SIGNALS:
+        t = pick_threshold(ans.best(sig), max_loss)
+        per_signal[sig] = row(sig, t) | {
+            "table": [row(sig, pick_threshold(ans.best(sig), loss)) | {"target_loss": loss} for loss in LOSSES],
+            "answerable_median": float(np.median(ans.best(sig))),
+            "offtopic_median": float(np.median(np.concatenate([q.best(sig) for q in off_scores.values()])))
+            if off_scores else float("nan"),
+        }
+    chosen = signal or max(SIGNALS, key=lambda s: (np.nan_to_num(per_signal[s]["offtopic_rejected"]),
+                                                   s == "cosine"))
+    best = per_signal[chosen]
+    return {
+        "signal": chosen,
+        **{key: best[key] for key in ("threshold", "offtopic_rejected", "answerable_lost", "hit_at_k",
+                                      "hit_at_k_before", "offtopic_rejected_by_source")},
+        "max_loss": max_loss,
+        "k": k,
+        "n_answerable": len(answerable),
+        "n_offtopic": int(sum(len(qs) for qs in groups.values())),
+        "n_offtopic_by_source": {name: len(qs) for name, qs in groups.items()},
+        "index_n_skills": len(index),
+        "signals": per_signal,
+        "seconds": round(time.perf_counter() - t0, 2),
+    }
+
+
+def sample(queries: list["Task"], n: int | None, seed: int = 0) -> list["Task"]:
+    """At most ``n`` queries, a seeded random subset in file order (all when n is None)."""
+    if n is None or len(queries) <= n:
+        return queries
+    keep = np.sort(np.random.default_rng(seed).choice(len(queries), size=n, replace=False))
+    return [queries[i] for i in keep]

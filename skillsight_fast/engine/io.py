@@ -1,0 +1,710 @@
+"""On-disk index format: one ``.npy`` per array plus ``manifest.json``; never pickle.
+
+Layout of an index folder::
+
+    manifest.json     format_version, package version, model (and, static-mapped tier, the
+                      static query model under model.query), config (the build settings),
+                      decisions (what the build decided; what a search does), stats, arrays
+                      (bundle, file, dtype, shape, sha256 of each), roots, injection_screen (read as injection_scan
+                      in indexes written before the rename)
+    vocab.json        the sorted terms
+    skills.jsonl      one {id, name, description, path, sha256} per row
+    texts.jsonl       optional: each skill's Markdown body, one JSON string per row
+                      (indexes without it still load; see read_bodies)
+    scan_*            optional: the dense candidate scan's own arrays (scan_int8_codes.npy,
+                      scan_int8_scales.npy) or files (scan_ivf.faiss, faiss's own format), listed
+                      with their sha256 under the manifest's ``scan`` section
+    *.npy             the arrays of the dense and lexical bundles; skillsight_fast.engine.state owns
+                      their names, dtypes and shapes (doc_tf.npy / doc_len.npy, the term
+                      frequencies of the BM25 side, are optional)
+
+Saving writes a sibling temporary folder, fsyncs it, then swaps it in, so a crash leaves either
+the old or the new index, never a mix. On Linux the swap is one atomic ``renameat2(RENAME_EXCHANGE)``
+(the index path never disappears, even for a moment); elsewhere it is two renames, and
+:func:`recover` puts the old folder back if a crash fell between them. Saves into the same parent
+folder are serialised with an advisory ``flock`` on that folder (released by the kernel if the
+process dies), and each save removes the ``.NAME.tmp-*`` / ``.NAME.old-*`` leftovers of crashed
+saves. Loading ignores those leftovers, and retries if a save swapped the folder mid-read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from skillsight_fast._version import __version__
+from skillsight_fast.config import IndexConfig
+from skillsight_fast.engine import validate
+from skillsight_fast.engine.scan import SCAN_ARRAYS, SCAN_TYPES, Scan, restore_scan
+from skillsight_fast.engine.state import BUNDLES, Decisions, IndexState, IndexStats, ModelInfo, SkillMeta
+from skillsight_fast.errors import IndexFormatError, SkillsightError
+from skillsight_fast.files import (
+    atomic_write_bytes,
+    fsync_dir,
+    sha256_bytes,
+    sha256_file,
+    sha256_files_in_background,
+    write_durable,
+    write_durable_chunks,
+)
+from skillsight_fast.limits import is_regular_file, load_json, load_json_lines, read_regular_file
+
+#: Version 2: arrays grouped in bundles (skillsight_fast.engine.state), the build's decisions in their own
+#: record; version-1 folders get the "rebuild the index" error.
+FORMAT_VERSION = 2
+MANIFEST = "manifest.json"
+logger = logging.getLogger(__name__)
+
+#: Optional: one JSON string (the skill's Markdown body) per row; read on demand by read_bodies().
+TEXTS = "texts.jsonl"
+#: Every array of the bundles: name -> (bundle, dtype, number of dimensions); the scan's arrays
+#: are listed by skillsight_fast.engine.scan.
+ALL_ARRAYS: dict[str, tuple[str, str, int]] = {
+    name: (bundle, spec.dtype, spec.ndim) for bundle, cls in BUNDLES.items() for name, spec in cls.ARRAYS.items()
+}
+#: Largest manifest.json read (bytes); a real one is a few KB (plus the scan's flags).
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024
+#: Largest vocab.json / skills.jsonl read (bytes).
+MAX_SIDE_BYTES = 4 * 1024**3
+#: Largest texts.jsonl read (bytes).
+MAX_TEXTS_BYTES = 16 * 1024**3
+
+
+def save_index(state: IndexState, directory: Path, extra_files: dict[str, bytes] | None = None) -> Path:
+    """Write ``state`` to ``directory`` atomically and return the folder.
+
+    ``extra_files`` (plain file name -> bytes, e.g. ``calibration.json``) are written into the same
+    temporary folder, so they appear together with the index in the one swap.
+    """
+    for name in extra_files or {}:
+        _check_side_file_name(name)
+    directory = check_index_target(directory)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    with _save_lock(directory.parent):
+        _recover_unlocked(directory)
+        _remove_leftovers(directory)
+        try:
+            _save_unlocked(state, directory, extra_files or {})
+        except OSError as exc:
+            raise _save_error(directory, exc) from None
+    return directory
+
+
+def check_index_target(directory: str | os.PathLike[str]) -> Path:
+    """The folder a save into ``directory`` will write (a symlink's target), checked before any work.
+
+    ``skillsight index`` calls it before encoding, so a bad output path fails in a second, not
+    after minutes of encoding.
+
+    Raises
+    ------
+    IndexFormatError
+        ``directory`` is a file, or a non-empty folder that holds no index.
+    OSError
+        A parent is a regular file, or the nearest existing parent is not writable.
+    """
+    path = Path(directory).expanduser().absolute()
+    if path.is_symlink():  # save into the link's target: the link stays, no stray temp link
+        path = Path(os.path.realpath(path))
+    if path.exists() and not path.is_dir():
+        raise IndexFormatError(f"{path} exists and is not a folder")
+    if path.is_dir() and any(path.iterdir()) and not (path / MANIFEST).is_file():
+        raise IndexFormatError(f"{path} is a non-empty folder that holds no index; refusing to overwrite it")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise OSError(errno.ENOTDIR, "a parent of the index folder is not a folder", str(parent))
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OSError(errno.EACCES, "cannot create the index folder here (permission denied)", str(parent))
+    return path
+
+
+def _save_error(directory: Path, exc: OSError) -> OSError:
+    """One clear ``OSError`` for a failed save (numpy's short write says only "N requested and M written")."""
+    reason = exc.strerror
+    if not reason:
+        try:
+            free = f"{shutil.disk_usage(directory.parent).free:,} bytes free"
+        except OSError:
+            free = "free space unknown"
+        reason = f"a write was cut short: the disk is full or a file size limit was reached ({free}; {exc})"
+    return OSError(exc.errno or errno.ENOSPC, f"cannot save the index {directory}: {reason}; the previous "
+                   "index, if any, is unchanged")
+
+
+def _save_array(folder: Path, name: str, arr: np.ndarray, dtype: str) -> dict[str, Any]:
+    """Write ``<name>.npy`` (fsynced) and return its manifest entry."""
+    a = arr if arr.dtype == np.dtype(dtype) and arr.flags.c_contiguous else np.ascontiguousarray(arr, dtype=dtype)
+    file = folder / f"{name}.npy"
+    with open(file, "wb") as fh:
+        np.save(fh, a, allow_pickle=False)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return {"file": file.name, "dtype": dtype, "shape": list(a.shape), "sha256": sha256_file(file)}
+
+
+def _save_scan(scan: Scan, folder: Path) -> dict[str, Any]:
+    """Write the scan's arrays and files; returns the manifest's ``scan`` section."""
+    arrays = {name: _save_array(folder, name, arr, SCAN_ARRAYS[name][0]) for name, arr in scan.arrays().items()}
+    files: dict[str, Any] = {}
+    for name in scan.write_files(folder):
+        path = folder / name
+        with open(path, "rb+") as fh:
+            os.fsync(fh.fileno())
+        files[name] = {"bytes": path.stat().st_size, "sha256": sha256_file(path)}
+    return {"kind": scan.kind, "params": scan.params(), "arrays": arrays, "files": files}
+
+
+def _save_unlocked(state: IndexState, directory: Path, extra_files: dict[str, bytes]) -> None:
+    from skillsight_fast.library.screen import SCREEN_VERSION
+
+    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-", dir=directory.parent))
+    try:
+        for name, data in extra_files.items():
+            write_durable(tmp / name, data)
+        entries: dict[str, Any] = {}
+        for name, (bundle, arr, spec) in state.arrays().items():
+            entries[name] = {"bundle": bundle, **_save_array(tmp, name, arr, spec.dtype)}
+        scan_section = _save_scan(state.scan, tmp)  # type: ignore[arg-type]
+        vocab = json.dumps(state.lexical.lexicon.vocab, ensure_ascii=False).encode("utf-8")
+        write_durable(tmp / "vocab.json", vocab)
+        skills = "".join(json.dumps(s.to_dict(), ensure_ascii=False) + "\n" for s in state.skills).encode("utf-8")
+        write_durable(tmp / "skills.jsonl", skills)
+        files = {"vocab.json": sha256_bytes(vocab), "skills.jsonl": sha256_bytes(skills)}
+        if state.bodies is not None and len(state.bodies) == len(state.skills):
+            # line by line: a streamed build's bodies live on disk (skillsight_fast.build.DiskTexts)
+            files[TEXTS] = write_durable_chunks(
+                tmp / TEXTS, ((json.dumps(b, ensure_ascii=False) + "\n").encode("utf-8") for b in state.bodies))
+        manifest = {
+            "format": "skillsight-fast-index",
+            "format_version": FORMAT_VERSION,
+            "package_version": __version__,
+            "model": {"id": state.model.id, "checksum": state.model.checksum, "dim": state.stats.dim,
+                      **({"query": {"id": state.model.query_id, "checksum": state.model.query_checksum}}
+                         if state.model.query_id else {})},
+            "config": state.config.to_dict(),
+            "decisions": state.decisions.to_dict(),
+            "stats": state.stats.to_dict(),
+            "n_skills": len(state.skills),
+            "arrays": entries,
+            "scan": scan_section,
+            "files": files,
+            "roots": [str(r) for r in state.roots],
+            "pins": list(state.pins),
+            "injection_screen": {"version": SCREEN_VERSION,
+                               "flagged": {str(i): list(r) for i, r in enumerate(state.flags or []) if r}},
+        }
+        write_durable(tmp / MANIFEST, json.dumps(manifest, indent=2, allow_nan=False).encode("utf-8"))
+        fsync_dir(tmp)
+        _swap_in(tmp, directory)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _check_side_file_name(name: str) -> None:
+    """A side file must be a plain name that no part of the index format uses."""
+    if (not name or "/" in name or "\\" in name or name.startswith((".", "scan_")) or name.endswith(".npy")
+            or name in (MANIFEST, "vocab.json", "skills.jsonl", TEXTS)):
+        raise ValueError(f"extra file name {name!r} is not a plain, free file name")
+
+
+def write_index_file(directory: Path, name: str, data: bytes) -> Path:
+    """Write one small side file (e.g. ``calibration.json``) into an existing index folder.
+
+    Written to a temporary file and renamed, under the same lock as :func:`save_index`, so a
+    concurrent save or update cannot swap the folder away in between and drop the file.
+    """
+    directory = directory.expanduser().absolute()
+    _check_side_file_name(name)
+    with _save_lock(directory.parent):
+        if not (directory / MANIFEST).is_file():
+            raise IndexFormatError(f"{directory}: not an index folder")
+        atomic_write_bytes(directory / name, data)
+    return directory / name
+
+
+@contextlib.contextmanager
+def _save_lock(parent: Path, *, shared: bool = False) -> Iterator[None]:
+    """Advisory lock on the index's parent folder (a no-op where flock is missing).
+
+    Saves take it exclusively; a load that lost its races takes it shared.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    try:
+        fd = os.open(parent, os.O_RDONLY)
+    except OSError:  # pragma: no cover - unreadable parent: save without the lock
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _remove_leftovers(directory: Path) -> None:
+    """Delete temporary and renamed-away folders left by crashed saves (called under the lock)."""
+    for pattern in (f".{directory.name}.tmp-*", f".{directory.name}.old-*"):
+        for stale in directory.parent.glob(pattern):
+            if stale.is_dir() and not stale.is_symlink():
+                shutil.rmtree(stale, ignore_errors=True)
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two existing paths (Linux ``renameat2``); False where unsupported."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):  # pragma: no cover - libc without renameat2
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EPERM):  # pragma: no cover
+        return False
+    raise OSError(err, os.strerror(err), str(b))  # pragma: no cover
+
+
+def _swap_in(tmp: Path, directory: Path) -> None:
+    """Replace ``directory`` by ``tmp``; the old index survives until the swap."""
+    if directory.exists() and _exchange(tmp, directory):
+        fsync_dir(directory.parent)
+        shutil.rmtree(tmp, ignore_errors=True)  # now holds the old index
+    elif directory.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{directory.name}.old-", dir=directory.parent))
+        old.rmdir()
+        os.rename(directory, old)
+        try:
+            os.rename(tmp, directory)
+        except BaseException:
+            os.rename(old, directory)
+            raise
+        fsync_dir(directory.parent)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.rename(tmp, directory)
+        fsync_dir(directory.parent)
+
+
+def recover(directory: Path) -> None:
+    """If a crash left only the renamed-away old index, put it back."""
+    if directory.exists() or not directory.parent.is_dir():
+        return
+    with _save_lock(directory.parent):  # a live save may be between its two renames: wait for it
+        _recover_unlocked(directory)
+
+
+def _recover_unlocked(directory: Path) -> None:
+    if directory.exists():
+        return
+    olds = []
+    for p in directory.parent.glob(f".{directory.name}.old-*"):
+        with contextlib.suppress(OSError):
+            if (p / MANIFEST).is_file():
+                olds.append((p.stat().st_mtime, p))
+    if olds:
+        with contextlib.suppress(OSError):
+            os.rename(max(olds)[1], directory)
+
+
+def read_manifest(directory: Path) -> dict[str, Any]:
+    """Read and check an index manifest (format and version)."""
+    directory = directory.expanduser()
+    recover(directory)
+    path = directory / MANIFEST
+    if not directory.is_dir():
+        raise IndexFormatError(f"{directory}: no such index folder")
+    if not path.is_file():
+        raise IndexFormatError(f"{directory}: not an index (no {MANIFEST})")
+    raw = read_regular_file(path, MAX_MANIFEST_BYTES, error=IndexFormatError, what="the manifest")
+    manifest = load_json(raw, error=IndexFormatError, what=f"{path}: unreadable manifest", allow_constants=True)
+    if not isinstance(manifest, dict) or manifest.get("format") != "skillsight-fast-index":
+        raise IndexFormatError(f"{path}: not a skillsight-fast manifest")
+    version = manifest.get("format_version")
+    if version != FORMAT_VERSION:
+        raise IndexFormatError(
+            f"{directory}: index format version {version!r}, this skillsight-fast reads version "
+            f"{FORMAT_VERSION}; rebuild the index with `skillsight index`"
+        )
+    check_manifest_schema(manifest, path)
+    return manifest
+
+
+_JSON_KINDS = {dict: "object", str: "string", list: "array"}
+
+
+def check_manifest_schema(manifest: dict[str, Any], path: Path) -> None:
+    """The manifest's structure: the keys and value types every reader relies on (``info`` too)."""
+    def bad(what: str) -> IndexFormatError:
+        return IndexFormatError(f"{path}: malformed manifest ({what})")
+
+    for key, kind in (("package_version", str), ("model", dict), ("config", dict), ("decisions", dict),
+                      ("stats", dict), ("arrays", dict), ("files", dict), ("scan", dict),
+                      ("injection_screen", dict), ("roots", list)):
+        value = manifest.get(key)
+        if key == "injection_screen" and value is None:
+            value = manifest.get("injection_scan")  # the key's name before the screen was renamed
+        if not isinstance(value, kind):
+            raise bad(f"{key!r} must be a JSON {_JSON_KINDS[kind]}")
+    n = manifest.get("n_skills")
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise bad("'n_skills' must be a non-negative integer")
+    model = manifest["model"]
+    if not isinstance(model.get("id"), str) or not isinstance(model.get("checksum"), str):
+        raise bad("'model' needs string 'id' and 'checksum'")
+    if not isinstance(model.get("dim"), int) or isinstance(model.get("dim"), bool):
+        raise bad("'model.dim' must be an integer")
+    for name, entry in manifest["arrays"].items():
+        if name not in ALL_ARRAYS:
+            raise bad(f"unknown array {name!r}")
+        if (not isinstance(entry, dict) or entry.get("file") != f"{name}.npy"
+                or entry.get("bundle") != ALL_ARRAYS[name][0]
+                or not isinstance(entry.get("shape"), list) or not isinstance(entry.get("sha256"), str)
+                or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in entry["shape"])):
+            raise bad(f"array entry {name!r} must be {{bundle: '{ALL_ARRAYS[name][0]}', file: '{name}.npy', "
+                      "dtype, shape: [ints], sha256}")
+    for fname, digest in manifest["files"].items():
+        if fname not in ("vocab.json", "skills.jsonl", TEXTS) or not isinstance(digest, str):
+            raise bad(f"unknown file entry {fname!r}")
+    stats = manifest["stats"]
+    for key in ("vocab_size", "n_generic", "rank", "effective_rank", "dim", "n_docs"):
+        if not isinstance(stats.get(key), int) or isinstance(stats.get(key), bool):
+            raise bad(f"'stats.{key}' must be an integer")
+    tau = stats.get("otsu_tau")
+    if tau is not None and (not isinstance(tau, (int, float)) or isinstance(tau, bool)):
+        raise bad("'stats.otsu_tau' must be a number or null")
+    if not all(isinstance(r, str) for r in manifest["roots"]):
+        raise bad("'roots' must be a list of strings")
+    pins = manifest.get("pins", [])
+    if not isinstance(pins, list) or not all(isinstance(r, str) for r in pins):
+        raise bad("'pins' must be a list of skill ids")
+
+
+def _array_path(directory: Path, name: str, entry: dict[str, Any]) -> Path:
+    """The file of array ``name``: a plain, existing regular file inside the folder."""
+    file = entry.get("file") if isinstance(entry, dict) else None
+    # a plain file name inside the folder: a manifest must not point a load outside it
+    if (not isinstance(file, str) or not file.endswith(".npy") or "/" in file or "\\" in file
+            or file.startswith(".") or "\x00" in file):
+        raise IndexFormatError(f"{directory}: malformed manifest (array {name!r} file {file!r})")
+    path = directory / file
+    if not path.is_file():
+        raise IndexFormatError(f"{directory}: array file {name}.npy is missing")
+    if not is_regular_file(path):
+        raise IndexFormatError(f"{path}: not a regular file")
+    return path
+
+
+def _checksum_error(path: Path) -> IndexFormatError:
+    return IndexFormatError(f"{path}: checksum mismatch (the file is corrupt or was changed)")
+
+
+def _load_array(directory: Path, name: str, entry: dict[str, Any], mmap: bool, verify: bool) -> np.ndarray:
+    dtype, ndim = ALL_ARRAYS[name][1:] if name in ALL_ARRAYS else SCAN_ARRAYS[name]
+    path = _array_path(directory, name, entry)
+    if verify and sha256_file(path) != entry.get("sha256"):
+        raise _checksum_error(path)
+    _check_npy_header(path, dtype, ndim, entry)
+    try:
+        arr = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except (ValueError, OSError, EOFError, MemoryError) as exc:
+        raise IndexFormatError(f"{path}: unreadable or truncated array ({exc})") from None
+    if arr.dtype != np.dtype(dtype) or arr.ndim != ndim or list(arr.shape) != list(entry["shape"]):
+        raise IndexFormatError(
+            f"{path}: expected {dtype} {tuple(entry['shape'])}, found {arr.dtype} {arr.shape}"
+        )
+    return arr
+
+
+def _check_npy_header(path: Path, dtype: str, ndim: int, entry: dict[str, Any]) -> None:
+    """The .npy header declares the manifest's dtype and shape, and the file holds that many bytes
+    (a header claiming 4 TiB is refused before anything is allocated or mapped)."""
+    try:
+        with open(path, "rb") as fh:
+            version = np.lib.format.read_magic(fh)
+            if version == (1, 0):
+                shape, fortran, found = np.lib.format.read_array_header_1_0(fh)
+            elif version in ((2, 0), (3, 0)):
+                shape, fortran, found = np.lib.format.read_array_header_2_0(fh)
+            else:
+                raise ValueError(f"unknown .npy version {version}")
+            offset = fh.tell()
+        size = os.path.getsize(path)
+    except (ValueError, OSError, EOFError, SyntaxError) as exc:
+        raise IndexFormatError(f"{path}: unreadable or truncated array ({exc})") from None
+    if found != np.dtype(dtype) or len(shape) != ndim or list(shape) != list(entry["shape"]):
+        raise IndexFormatError(f"{path}: expected {dtype} {tuple(entry['shape'])}, found {found} {shape}")
+    if fortran and ndim > 1:
+        raise IndexFormatError(f"{path}: Fortran-ordered array (expected C order)")
+    need = offset + int(np.prod(shape, dtype=np.float64)) * found.itemsize
+    if size < need:
+        raise IndexFormatError(f"{path}: truncated array ({size:,} bytes, the header needs {need:,})")
+
+
+def _identity(directory: Path) -> tuple[int, ...] | None:
+    try:
+        st, man = os.stat(directory), os.stat(directory / MANIFEST)
+        return st.st_dev, st.st_ino, man.st_ino, man.st_mtime_ns, man.st_ctime_ns
+    except OSError:
+        return None
+
+
+#: Loads retried without a lock when a save swapped the folder mid-read; the last attempt reads
+#: under a shared lock that saves wait for, so a reader racing a stream of saves still finishes.
+_LOAD_ATTEMPTS = 4
+_PROC_FD = Path("/proc/self/fd")
+
+
+@contextlib.contextmanager
+def _pinned(directory: Path) -> Iterator[tuple[Path, tuple[int, int] | None]]:
+    """The folder as one fixed version: a path through an open descriptor of its inode (Linux).
+
+    A save replaces the folder by renames, never in place, so every file read through the
+    descriptor belongs to the same index even while a save swaps a new one in. Yields the
+    folder itself and ``None`` where descriptors cannot be used as paths.
+    """
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        yield directory, None
+        return
+    try:
+        st = os.fstat(fd)
+        base = _PROC_FD / str(fd)
+        yield (base, (st.st_dev, st.st_ino)) if (base / MANIFEST).is_file() else (directory, None)
+    finally:
+        os.close(fd)
+
+
+def _still_there(directory: Path, pinned: tuple[int, int]) -> bool:
+    try:
+        st = os.stat(directory)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == pinned
+
+
+def load_index(directory: Path, *, mmap: bool = False, verify: bool = True
+               ) -> tuple[IndexState, Path, str | None]:
+    """Load an index folder: its state, the folder, and the sha256 of its ``texts.jsonl`` (None
+    when it has none). Every inconsistency raises :class:`IndexFormatError`.
+
+    A save may swap the folder while it is read. On Linux the load reads through a descriptor of
+    the folder it opened, so it sees one version whole; when a save deletes that version before
+    all its files are open, the load is retried (elsewhere the folder's identity is compared
+    before and after). The last attempt holds a shared lock that saves wait for.
+    """
+    directory = directory.expanduser()
+    recover(directory)
+    for attempt in range(_LOAD_ATTEMPTS):
+        locked = attempt == _LOAD_ATTEMPTS - 1
+        with _save_lock(directory.parent, shared=True) if locked else contextlib.nullcontext():
+            if locked:
+                _recover_unlocked(directory)  # recover() would wait for the lock this attempt holds
+                if not directory.is_dir():
+                    raise IndexFormatError(f"{directory}: no such index folder")
+            before = _identity(directory)
+            with _pinned(directory) as (base, pinned):
+                try:
+                    state, texts_sha256 = _load_once(base, mmap=mmap, verify=verify)
+                except IndexFormatError as exc:
+                    moved = (not _still_there(directory, pinned) if pinned is not None
+                             else _identity(directory) != before)
+                    if locked or not moved:
+                        if base != directory:
+                            raise IndexFormatError(str(exc).replace(str(base), str(directory))) from None
+                        raise
+                    time.sleep(0.01 * (attempt + 1))
+                    continue
+            if locked or pinned is not None or _identity(directory) == before:
+                return state, directory, texts_sha256
+    raise AssertionError("unreachable: the locked attempt returns or raises")  # pragma: no cover
+
+
+def _load_once(directory: Path, *, mmap: bool, verify: bool) -> tuple[IndexState, str | None]:
+    manifest = read_manifest(directory)
+    digests = None
+    try:
+        entries = manifest["arrays"]
+        named = [(name, entries[name]) for name in ALL_ARRAYS if name in entries]
+        if verify:  # every path checked first, then hashed on a thread while the rest is read and checked
+            paths: list[tuple[Path, dict[str, Any]]] = []
+            for name, entry in named:
+                try:
+                    paths.append((_array_path(directory, name, entry), entry))
+                except IndexFormatError:  # as one array at a time: the earlier ones' checksums come first
+                    for path, earlier in paths:
+                        if sha256_file(path) != earlier.get("sha256"):
+                            raise _checksum_error(path) from None
+                    raise
+            digests = (paths, sha256_files_in_background([path for path, _ in paths]))
+        arrays: dict[str, np.ndarray] = {}
+        for name, (bundle, _, _) in ALL_ARRAYS.items():
+            if name in entries:
+                arrays[name] = _load_array(directory, name, entries[name], mmap, verify=False)
+            elif not BUNDLES[bundle].ARRAYS[name].optional:
+                raise IndexFormatError(f"{directory}: the manifest lists no array {name}")
+        raw_vocab = read_regular_file(directory / "vocab.json", MAX_SIDE_BYTES, error=IndexFormatError,
+                                      what="vocab.json")
+        raw_skills = read_regular_file(directory / "skills.jsonl", MAX_SIDE_BYTES, error=IndexFormatError,
+                                       what="skills.jsonl")
+        if verify:
+            for fname, raw in (("vocab.json", raw_vocab), ("skills.jsonl", raw_skills)):
+                if sha256_bytes(raw) != manifest["files"][fname]:
+                    raise IndexFormatError(f"{directory / fname}: checksum mismatch")
+        vocab = load_json(raw_vocab, error=IndexFormatError, what=str(directory / "vocab.json"), max_depth=1)
+        try:
+            lines = raw_skills.decode("utf-8").split("\n")  # not splitlines(): U+2028 is a character
+        except UnicodeDecodeError as exc:
+            raise IndexFormatError(f"{directory / 'skills.jsonl'}: not valid UTF-8 (byte {exc.start})") from None
+        records = load_json_lines(lines, error=IndexFormatError, what=str(directory / "skills.jsonl"))
+        if len(records) != manifest["n_skills"]:
+            raise IndexFormatError(f"{directory}: skills.jsonl has {len(records)} rows, the manifest "
+                                   f"{manifest['n_skills']}")
+        validate.check_index_contents(arrays, vocab, records, manifest["stats"], manifest["config"],
+                                      manifest["decisions"])
+        skills = [SkillMeta(**rec) for rec in records]
+        config = IndexConfig.from_dict(manifest["config"])
+        decisions = Decisions.from_dict(manifest["decisions"])
+        stats = IndexStats.from_dict(manifest["stats"])
+        query = manifest["model"].get("query") or {}
+        if not isinstance(query, dict) or not all(isinstance(query.get(k, ""), str) for k in ("id", "checksum")):
+            raise IndexFormatError("manifest 'model.query' must be {id, checksum} strings")
+        model = ModelInfo(str(manifest["model"]["id"]), str(manifest["model"]["checksum"]),
+                          query.get("id", ""), query.get("checksum", ""))
+        n = len(skills)
+        dense = BUNDLES["dense"].from_arrays(arrays, n, stats.dim)  # type: ignore[call-arg]
+        lexical = BUNDLES["lexical"].from_arrays(arrays, vocab, n)  # type: ignore[arg-type]
+        scan = _load_scan(directory, manifest, dense.embeddings_perp, mmap=mmap, verify=verify)
+        state = IndexState(skills=skills, dense=dense, lexical=lexical, decisions=decisions, stats=stats,
+                           config=config, model=model, scan=scan, roots=list(manifest["roots"]),
+                           flags=_read_flags(manifest, n, directory), pins=list(manifest.get("pins", [])))
+        _check_digests(digests)
+    except IndexFormatError as exc:
+        _check_digests(digests)  # a changed file is reported as such, before what it broke
+        if str(exc).startswith(("array ", "vocab.json:", "skills.jsonl:", "manifest ", "doc_tf ", "unknown ")):
+            raise IndexFormatError(f"{directory}: {exc}") from None
+        raise
+    except SkillsightError as exc:
+        _check_digests(digests)
+        raise IndexFormatError(f"{directory}: inconsistent index ({exc})") from None
+    except (KeyError, TypeError, ValueError, OSError) as exc:
+        _check_digests(digests)
+        raise IndexFormatError(f"{directory}: inconsistent index ({type(exc).__name__}: {exc})") from None
+    return state, manifest["files"].get(TEXTS)
+
+
+def _check_digests(digests: tuple[list[tuple[Path, dict[str, Any]]], Any] | None) -> None:
+    """Wait for the background digests of the arrays; raise for the first one that differs from the
+    manifest (a file that could not be read is left to the error its load gave)."""
+    if digests is None:
+        return
+    paths, result = digests
+    for (path, entry), digest in zip(paths, result()):
+        if isinstance(digest, str) and digest != entry.get("sha256"):
+            raise _checksum_error(path)
+
+
+def _load_scan(directory: Path, manifest: dict[str, Any], perp: np.ndarray, *, mmap: bool, verify: bool) -> Scan:
+    """The saved scan, as the manifest's ``scan`` section describes it."""
+    section = manifest["scan"]
+    try:
+        kind = section["kind"]
+        params = dict(section.get("params") or {})
+        entries = dict(section.get("arrays") or {})
+        files = dict(section.get("files") or {})
+        if kind not in SCAN_TYPES:
+            raise IndexFormatError(f"{directory}: unknown scan {kind!r} in the manifest")
+        wanted = SCAN_TYPES[kind]
+        if set(entries) != set(wanted.ARRAYS) or set(files) != set(wanted.FILES):
+            raise IndexFormatError(f"{directory}: the {kind} scan lists arrays {sorted(entries)} and files "
+                                   f"{sorted(files)}, expected {sorted(wanted.ARRAYS)} and {sorted(wanted.FILES)}")
+        arrays = {name: _load_array(directory, name, entry, mmap, verify) for name, entry in entries.items()}
+        for name, entry in files.items():
+            path = directory / name
+            if not path.is_file():
+                raise IndexFormatError(f"{directory}: the {kind} scan's file {name} is missing")
+            if verify and sha256_file(path) != entry.get("sha256"):
+                raise IndexFormatError(f"{path}: checksum mismatch (the file is corrupt or was changed)")
+    except IndexFormatError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise IndexFormatError(f"{directory}: malformed scan section ({type(exc).__name__}: {exc})") from None
+    return restore_scan(kind, perp, params, arrays, directory, mmap=mmap)
+
+
+def _read_flags(manifest: dict[str, Any], n: int, directory: Path) -> list[list[str]]:
+    """Per skill, the reasons the index-time injection screen flagged it (empty lists when none)."""
+    section = manifest.get("injection_screen", manifest.get("injection_scan"))
+    flags = section.get("flagged")
+    out: list[list[str]] = [[] for _ in range(n)]
+    if not isinstance(flags, dict):
+        raise IndexFormatError(f"{directory}: malformed manifest ('injection_screen.flagged' must be an object)")
+    for row, reasons in flags.items():
+        if (not row.isdigit() or int(row) >= n or not isinstance(reasons, list)
+                or not all(isinstance(r, str) for r in reasons)):
+            raise IndexFormatError(f"{directory}: malformed manifest (injection_screen entry {row!r})")
+        out[int(row)] = list(reasons)
+    return out
+
+
+def read_bodies(directory: Path, expected_sha256: str | None = None) -> list[str] | None:
+    """The skills' Markdown bodies saved in ``texts.jsonl``, or None when the index has none.
+
+    Parameters
+    ----------
+    directory : path
+    expected_sha256 : str, optional
+        The digest of ``texts.jsonl`` recorded when the index was loaded
+        (``SkillIndex.texts_sha256``): if the folder has been replaced since (an ``update``), the
+        bodies belong to another version and :class:`IndexFormatError` is raised instead of
+        mixing two versions.
+    """
+    directory = directory.expanduser()
+    path = directory / TEXTS
+    if not path.exists():
+        if expected_sha256 is not None:
+            raise IndexFormatError(f"{path}: gone since the index was loaded (the folder was replaced)")
+        return None
+    manifest = read_manifest(directory)
+    raw = read_regular_file(path, MAX_TEXTS_BYTES, error=IndexFormatError, what=TEXTS)
+    expected = manifest.get("files", {}).get(TEXTS)
+    digest = sha256_bytes(raw)
+    if expected is not None and digest != expected:
+        raise IndexFormatError(f"{path}: checksum mismatch")
+    if expected_sha256 is not None and digest != expected_sha256:
+        raise IndexFormatError(f"{path}: the index folder was replaced since the index was loaded "
+                               "(another version's texts); reload the index")
+    try:
+        lines = raw.decode("utf-8").split("\n")
+    except UnicodeDecodeError as exc:
+        raise IndexFormatError(f"{path}: unreadable (not UTF-8 at byte {exc.start})") from None
+    bodies = load_json_lines(lines, error=IndexFormatError, what=str(path))
+    if len(bodies) != manifest.get("n_skills") or not all(isinstance(b, str) for b in bodies):
+        raise IndexFormatError(f"{path}: does not match the {manifest.get('n_skills')} skills of the index")
+    return bodies

@@ -1,0 +1,161 @@
+"""Incremental updates: re-encode only added or changed skills, then recompute the statistics.
+
+Every corpus statistic of SkillSight (df, IDF, Otsu's threshold, the generic tokens, the background
+subspace, the projected vectors, the LEC weights) depends on the whole corpus, so it is recomputed;
+the encoder, by far the slowest step, and the lexical analysis are skipped for skills whose content
+is unchanged (their stored embedding and lexicon row are reused, :meth:`Lexicon.reuse_rows`), and
+an IVF scan keeps its trained cells while the library stays within a factor 2 of the size they
+were trained at. What is left is linear array work over the corpus (the statistics refresh).
+A skill is unchanged when the SHA-256 of its indexed text (name, description, body) equals one
+stored in the index; its stored raw embedding is reused (even if its id or path changed).
+The result equals a full rebuild with the same encoder.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from skillsight_fast.engine.abstention import CALIBRATION, calibration_bytes, read_calibration
+from skillsight_fast.library.skills import Skill, namedesc_text
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class UpdateReport:
+    """What an update changed."""
+
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    encoded: int = 0
+    n_skills: int = 0
+    seconds: float = 0.0
+    #: seconds per phase: load, compare, encode, rebuild (statistics and scan), save
+    phases: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n_skills": self.n_skills, "added": self.added, "changed": self.changed,
+                "removed": self.removed, "unchanged": self.unchanged, "encoded": self.encoded,
+                "seconds": self.seconds, "phases": self.phases}
+
+
+def update_index(directory: str | os.PathLike[str], skills: Sequence[Skill], *, encoder: Any = None,
+                 dry_run: bool = False, wrap_encoder: Callable[[Any], Any] | None = None,
+                 roots: Sequence[str] | None = None) -> UpdateReport:
+    """Bring the index in ``directory`` in line with ``skills`` and save it atomically.
+
+    Parameters
+    ----------
+    directory : path
+        An index folder written by :meth:`SkillIndex.save`.
+    skills : sequence of Skill
+        The full library as it is now (what a rebuild would index, in the same order).
+    encoder : Encoder, optional
+        Defaults to the index's own model (checked against the manifest).
+    dry_run : bool
+        Only report what would change.
+    roots : sequence of str, optional
+        The library's folders (``LoadReport.roots``); default: the ones the index records.
+    wrap_encoder : callable, optional
+        Applied to the encoder just before the changed skills are encoded (e.g. a progress bar),
+        so the caller need not load the index or the model itself.
+
+    Returns
+    -------
+    UpdateReport
+    """
+    from skillsight_fast.engine.index import SkillIndex
+
+    t0 = time.perf_counter()
+    clock = [t0]
+
+    def phase(name: str) -> None:
+        now = time.perf_counter()
+        report.phases[name] = round(now - clock[0], 3)
+        clock[0] = now
+
+    old = SkillIndex.load(directory)
+    by_id = {m.id: m for m in old.skills}
+    row_of_hash: dict[str, int] = {}
+    for row, meta in enumerate(old.skills):
+        row_of_hash.setdefault(meta.sha256, row)
+    report = UpdateReport(n_skills=len(skills))
+    phase("load")
+    new_ids = {s.id for s in skills}
+    report.removed = [m.id for m in old.skills if m.id not in new_ids]
+    todo: list[int] = []
+    hashes = [s.sha256 for s in skills]  # a property that hashes the text: computed once
+    for i, s in enumerate(skills):
+        if hashes[i] in row_of_hash:
+            report.unchanged += 1
+            continue
+        todo.append(i)
+        (report.changed if s.id in by_id else report.added).append(s.id)
+    # A skill whose metadata changed but whose text did not (e.g. a moved file) needs no encoding,
+    # but the index is still rewritten so its path is current.
+    moved = any(by_id.get(s.id) is None or by_id[s.id].path != s.path for s in skills)
+    nothing = not todo and not report.removed and not moved and [m.id for m in old.skills] == [
+        s.id for s in skills]
+    phase("compare")
+    if dry_run or nothing:
+        report.seconds = round(time.perf_counter() - t0, 3)
+        return report
+    if encoder is not None:
+        old.encoder = encoder  # checked against the index's model
+    rows = np.fromiter((row_of_hash.get(h, -1) for h in hashes), np.int64, len(skills))
+    emb = np.empty((len(skills), old.stats.dim), np.float32)
+    reused = rows >= 0
+    emb[reused] = old.embeddings[rows[reused]]
+    with_namedesc = old.dense.namedesc is not None  # the index scores name + description vectors too
+    if todo:
+        enc = old.encoder if wrap_encoder is None else wrap_encoder(old.encoder)
+        texts = [skills[i].text for i in todo]
+        if with_namedesc:  # one encoder pass over both kinds of text
+            texts += [namedesc_text(skills[i].name, skills[i].description) for i in todo]
+        vecs = enc.encode(texts)
+        emb[todo] = vecs[: len(todo)]
+    # the name + description vectors, when the index scores them: reused like the text vectors
+    cfg = old.config.replace(document_vector=old.decisions.document_vector)  # keep what the index does
+    namedesc = None
+    if with_namedesc:
+        namedesc = np.empty_like(emb)
+        namedesc[reused] = old.dense.namedesc[rows[reused]]
+        if todo:
+            namedesc[todo] = vecs[len(todo) :]
+    report.encoded = len(todo)
+    phase("encode")
+    lexicon = None
+    if old.lexicon.has_tf:  # analyse only the new texts; a lexicon without tf (token sets) is rebuilt
+        lexicon = old.lexicon.reuse_rows(rows, [skills[i].text for i in todo], cfg.min_token_len,
+                                         cfg.max_token_len)
+    # the contextual tier keeps its token table (a rebuild refreshes it: it needs every text's token states)
+    table = old.dense.query_table
+    query_table = None if table is None else (old.dense.query_table_ids, table)
+    new = SkillIndex.from_embeddings(skills, emb, cfg, model_id=old.model_id,
+                                     model_checksum=old.model_checksum, encoder=encoder, lexicon=lexicon,
+                                     previous_scan=old.scan, namedesc=namedesc, query_table=query_table)
+    phase("rebuild")
+    new.roots = list(roots) if roots is not None else list(old.roots)
+    kept = set(new.ids)
+    new.pins = [p for p in getattr(old, "pins", []) if p in kept]  # a pinned skill that is gone is unpinned
+    calibration = read_calibration(directory)
+    extra = {}
+    if calibration is not None:  # keep it, noting that the corpus changed since; same swap as the index
+        calibration["updated_after_calibration"] = True
+        extra[CALIBRATION] = calibration_bytes(calibration)
+    new.save(Path(directory), extra_files=extra)
+    phase("save")
+    report.seconds = round(time.perf_counter() - t0, 3)
+    logger.info("update: %d added, %d changed, %d removed, %d encoded", len(report.added),
+                len(report.changed), len(report.removed), report.encoded)
+    return report

@@ -1,0 +1,280 @@
+"""Content checks of a loaded index: every value a kernel will read is checked before it can.
+
+Loading checks shapes, dtypes and checksums; that is not enough, because a checksum only says the
+file is the one the manifest names, not that the manifest or the writer was sane. A ``doc_indptr``
+entry past the end of ``doc_terms`` makes a Numba kernel read out of bounds (SIGSEGV), a term id
+beyond the vocabulary does the same in another kernel, and a NaN embedding or threshold silently
+turns every score into NaN. These functions check the contents, as pure functions over arrays and
+plain values, and raise :class:`~skillsight_fast.errors.IndexFormatError` naming the array and the
+first bad entry. :func:`check_index_contents` is called by :func:`skillsight_fast.engine.io.load_index`.
+
+The checks cost one pass over each array (vectorised numpy, no copies of the large matrices beyond
+a boolean per entry); ``bench/validate_cost.py`` measures them at 3,434 and 1M skills.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import operator
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from skillsight_fast.errors import IndexFormatError
+
+#: How far B Bᵀ may be from the identity (float32 rows of an SVD are orthonormal to ~1e-6).
+ORTHONORMAL_TOL = 1e-3
+#: Rows of a large matrix checked per block (bounds the temporary boolean array).
+_BLOCK = 1 << 16
+_TINY32 = float(np.finfo(np.float32).tiny)
+
+
+def _fail(name: str, problem: str) -> IndexFormatError:
+    return IndexFormatError(f"array {name}: {problem}")
+
+
+def check_finite(name: str, a: np.ndarray) -> None:
+    """Every entry of float array ``a`` is finite (checked in row blocks: mmap-friendly)."""
+    if a.size == 0:
+        return
+    rows = a.reshape(a.shape[0], -1) if a.ndim > 1 else a.reshape(-1, 1)
+    for start in range(0, rows.shape[0], _BLOCK):
+        block = rows[start : start + _BLOCK]
+        if not np.isfinite(block).all():
+            bad = start + int(np.nonzero(~np.isfinite(block).all(axis=1))[0][0])
+            raise _fail(name, f"NaN or infinity (row {bad})")
+
+
+def check_offsets(name: str, indptr: np.ndarray, n_rows: int, n_entries: int) -> None:
+    """CSR offsets: ``n_rows + 1`` of them, 0 first, ``n_entries`` last, never decreasing."""
+    if indptr.shape != (n_rows + 1,):
+        raise _fail(name, f"{indptr.shape[0]} offsets for {n_rows} rows")
+    if int(indptr[0]) != 0 or int(indptr[-1]) != n_entries:
+        raise _fail(name, f"offsets run from {int(indptr[0])} to {int(indptr[-1])}, expected 0 to {n_entries}")
+    if n_rows and (np.diff(indptr) < 0).any():
+        bad = int(np.nonzero(np.diff(indptr) < 0)[0][0])
+        raise _fail(name, f"offsets decrease at row {bad}")
+
+
+def check_ids(name: str, ids: np.ndarray, bound: int) -> None:
+    """Every id in ``[0, bound)``."""
+    if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= bound):
+        raise _fail(name, f"ids from {int(ids.min())} to {int(ids.max())}, expected 0 to {bound - 1}")
+
+
+def check_sorted_rows(name: str, indptr: np.ndarray, ids: np.ndarray) -> None:
+    """Ids strictly increase inside each CSR row (the kernels merge and bisect them)."""
+    if ids.size < 2:
+        return
+    rising = np.diff(ids) > 0
+    # a step that crosses a row boundary may go down: positions indptr[1:-1] - 1 are boundaries
+    starts = indptr[1:-1]
+    starts = starts[(starts > 0) & (starts < ids.size)]
+    rising[starts - 1] = True
+    if not rising.all():
+        at = int(np.nonzero(~rising)[0][0])
+        row = int(np.searchsorted(indptr, at, side="right")) - 1
+        raise _fail(name, f"row {row} is not sorted and distinct")
+
+
+def check_basis(basis: np.ndarray, dim: int) -> None:
+    """The background basis: at most ``dim`` finite rows of length ``dim``, orthonormal."""
+    if basis.ndim != 2 or basis.shape[1] != dim or basis.shape[0] > dim:
+        raise _fail("basis", f"shape {basis.shape}, expected (r <= {dim}, {dim})")
+    check_finite("basis", basis)
+    if basis.shape[0]:
+        gram = np.asarray(basis, np.float64) @ np.asarray(basis, np.float64).T
+        err = float(np.abs(gram - np.eye(basis.shape[0])).max())
+        if not err <= ORTHONORMAL_TOL:
+            raise _fail("basis", f"rows are not orthonormal (|B Bᵀ - I| = {err:.3g})")
+
+
+def check_weights(name: str, w: np.ndarray) -> None:
+    """Finite, non-negative, and 0 or normal (a subnormal weight sum overflows the fastmath reciprocal)."""
+    check_finite(name, w)
+    if w.size and (w < 0).any():
+        raise _fail(name, f"negative value at {int(np.nonzero(w < 0)[0][0])}")
+    sub = (w != 0) & (np.abs(w) < _TINY32)
+    if sub.any():
+        raise _fail(name, f"subnormal value at {int(np.nonzero(sub)[0][0])}")
+
+
+def check_vocab(vocab: Any) -> None:
+    """A list of distinct strings in strictly increasing order (a term's id is its position)."""
+    if not isinstance(vocab, list) or not set(map(type, vocab)) <= {str}:
+        raise IndexFormatError("vocab.json: not a list of strings")
+    if not all(map(operator.lt, vocab, itertools.islice(vocab, 1, None))):
+        i = next(i for i in range(1, len(vocab)) if not vocab[i - 1] < vocab[i])
+        raise IndexFormatError(f"vocab.json: terms {i - 1} and {i} are not sorted and distinct")
+
+
+def check_skill_records(records: Sequence[Mapping[str, Any]]) -> None:
+    """One ``{id, name, description, path, sha256}`` of strings per skill (plus optional
+    ``when_to_use``, a string, and ``tags``, a list of strings); ids unique."""
+    seen: set[str] = set()
+    keys = ("id", "name", "description", "path", "sha256")
+    optional = {"tags", "when_to_use"}
+    for row, rec in enumerate(records):
+        if not isinstance(rec, dict) or not set(keys) <= set(rec) or set(rec) - set(keys) - optional:
+            raise IndexFormatError(f"skills.jsonl: row {row} is not an object with exactly {', '.join(keys)} "
+                                   f"(and optionally {', '.join(sorted(optional))})")
+        tags = rec.get("tags", [])
+        if not isinstance(tags, list) or not all(type(t) is str for t in tags):
+            raise IndexFormatError(f"skills.jsonl: row {row}: 'tags' must be a list of strings")
+        for key in (*keys, *(optional & set(rec) - {"tags"})):
+            value = rec[key]
+            if type(value) is not str:
+                raise IndexFormatError(f"skills.jsonl: row {row}: {key!r} must be a string")
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise IndexFormatError(f"skills.jsonl: row {row}: {key!r} holds a lone surrogate") from None
+        if not rec["id"]:
+            raise IndexFormatError(f"skills.jsonl: row {row} has an empty id")
+        if rec["id"] in seen:
+            raise IndexFormatError(f"skills.jsonl: duplicate skill id {rec['id']!r} (row {row})")
+        seen.add(rec["id"])
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_num(x: Any) -> bool:
+    return (isinstance(x, (int, float)) and not isinstance(x, bool))
+
+
+def check_stats(stats: Mapping[str, Any], n_skills: int, n_terms: int, rank: int) -> None:
+    """The manifest's statistics agree with the arrays and hold sane numbers."""
+    for key in ("n_docs", "dim", "vocab_size", "n_generic", "n_background_terms", "effective_rank", "rank"):
+        if not _is_int(stats.get(key)) or stats[key] < 0:
+            raise IndexFormatError(f"manifest stats: {key!r} must be a non-negative integer")
+    if stats["n_docs"] != n_skills or stats["vocab_size"] != n_terms or stats["rank"] != rank:
+        raise IndexFormatError(f"manifest stats: n_docs/vocab_size/rank ({stats['n_docs']}, {stats['vocab_size']}, "
+                               f"{stats['rank']}) do not match the arrays ({n_skills}, {n_terms}, {rank})")
+    if not 1 <= stats["dim"] <= 65_536:
+        raise IndexFormatError(f"manifest stats: dim {stats['dim']} out of range")
+    tau = stats.get("otsu_tau")  # null: no threshold (one class of tokens)
+    if tau is not None and (not _is_num(tau) or math.isnan(tau)):
+        raise IndexFormatError("manifest stats: otsu_tau must be a number or null")
+    for key in ("generic_share", "doc_background_energy"):
+        v = stats.get(key)
+        if v is not None and (not _is_num(v) or not math.isfinite(v)):
+            raise IndexFormatError(f"manifest stats: {key!r} must be a finite number or null")
+
+
+def check_decisions(decisions: Mapping[str, Any], rank: int) -> None:
+    """Types of the build's decisions (the record checks names and ranges) and the basis they imply."""
+    if not isinstance(decisions.get("background"), bool):
+        raise IndexFormatError("manifest decisions: 'background' must be true or false")
+    if not decisions["background"] and rank:
+        raise IndexFormatError(f"manifest decisions: background removal is off but the basis has {rank} rows")
+    for key in ("candidates", "lexical_candidates"):
+        if key in decisions and (not _is_int(decisions[key]) or not 0 <= decisions[key] <= 1_000_000):
+            raise IndexFormatError(f"manifest decisions: {key!r} must be an integer in 0..1000000")
+    for key in ("lexical_weight", "rrf_k"):
+        if key in decisions and (not _is_num(decisions[key]) or not math.isfinite(decisions[key])):
+            raise IndexFormatError(f"manifest decisions: {key!r} must be a finite number")
+    for key in ("lexical", "fusion", "rule"):
+        if key in decisions and not isinstance(decisions[key], str):
+            raise IndexFormatError(f"manifest decisions: {key!r} must be a string")
+
+
+def check_config(config: Mapping[str, Any]) -> None:
+    """Types and ranges of the build settings that search reads (the dataclass checks the rest)."""
+    ints = {"min_token_len": (1, 1000), "max_token_len": (1, 1000), "max_rank": (0, 65_536),
+            "candidates": (1, 1_000_000), "lexical_candidates": (0, 1_000_000), "seed": (-(2**63), 2**63 - 1)}
+    for key, (lo, hi) in ints.items():
+        if key in config and (not _is_int(config[key]) or not lo <= config[key] <= hi):
+            raise IndexFormatError(f"manifest config: {key!r} must be an integer in {lo}..{hi}")
+    if config.get("rank") is not None and (not _is_int(config["rank"]) or config["rank"] < 0):
+        raise IndexFormatError("manifest config: 'rank' must be a non-negative integer or null")
+    for key in ("beta", "lexical_weight", "rrf_k"):
+        if key in config and (not _is_num(config[key]) or not math.isfinite(config[key])):
+            raise IndexFormatError(f"manifest config: {key!r} must be a finite number")
+    for key in ("int8", "otsu_weighted", "renormalize", "adaptive"):
+        if key in config and not isinstance(config[key], bool):
+            raise IndexFormatError(f"manifest config: {key!r} must be true or false")
+    for key in ("model", "background_tokens", "fusion", "query_encoder"):
+        if key in config and not isinstance(config[key], str):
+            raise IndexFormatError(f"manifest config: {key!r} must be a string")
+    if config.get("query_model") is not None and not isinstance(config["query_model"], str):
+        raise IndexFormatError("manifest config: 'query_model' must be a string or null")
+    if config.get("query_int8") is not None and not isinstance(config["query_int8"], bool):
+        raise IndexFormatError("manifest config: 'query_int8' must be true, false or null")
+
+
+def check_arrays(arrays: Mapping[str, np.ndarray], n_skills: int, n_terms: int, dim: int) -> None:
+    """Every array's contents: offsets, ids, sortedness, finiteness, basis, lexicon consistency.
+
+    Parameters
+    ----------
+    arrays : mapping name -> array
+        As :func:`skillsight_fast.engine.io.load_index` reads them (shapes and dtypes already checked).
+    n_skills, n_terms, dim : int
+        Rows of skills.jsonl, terms of vocab.json, the model dimension.
+    """
+    for name in ("embeddings", "embeddings_perp"):
+        if arrays[name].shape != (n_skills, dim):
+            raise _fail(name, f"shape {arrays[name].shape}, expected {(n_skills, dim)}")
+        check_finite(name, arrays[name])
+    check_basis(arrays["basis"], dim)
+    check_finite("singular_values", arrays["singular_values"])
+    for name in ("idf", "weights", "generic"):
+        if arrays[name].shape != (n_terms,):
+            raise _fail(name, f"shape {arrays[name].shape}, expected ({n_terms},)")
+    check_finite("idf", arrays["idf"])
+    check_weights("weights", arrays["weights"])
+    doc_indptr, doc_terms = arrays["doc_indptr"], arrays["doc_terms"]
+    post_indptr, post_docs = arrays["post_indptr"], arrays["post_docs"]
+    check_offsets("doc_indptr", doc_indptr, n_skills, doc_terms.shape[0])
+    check_offsets("post_indptr", post_indptr, n_terms, post_docs.shape[0])
+    if doc_terms.shape != post_docs.shape:
+        raise IndexFormatError(f"arrays doc_terms and post_docs differ in length "
+                               f"({doc_terms.shape[0]} and {post_docs.shape[0]})")
+    check_ids("doc_terms", doc_terms, n_terms)
+    check_ids("post_docs", post_docs, n_skills)
+    check_sorted_rows("doc_terms", doc_indptr, doc_terms)
+    check_sorted_rows("post_docs", post_indptr, post_docs)
+    # the postings are the transpose of the forward lists: the same count per term
+    df = np.bincount(doc_terms, minlength=n_terms) if doc_terms.size else np.zeros(n_terms, np.int64)
+    if not np.array_equal(df, np.diff(post_indptr)):
+        bad = int(np.nonzero(df != np.diff(post_indptr))[0][0])
+        raise _fail("post_indptr", f"term {bad} has {int(np.diff(post_indptr)[bad])} postings but occurs in "
+                    f"{int(df[bad])} documents")
+    if "doc_tf" in arrays:
+        if arrays["doc_tf"].shape != doc_terms.shape:
+            raise _fail("doc_tf", "does not match doc_terms")
+        if arrays["doc_len"].shape != (n_skills,):
+            raise _fail("doc_len", f"shape {arrays['doc_len'].shape}, expected ({n_skills},)")
+        if n_skills and int(arrays["doc_len"].min()) < 0:
+            raise _fail("doc_len", "negative document length")
+
+
+def check_index_contents(arrays: Mapping[str, np.ndarray], vocab: Any, records: Sequence[Mapping[str, Any]],
+                         stats: Mapping[str, Any], config: Mapping[str, Any],
+                         decisions: Mapping[str, Any]) -> None:
+    """All content checks of one index, in order of cost (cheap JSON first, arrays last)."""
+    check_vocab(vocab)
+    check_skill_records(records)
+    check_config(config)
+    check_stats(stats, len(records), len(vocab), int(arrays["basis"].shape[0]))
+    check_decisions(decisions, int(arrays["basis"].shape[0]))
+    check_arrays(arrays, len(records), len(vocab), int(stats["dim"]))
+    check_namedesc(arrays, decisions, len(records), int(stats["dim"]))
+
+
+def check_namedesc(arrays: Mapping[str, np.ndarray], decisions: Mapping[str, Any], n_skills: int,
+                   dim: int) -> None:
+    """The name + description vectors are there exactly when the decisions say the index scores them
+    (``document_vector``; absent in manifests written before it = ``text``), finite, one per skill."""
+    wanted = decisions.get("document_vector", "text") == "text+namedesc"
+    if wanted != ("namedesc" in arrays):
+        raise IndexFormatError(f"decisions say document_vector {decisions.get('document_vector', 'text')!r} "
+                               f"but namedesc.npy is {'missing' if wanted else 'present'}")
+    if wanted:
+        if arrays["namedesc"].shape != (n_skills, dim):
+            raise _fail("namedesc", f"shape {arrays['namedesc'].shape}, expected {(n_skills, dim)}")
+        check_finite("namedesc", arrays["namedesc"])

@@ -1,0 +1,210 @@
+"""`skillsight bench` end to end on a tiny index without any model (seconds)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fakes import HashEncoder, toy_skills
+
+from skillsight_fast import SkillIndex
+from skillsight_fast.cli import main
+
+pytest.importorskip("faiss")
+pytest.importorskip("bm25s")
+
+
+@pytest.fixture(scope="module")
+def tiny_index(tmp_path_factory):
+    skills = toy_skills(n_extra=40, seed=1)
+    index = SkillIndex.build(skills, HashEncoder(dim=32))
+    out = tmp_path_factory.mktemp("bench") / "idx"
+    index.save(out)
+    return out, len(index)
+
+
+def test_bench_no_model_writes_the_required_json(tiny_index, tmp_path, capsys):
+    from skillsight_fast.benchmark.driver import report_schema_keys
+
+    directory, n_real = tiny_index
+    out = tmp_path / "bench.json"
+    details = tmp_path / "details.json"
+    plot = tmp_path / "scaling.png"
+    argv = ["bench", "--no-model", "-i", str(directory), "--corpus", str(tmp_path / "none"),
+            "--sizes", "real", str(n_real * 3), "--reps", "2", "--compressed-from", str(n_real * 3),
+            "--json", str(out), "--details", str(details)]
+    pytest.importorskip("matplotlib")
+    argv += ["--plot", str(plot)]
+    assert main(argv) == 0
+    report = json.loads(out.read_text())
+    top, size_keys, stages = report_schema_keys()
+    assert set(report) == set(top)
+    assert isinstance(report["cpu"], str) and report["threads"] == 1
+    assert [e["n_docs"] for e in report["sizes"]] == [n_real, n_real * 3, n_real * 3]
+    assert [e["dtype"] for e in report["sizes"]] == ["float32", "float32", "int8"]
+    for entry in report["sizes"]:
+        assert set(entry) == set(size_keys)
+        assert set(entry["p50_ms"]) == set(stages)
+        assert entry["dim"] == 32 and entry["floor_ms"] > 0 and entry["tiers"] == {}
+        for stage in ("project", "dense_topk", "lexical", "fuse_topk", "scoring", "faiss_flat", "bm25s"):
+            assert entry["p50_ms"][stage] > 0
+        for stage in ("encode", "end_to_end", "dense_rerank", "tinybert_rerank"):  # no model: skipped
+            assert entry["p50_ms"][stage] is None
+    full = json.loads(details.read_text())
+    assert 0.0 <= full["sizes"][2]["detail"]["recall_at_K_vs_exact"] <= 1.0
+    assert "ivf" in full["sizes"][1]["detail"]
+    assert plot.stat().st_size > 0
+    assert "| skills |" in capsys.readouterr().out
+
+
+def test_scale_up_keeps_the_real_rows_and_grows_the_vocabulary(tiny_index, tmp_path):
+    import numpy as np
+
+    from skillsight_fast.benchmark.synthetic import scale_up
+
+    directory, n_real = tiny_index
+    base = SkillIndex.load(directory)
+    syn, src = scale_up(base, n_real * 4, seed=3)
+    assert len(syn) == n_real * 4 and (src[:n_real] == np.arange(n_real)).all()
+    np.testing.assert_array_equal(syn.embeddings[:n_real], base.embeddings)
+    np.testing.assert_allclose(np.linalg.norm(syn.embeddings, axis=1), 1, atol=1e-5)
+    lex = syn.lexicon
+    assert (np.diff(lex.doc_indptr) > 0).all() or (np.diff(base.lexicon.doc_indptr) == 0).any()
+    for j in range(0, len(syn), 17):  # sorted, unique terms per document
+        row = lex.doc_term_ids(j)
+        assert (np.diff(row) > 0).all()
+    assert len(lex.vocab) >= len(base.lexicon.vocab)
+    assert lex.post_docs.shape == lex.doc_terms.shape
+    again, _ = scale_up(base, n_real * 4, seed=3)  # seeded
+    np.testing.assert_array_equal(again.lexicon.doc_terms, lex.doc_terms)
+    np.testing.assert_array_equal(again.embeddings, syn.embeddings)
+    # a scaled-up index is a valid index: it saves and loads through the validating loader
+    big, _ = scale_up(base, n_real * 40, seed=1)
+    assert len(big.lexicon.vocab) > len(base.lexicon.vocab) + 10  # enough new terms to need ordering
+    loaded = SkillIndex.load(big.save(tmp_path / "syn"))
+    assert loaded.lexicon.vocab == big.lexicon.vocab and len(loaded) == len(big)
+
+
+def test_bench_times_each_query_encoder_tier(tiny_index):
+    import numpy as np
+
+    from skillsight_fast.benchmark.driver import format_table, tier_views
+    from skillsight_fast.benchmark.runner import bench_size
+    from skillsight_fast.models.static import apply_query_map, fit_query_map
+
+    directory, _ = tiny_index
+    base = SkillIndex.load(directory, encoder=HashEncoder(dim=32))
+    static = HashEncoder(dim=32, model_id="hash-static", checksum="static0")  # stands in for a static table
+    texts = [f"{m.name}\n{m.description}" for m in base.skills]
+    qmap = fit_query_map(static.encode(texts), base.embeddings)
+    views = tier_views(base, static, qmap)
+    task = "merge pdf pages and extract tables"
+    np.testing.assert_allclose(views["static-mapped"].encode([task]), apply_query_map(static.encode([task]), qmap))
+    np.testing.assert_allclose(views["static"].encode([task]), static.encode([task]))
+    assert views["static-mapped"].search([task], k=3).skill_ids[0][0] is not None
+    assert base.dense.query_map is None  # the views do not change the index they share arrays with
+    queries = [task, "dedupe csv rows with pandas"]
+    entry = bench_size(base, queries, base.encode(queries), lambda j: texts[j], encoder=base.encoder,
+                       tiers={"static-mapped": views["static-mapped"]}, reps=2)[0]
+    assert set(entry["tiers"]) == {"transformer", "static-mapped"}
+    for tier in entry["tiers"].values():  # measured, not compared: two reps on a shared machine are noise
+        assert np.isfinite(tier["encode"]) and tier["encode"] > 0
+        assert np.isfinite(tier["end_to_end"]) and tier["end_to_end"] > 0
+    assert "| static-mapped |" in format_table({"sizes": [entry]})
+
+
+def test_bench_times_the_static_tiers_with_the_int8_scan(tiny_index):
+    import numpy as np
+
+    from skillsight_fast.benchmark.driver import format_table, tier_views
+    from skillsight_fast.benchmark.runner import bench_size
+    from skillsight_fast.engine.scan import Int8Scan
+    from skillsight_fast.models.static import fit_query_map
+
+    directory, _ = tiny_index
+    base = SkillIndex.load(directory, encoder=HashEncoder(dim=32))
+    static = HashEncoder(dim=32, model_id="hash-static", checksum="static0")
+    texts = [f"{m.name}\n{m.description}" for m in base.skills]
+    qmap = fit_query_map(static.encode(texts), base.embeddings)
+    scan8 = Int8Scan.build(base.dense.embeddings_perp, config=base.config)
+    views = tier_views(base, static, qmap, int8_scan=scan8)
+    assert set(views) == {"static-mapped", "static", "static-mapped+int8", "static+int8"}
+    task = "merge pdf pages and extract tables"
+    for name in ("static-mapped", "static"):
+        v8 = views[f"{name}+int8"]
+        assert v8.scan is scan8 and v8.config.scan == "int8" and v8.config.query_encoder == name
+        assert v8.dense.embeddings_perp is base.dense.embeddings_perp
+        np.testing.assert_allclose(v8.encode([task]), views[name].encode([task]))
+        # a tiny library: every document survives the int8 scan, so the results are the exact scan's
+        exact, r8 = views[name].search([task], k=5), v8.search([task], k=5)
+        np.testing.assert_array_equal(r8.ids, exact.ids)
+        np.testing.assert_allclose(r8.scores, exact.scores, rtol=1e-6)
+        assert r8.evidence == exact.evidence
+    assert base.scan.kind == "exact" and views["static"].scan.kind == "exact"  # the index is not changed
+    with pytest.raises(ValueError, match="background-removed"):
+        tier_views(base, static, qmap, int8_scan=Int8Scan.build(base.dense.embeddings_perp.copy()))
+    queries = [task, "dedupe csv rows with pandas"]
+    entry = bench_size(base, queries, base.encode(queries), lambda j: texts[j], encoder=base.encoder,
+                       tiers={"static+int8": views["static+int8"]}, int8_scan=scan8, reps=2)[0]
+    assert set(entry["tiers"]) == {"transformer", "static+int8"}
+    for value in entry["tiers"]["static+int8"].values():
+        assert np.isfinite(value) and value > 0
+    d8 = entry["detail"]["int8_scan"]
+    assert d8["dense_topk_ms"] > 0 and d8["floor_ms"] > 0 and d8["scan_over_floor"] > 0
+    assert d8["oversample"] == scan8.oversample
+    assert "| static+int8 |" in format_table({"sizes": [entry]})
+
+
+@pytest.mark.model
+def test_bench_times_the_int8_task_tier_beside_the_float32_reference():
+    """``transformer-int8`` searches with the int8 graph's task vectors; ``encode`` / ``end_to_end``
+    and the ``transformer`` tier stay float32 tasks even when the index's own default is int8."""
+    import numpy as np
+
+    from skillsight_fast.benchmark.driver import run_benchmark, tier_views
+    from skillsight_fast.evaluation.datasets import load_dataset
+    from skillsight_fast.models import load_encoder
+
+    try:
+        fp32 = load_encoder(threads=1)
+    except Exception as exc:  # weights package not installed
+        pytest.skip(f"bundled model unavailable: {exc}")
+    int8 = load_encoder(threads=1, int8=True)
+    ds = load_dataset(Path(__file__).parents[2] / "data" / "skillsbench", limit=2)
+    skills = ds.docs[::300]
+    base = SkillIndex.build(skills, fp32)
+    assert base.config.query_int8_side  # the default: int8 tasks
+    tasks = list(ds.query_texts)
+    views = tier_views(base, int8_encoder=int8)
+    assert set(views) == {"transformer-int8"}
+    np.testing.assert_allclose(views["transformer-int8"].encode(tasks), int8.encode(tasks), atol=1e-6)
+    report = run_benchmark(base, tasks, ["real"], encoder=fp32, int8_encoder=int8, reps=2)
+    np.testing.assert_allclose(base.encode(tasks), fp32.encode(tasks), atol=1e-6)  # the reference arm
+    entry = report["sizes"][0]
+    assert set(entry["tiers"]) == {"transformer", "transformer-int8"}
+    for tier in entry["tiers"].values():  # measured, not compared: two reps on a shared machine are noise
+        assert np.isfinite(tier["end_to_end"]) and tier["end_to_end"] > 0
+    assert report["meta"]["int8_task_encoder"] == "model.int8.onnx"
+
+
+@pytest.mark.model
+def test_tinybert_reranker_has_the_architecture(tmp_path):
+    import numpy as np
+    import onnx
+
+    from skillsight_fast.models.cross_encoder import TINYBERT_ARCHITECTURE, load_tinybert_reranker
+
+    try:
+        ce = load_tinybert_reranker(cache_dir=tmp_path, threads=1)
+    except Exception as exc:  # the bundled tokenizer's package is not installed
+        pytest.skip(f"bundled model unavailable: {exc}")
+    assert not ce.trained and ce.architecture == TINYBERT_ARCHITECTURE and ce.max_length == 512
+    model = onnx.load(str(ce.onnx_path))
+    shapes = {i.name: tuple(i.dims) for i in model.graph.initializer}
+    assert shapes["word_embeddings"] == (30522, 128)
+    assert any(n.startswith("encoder.layer.1.") for n in shapes)
+    assert not any(n.startswith("encoder.layer.2.") for n in shapes)  # two layers
+    assert shapes["encoder.layer.0.intermediate.dense.weight_t"] == (128, 512)
+    s = ce.score("merge two pdf files", ["pdf tools to merge and split", "git helper"])
+    assert s.shape == (2,) and np.isfinite(s).all()

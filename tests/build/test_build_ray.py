@@ -1,0 +1,80 @@
+"""The Ray build (skillsight_fast.build.ray) writes the index the single-machine build writes.
+
+A local Ray cluster with 2 CPUs is started once for this module and shut down after it
+(ray.init takes about 8 s on the shared machine; the builds themselves take seconds).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import fakes
+import pytest
+from fakes import HashEncoder
+from test_build_stream import assert_same_index, queries
+
+from skillsight_fast.build.ray import ray_build
+from skillsight_fast.config import IndexConfig
+from skillsight_fast.engine.index import SkillIndex
+from skillsight_fast.library.skills import LoadReport, iter_skills, load_skills
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT / "data" / "skillsbench" / "corpus.jsonl.gz"
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    import ray
+
+    ray.cloudpickle.register_pickle_by_value(fakes)  # the workers do not have tests/ on their path
+    ctx = ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield ctx.address_info["gcs_address"]
+    finally:
+        ray.shutdown()
+        ray.cloudpickle.unregister_pickle_by_value(fakes)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_ray_build_equals_the_single_machine_build(ray_cluster, workers):
+    cfg = IndexConfig()
+    whole = SkillIndex.build(load_skills([CORPUS]).skills, HashEncoder(dim=48), cfg)
+    index = ray_build(iter_skills([CORPUS], LoadReport()), functools.partial(HashEncoder, dim=48), cfg,
+                      workers=workers, chunk_size=30, query_encoder=HashEncoder(dim=48))
+    assert index.model_id == "hash-test"
+    assert_same_index(index, whole, queries("skillsbench"), atol=1e-6)
+
+
+def test_cli_index_ray_joins_a_cluster_and_writes_the_same_index(ray_cluster, tmp_path):
+    """From the command line, with the real MiniLM on the workers, joining the running cluster."""
+    from skillsight_fast.cli import main
+
+    lines = [line for line in __import__("gzip").open(CORPUS, "rt", encoding="utf-8")][:16]
+    src = tmp_path / "skills.jsonl"
+    src.write_text("".join(lines), encoding="utf-8")
+    assert main(["index", str(src), "-o", str(tmp_path / "one"), "-q"]) == 0
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.run(
+        [sys.executable, "-m", "skillsight_fast.cli", "index", str(src), "-o", str(tmp_path / "ray"),
+         "--ray", ray_cluster, "--ray-workers", "2", "--chunk-size", "5", "--json"],
+        capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert json.loads(run.stdout.strip().splitlines()[-1])["n_skills"] == 16
+    a, b = SkillIndex.load(tmp_path / "ray"), SkillIndex.load(tmp_path / "one")
+    assert a.model_id == b.model_id and a.model_checksum == b.model_checksum
+    texts = queries("skillsbench")[:30]
+    assert_same_index(a, b, texts, atol=1e-5)
+
+
+def test_ray_missing_is_a_clear_error(monkeypatch, tmp_path, capsys):
+    """Without ray installed, --ray names the extra (ray hidden from the import system)."""
+    from skillsight_fast.cli import main
+
+    monkeypatch.setitem(sys.modules, "ray", None)
+    assert main(["index", str(CORPUS), "-o", str(tmp_path / "x"), "--ray", "-q"]) == 1
+    assert "skillsight-fast[ray]" in capsys.readouterr().err

@@ -1,0 +1,74 @@
+"""The command line through main(argv), with the hashing encoder standing in for the model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fakes import HashEncoder
+from skill_files import write_skill
+
+import skillsight_fast.models as models
+from skillsight_fast.cli import main
+
+
+@pytest.fixture
+def library(tmp_path, monkeypatch):
+    monkeypatch.setattr(models, "load_encoder", lambda *a, **k: HashEncoder())
+    root = tmp_path / "skills"
+    write_skill(root, "pdf", name="pdf", description="Merge and split PDF files.", body="pdf pages merge split")
+    write_skill(root, "mesh", name="mesh", description="Analyse STL meshes.", body="stl mesh volume")
+    write_skill(root, "csv", name="csv", description="Clean CSV files.", body="csv columns rows")
+    write_skill(root, "broken", raw="no front matter")
+    return root
+
+
+def test_index_search_info(library, tmp_path, capsys):
+    idx = tmp_path / "idx"
+    assert main(["index", str(library), "-o", str(idx), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["n_skills"] == 3 and len(out["skipped"]) == 1
+    assert main(["search", "-i", str(idx), "merge pdf pages", "-k", "2", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["query"] == "merge pdf pages" and len(res["hits"]) == 2
+    assert res["hits"][0]["id"] == "pdf"
+    assert set(res["hits"][0]) == {"id", "name", "score", "dense", "lexical", "evidence", "tags", "pinned", "copies"}
+    assert main(["search", "-i", str(idx), "stl volume", "--explain"]) == 0
+    text = capsys.readouterr().out
+    assert "mesh" in text and "evidence" in text
+    assert main(["info", "-i", str(idx), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["n_skills"] == 3
+
+
+def test_errors_exit_nonzero_without_traceback(library, tmp_path, capsys):
+    assert main(["index", str(library), "-o", str(tmp_path / "i"), "--strict"]) == 1
+    err = capsys.readouterr().err
+    assert "error" in err and "Traceback" not in err and not (tmp_path / "i").exists()
+    assert main(["search", "-i", str(tmp_path / "missing"), "x"]) == 1
+    assert "no such index" in capsys.readouterr().err
+    main(["index", str(library), "-o", str(tmp_path / "i")])
+    capsys.readouterr()
+    assert main(["search", "-i", str(tmp_path / "i"), "   "]) == 1
+    assert "empty query" in capsys.readouterr().err
+    assert main(["search", "-i", str(tmp_path / "i"), "pdf", "-k", "0"]) == 1
+    with pytest.raises(SystemExit) as exc:
+        main(["search"])
+    assert exc.value.code == 2
+
+
+@pytest.mark.parametrize("flags, adaptive, lexical", [
+    ([], True, "bm25"),
+    (["--paper"], False, "lec"),
+    (["--lexical", "lec"], True, "lec"),
+    (["--paper", "--lexical", "bm25"], False, "bm25"),
+])
+def test_index_flags_choose_the_method(library, tmp_path, capsys, flags, adaptive, lexical):
+    idx = tmp_path / "idx"
+    assert main(["index", str(library), "-o", str(idx), "-q", *flags]) == 0
+    capsys.readouterr()
+    assert main(["info", "-i", str(idx), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["config"]["adaptive"] is adaptive and info["decisions"]["lexical"] == lexical
+    assert info["decisions"]["rule"] == ("adaptive" if adaptive else "config")
+    assert main(["search", "-i", str(idx), "merge pdf pages", "-k", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["hits"][0]["id"] == "pdf"
