@@ -7,7 +7,7 @@ Question. The document vector sees only the first 256 MiniLM tokens of a skill's
 description, hints, the start of the body). Long skills say more further down. A mean of chunk
 vectors was measured and dropped earlier; does the chunk-level *max* help?
 
-Declared variant (docs/ADAPTIVE_DECLARATIONS.md, fourth round, rule 2): up to 8 chunks of 256 tokens
+Declared variant (experiments/DECLARATIONS.md, fourth round, rule 2): up to 8 chunks of 256 tokens
 per skill; a skill's dense score is the max over its chunks. Chunk 0 (the head) is the default
 document vector itself. The text is cut with MiniLM's own tokenizer (no truncation) into runs of
 254 word-piece tokens (256 with [CLS]/[SEP], exactly the head's budget), each boundary moved back to

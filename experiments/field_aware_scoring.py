@@ -7,7 +7,7 @@ Question. The default indexes one text per skill (name, description, retrieval h
 name and description are the skill's own summary of what it is for; the body is instructions.
 Does scoring them above the body help?
 
-Declared variants (docs/ADAPTIVE_DECLARATIONS.md, fourth round, rule 3), each one swapped stage of
+Declared variants (experiments/DECLARATIONS.md, fourth round, rule 3), each one swapped stage of
 the default index (Rule 1 decides SBC on the default document vectors, BM25 over the evidence
 tokens Q', w = 0.25, K = 300):
 

@@ -29,7 +29,7 @@ index's own ``dense_candidates`` / ``lexical_scores`` plus that one row's score)
 tokens through ``lexical_stage=`` with ``evidence_tokens(exclude=all False)``, on/off through two
 indexes over the same embeddings (``from_embeddings(basis=, decisions=)``).
 
-Declared selection rule (docs/ADAPTIVE_DECLARATIONS.md, fourth round, written before any run): fit
+Declared selection rule (experiments/DECLARATIONS.md, fourth round, written before any run): fit
 sets skillsbench, sra_theoremqa, bfcl; fit score = (R@10 + nDCG@10)/2 over the real queries. The
 self-calibration replaces the default only if its fit score is >= the default's on all three fit
 sets and its mean over the three is strictly higher; all three within 0.05 is a tie (default kept).

@@ -1,6 +1,6 @@
 """The fourth round's declared selection rule and its report table (shared by its experiments).
 
-Declared in docs/ADAPTIVE_DECLARATIONS.md ("Fourth round") before any run:
+Declared in experiments/DECLARATIONS.md ("Fourth round") before any run:
 
 - fit sets skillsbench, sra_theoremqa, bfcl; confirm sets metatool, gorilla_hf (reported, never
   used to choose);

@@ -8,7 +8,7 @@ Question. Q' (the evidence tokens, :meth:`SkillIndex.evidence_tokens`) drops the
 so a short task such as "merge two PDF files" can keep no evidence token and is ranked by the dense
 side alone. What share of tasks has an empty Q' per dataset, and does a fallback help?
 
-Declared rule (docs/ADAPTIVE_DECLARATIONS.md, fourth round, rule 4), no fitted constant: when Q'
+Declared rule (experiments/DECLARATIONS.md, fourth round, rule 4), no fitted constant: when Q'
 would be empty, the lexical query is the task's known tokens whose IDF is above the corpus median
 IDF. "IDF" is the index's idf(t) = ln((N + 1)/(df + 1)) + 1, the one T_g is cut from; "the corpus
 median" is read two ways, both printed and both judged by the rule:
