@@ -95,22 +95,6 @@ class QueryEncoders:
         self._encoder_lock = threading.Lock()  # many threads may search before the encoder is loaded
 
     @property
-    def dense(self) -> Any:
-        return self.state.dense
-
-    @property
-    def config(self) -> IndexConfig:
-        return self.state.config
-
-    @property
-    def model_id(self) -> str:
-        return self.state.model.id
-
-    @property
-    def model_checksum(self) -> str:
-        return self.state.model.checksum
-
-    @property
     def attached(self) -> Encoder | None:
         """The document encoder if one is attached or loaded (never loads it)."""
         return self._encoder
@@ -131,7 +115,7 @@ class QueryEncoders:
         if check and encoder is not None:
             self._check_encoder(encoder)
         self._encoder = encoder
-        if self.dense.query_map is None:
+        if self.state.dense.query_map is None:
             self._query_encoder = None
             self._int8_tasks = None
 
@@ -140,7 +124,7 @@ class QueryEncoders:
         from skillsight_fast.models.registry import get_spec
 
         # a registry name, else the path the index was built with (e.g. a static model)
-        return self.model_id if get_spec(self.model_id) or not self.config.model else self.config.model
+        return self.state.model.id if get_spec(self.state.model.id) or not self.state.config.model else self.state.config.model
 
     @property
     def encoder(self) -> Encoder:
@@ -151,7 +135,7 @@ class QueryEncoders:
                 if self._encoder is None:
                     from skillsight_fast.models import load_encoder
 
-                    self._encoder = load_encoder(self._model_name(), int8=self.config.int8)
+                    self._encoder = load_encoder(self._model_name(), int8=self.state.config.int8)
         encoder = self._encoder
         self._check_encoder(encoder)
         return encoder
@@ -160,7 +144,7 @@ class QueryEncoders:
     def encoder(self, encoder: Encoder) -> None:
         self._check_encoder(encoder)
         self._encoder = encoder
-        if self.dense.query_map is None:
+        if self.state.dense.query_map is None:
             self._query_encoder = None  # the int8 task encoder follows the attached encoder's settings
             self._int8_tasks = None
 
@@ -171,7 +155,7 @@ class QueryEncoders:
         return self._int8_tasks
 
     def _decide_int8_queries(self) -> bool:
-        if not self.config.query_int8_side:
+        if not self.state.config.query_int8_side:
             return False
         encoder = self._encoder
         if encoder is None:
@@ -199,17 +183,17 @@ class QueryEncoders:
         whose ``config.query_int8_side`` is on, the dynamically int8-quantised graph of its model
         (loaded on its own: the float32 document graph is not loaded for a search); else the
         document encoder."""
-        if self.dense.query_map is None and not self._int8_queries():
+        if self.state.dense.query_map is None and not self._int8_queries():
             return self.encoder
         if self._query_encoder is None:
             with self._encoder_lock:
                 if self._query_encoder is None:
-                    if self.dense.query_map is not None:
-                        self._query_encoder = load_static_query_encoder(self.config)
+                    if self.state.dense.query_map is not None:
+                        self._query_encoder = load_static_query_encoder(self.state.config)
                     else:
                         self._query_encoder = self._load_int8_query_encoder()
         encoder = self._query_encoder
-        if self.dense.query_map is None:
+        if self.state.dense.query_map is None:
             self._check_encoder(encoder)
         else:
             self._check_query_encoder(encoder)
@@ -217,14 +201,14 @@ class QueryEncoders:
 
     @query_encoder.setter
     def query_encoder(self, encoder: Encoder) -> None:
-        if self.dense.query_map is None:
+        if self.state.dense.query_map is None:
             self._check_encoder(encoder)
         else:
             self._check_query_encoder(encoder)
         self._query_encoder = encoder
 
     def _check_query_encoder(self, encoder: Encoder) -> None:
-        info, qmap = self.state.model, self.dense.query_map
+        info, qmap = self.state.model, self.state.dense.query_map
         assert qmap is not None
         if info.query_checksum and encoder.checksum != info.query_checksum:
             raise ModelMismatchError(
@@ -235,10 +219,10 @@ class QueryEncoders:
             raise ModelMismatchError(f"query encoder dimension {encoder.dim} != the query map's {qmap.shape[0] - 1}")
 
     def _check_encoder(self, encoder: Encoder) -> None:
-        if self.model_checksum and encoder.checksum != self.model_checksum:
+        if self.state.model.checksum and encoder.checksum != self.state.model.checksum:
             raise ModelMismatchError(
-                f"the index was built with model {self.model_id!r} (checksum "
-                f"{self.model_checksum[:12]}), but the encoder is {encoder.model_id!r} "
+                f"the index was built with model {self.state.model.id!r} (checksum "
+                f"{self.state.model.checksum[:12]}), but the encoder is {encoder.model_id!r} "
                 f"(checksum {encoder.checksum[:12]}); rebuild the index or use the same model"
             )
         if encoder.dim != self.state.stats.dim:
@@ -255,11 +239,11 @@ class QueryEncoders:
         from skillsight_fast.models.registry import get_spec
         from skillsight_fast.models.static import apply_query_map
 
-        qmap = self.dense.query_map
-        assert qmap is not None and self.dense.query_table is not None and self.dense.query_table_ids is not None
-        spec = get_spec(self.model_id)
+        qmap = self.state.dense.query_map
+        assert qmap is not None and self.state.dense.query_table is not None and self.state.dense.query_table_ids is not None
+        spec = get_spec(self.state.model.id)
         self._contextual = ContextualEncoder(
-            static, self.dense.query_table_ids, self.dense.query_table,
+            static, self.state.dense.query_table_ids, self.state.dense.query_table,
             fallback=lambda texts: apply_query_map(static.encode(texts), qmap),
             max_length=spec.max_length if spec is not None else 256)
         return self._contextual
