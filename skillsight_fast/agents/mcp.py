@@ -57,6 +57,7 @@ def build_mcp_server(service: SkillService) -> Any:
 
     server = SkillServer(
         "skillsight",
+        log_level="WARNING",  # the SDK configures the root logger when nothing has yet: no INFO chatter
         instructions=(
             "Skill search over a local library of agent skills. Call find_skills with the user's task "
             "to get the best-fitting skills (an empty list means no skill fits), then get_skill(id) "

@@ -47,7 +47,7 @@ MAX_SERVE_K = 100
 MAX_BODY_BYTES = 64 * 1024
 #: Loopback addresses (anything else is reachable from other machines).
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-#: Connections the HTTP server serves at once (one thread each); more get 503.
+#: Connections the HTTP server serves at once; more get 503.
 DEFAULT_MAX_CONNECTIONS = 64
 
 
