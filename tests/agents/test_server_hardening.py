@@ -561,3 +561,26 @@ def test_a_failing_route_is_answered_with_500(served, monkeypatch):
     monkeypatch.setattr(served.service, "find", broken)
     assert search(served, {"task": "merge pdf"})[0] == 500
     assert request(served, "GET", "/health")[0] == 200
+
+
+# ====================================================================== issue 33 (HTTP)
+def test_head_is_answered_like_get_without_a_body(served):
+    for path in ("/health", "/skill/pdf"):
+        host, port = served.server_address[:2]
+        conn = http.client.HTTPConnection(host, port, timeout=10)
+        try:
+            conn.request("HEAD", path)
+            resp = conn.getresponse()
+            assert resp.status == 200 and resp.read() == b""
+            get_status, get_body = request(served, "GET", path)
+            assert get_status == 200 and int(resp.getheader("Content-Length")) == len(get_body)
+        finally:
+            conn.close()
+    assert request(served, "HEAD", "/skill/missing")[0] == 404
+
+
+@pytest.mark.parametrize("scheme", ["bearer", "BEARER", "Bearer", "bEaReR"])
+def test_bearer_scheme_is_case_insensitive(service, scheme):
+    with running(service, token=TOKEN) as server:
+        assert request(server, "POST", "/search", BODY, {"Authorization": f"{scheme} {TOKEN}"})[0] == 200
+        assert request(server, "POST", "/search", BODY, {"Authorization": f"{scheme} {TOKEN[:-1]}"})[0] == 401
