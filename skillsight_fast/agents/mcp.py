@@ -35,10 +35,10 @@ def build_mcp_server(service: SkillService) -> Any:
     from mcp.server.lowlevel.helper_types import ReadResourceContents
 
     class SkillServer(Server):  # type: ignore[misc,valid-type]
-        """The SDK server with the live catalog as its resources."""
+        """The SDK server with the live index's skills as its resources."""
 
         async def list_resources(self) -> list[Any]:
-            records = await anyio.to_thread.run_sync(lambda: service.catalog().resources())
+            records = await anyio.to_thread.run_sync(lambda: service.live().resources())
             return [mcp_types.Resource.model_validate(r) for r in records]
 
         async def list_resource_templates(self) -> list[Any]:
