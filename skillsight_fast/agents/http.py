@@ -108,8 +108,8 @@ def _raw_response(status: int, message: str, extra: tuple[tuple[str, str], ...] 
 async def _send_json(send: Callable[..., Any], status: int, obj: Any, *, close: bool = False,
                      headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
     body = _json_bytes(obj)
-    raw = [(b"content-type", b"application/json; charset=utf-8"), (b"content-length", str(len(body)).encode()),
-           *headers]
+    raw = [(b"content-type", b"application/json; charset=utf-8"),
+           (b"content-length", str(len(body)).encode()), *headers]
     if close:
         raw.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": int(status), "headers": raw})
@@ -165,8 +165,8 @@ def _protocol_class() -> type:
             if len(self.connections) > self.limits.max_connections:
                 self._refused = True
                 logger.warning("refusing a connection: %d open", self.limits.max_connections)
-                transport.write(_raw_response(503, f"server busy: {self.limits.max_connections} connections open",
-                                              (("Retry-After", "1"),)))
+                busy = f"server busy: {self.limits.max_connections} connections open"
+                transport.write(_raw_response(503, busy, (("Retry-After", "1"),)))
                 # half-close and drop what the client still sends for a moment: closing with its
                 # request unread would reset the connection before it reads the answer
                 if transport.can_write_eof():
@@ -333,7 +333,8 @@ class _Guard:
     def _values(headers: list[tuple[bytes, bytes]], name: bytes) -> list[str]:
         return [v.decode("latin-1") for k, v in headers if k == name]
 
-    def _check_access(self, scope: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> tuple[int, str] | None:
+    def _check_access(self, scope: dict[str, Any], headers: list[tuple[bytes, bytes]]
+                      ) -> tuple[int, str] | None:
         if self.token is not None:  # the token is the proof; Host and Origin do not matter then
             auth = [v for k, v in headers if k == b"authorization"]
             scheme, _, given = auth[0].strip().partition(b" ") if len(auth) == 1 else (b"", b"", b"")
@@ -361,7 +362,8 @@ class _Guard:
                 return 403, f"requests from web pages of origin {origin.strip()[:100]!r} are refused"
         return None
 
-    def _check_framing(self, scope: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> tuple[int, str] | None:
+    def _check_framing(self, scope: dict[str, Any], headers: list[tuple[bytes, bytes]]
+                       ) -> tuple[int, str] | None:
         if any(k == b"transfer-encoding" for k, _ in headers):
             return 411, "Transfer-Encoding is not supported; send a Content-Length"
         lengths = self._values(headers, b"content-length")  # h11 checked: one plain decimal number
@@ -373,8 +375,9 @@ class _Guard:
 
 
 # ---------------------------------------------------------------------------------------------- the app
-def build_app(service: SkillService, *, token: str | None = None, allowed_hosts: frozenset[str] = frozenset(LOOPBACK),
-              limits: HTTPLimits = HTTPLimits(), mcp: bool = True) -> Any:
+def build_app(service: SkillService, *, token: str | None = None,
+              allowed_hosts: frozenset[str] = frozenset(LOOPBACK), limits: HTTPLimits = HTTPLimits(),
+              mcp: bool = True) -> Any:
     """The ASGI app: the routes and ``/mcp`` behind :class:`_Guard`.
 
     Parameters
@@ -406,7 +409,8 @@ def build_app(service: SkillService, *, token: str | None = None, allowed_hosts:
     def error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
         return JSON({"error": message, "status": int(status)}, status_code=int(status), headers=headers)
 
-    async def call(what: str, fn: Callable[..., Any], *args: Any, not_found: bool = False, **kwargs: Any) -> Response:
+    async def call(what: str, fn: Callable[..., Any], *args: Any, not_found: bool = False,
+                   **kwargs: Any) -> Response:
         """Run a service call in a worker thread and translate its outcome."""
         try:
             return JSON(await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs)))
@@ -440,8 +444,8 @@ def build_app(service: SkillService, *, token: str | None = None, allowed_hosts:
         if not isinstance(payload, dict):
             return error(400, "the body must be a JSON object {\"task\": ..., \"k\": ...}")
         return await call("POST /search", service.find, payload.get("task"), payload.get("k", 5),
-                          tags=payload.get("tags"), source=payload.get("source"), cut=payload.get("cut", "task"),
-                          collapse=payload.get("collapse", True))
+                          tags=payload.get("tags"), source=payload.get("source"),
+                          cut=payload.get("cut", "task"), collapse=payload.get("collapse", True))
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
@@ -452,7 +456,8 @@ def build_app(service: SkillService, *, token: str | None = None, allowed_hosts:
                          headers=dict(exc.headers or {}))
         return error(exc.status_code, str(exc.detail))
 
-    routes: list[Any] = [Route("/health", health, methods=["GET"]), Route("/search", search, methods=["POST"]),
+    routes: list[Any] = [Route("/health", health, methods=["GET"]),
+                         Route("/search", search, methods=["POST"]),
                          Route("/skill/{skill_id:path}", skill, methods=["GET"])]
     manager = None
     if mcp:
@@ -493,7 +498,8 @@ class SkillHTTPServer:
     """
 
     def __init__(self, address: tuple[str, int], service: SkillService, *, token: str | None = None,
-                 allow_hosts: tuple[str, ...] = (), limits: HTTPLimits = HTTPLimits(), mcp: bool = True) -> None:
+                 allow_hosts: tuple[str, ...] = (), limits: HTTPLimits = HTTPLimits(),
+                 mcp: bool = True) -> None:
         import uvicorn
 
         self.service = service
@@ -583,7 +589,8 @@ def check_http_options(host: str, port: Any, token: str | None = None, max_conne
     if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
         raise SkillsightError(f"the connection cap must be a positive integer, got {max_connections!r}")
     if token is not None and (len(token) < MIN_TOKEN_CHARS or not token.isprintable() or " " in token):
-        raise SkillsightError(f"the token must be at least {MIN_TOKEN_CHARS} printable characters without spaces")
+        raise SkillsightError(f"the token must be at least {MIN_TOKEN_CHARS} printable characters "
+                              "without spaces")
     if not is_loopback(host) and token is None:
         raise SkillsightError(f"serving on {host} makes the index reachable from other machines: "
                               "set a token (--token-file FILE or SKILLSIGHT_TOKEN) or bind 127.0.0.1")
@@ -627,6 +634,7 @@ def make_http_server(service: SkillService, host: str = "127.0.0.1", port: int =
     if not is_loopback(host):
         logger.warning("serving on %s: reachable from other machines; every request needs the token", host)
     try:
-        return SkillHTTPServer((host, port), service, token=token, allow_hosts=allow_hosts, limits=limits, mcp=mcp)
+        return SkillHTTPServer((host, port), service, token=token, allow_hosts=allow_hosts, limits=limits,
+                               mcp=mcp)
     except OSError as exc:
         raise SkillsightError(f"cannot listen on {host}:{port} ({exc.strerror or exc})") from None

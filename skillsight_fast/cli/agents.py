@@ -30,7 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve an index to agents: MCP over stdio, or JSON over HTTP")
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--mcp", action="store_true", help="MCP server over stdio (tools find_skills, get_skill)")
-    mode.add_argument("--http", action="store_true", help="JSON endpoint: GET /health, POST /search, GET /skill/<id>; and MCP (streamable HTTP) at /mcp")
+    mode.add_argument("--http", action="store_true",
+                      help="JSON endpoint: GET /health, POST /search, GET /skill/<id>; and MCP (streamable HTTP) at /mcp")
     p.add_argument("-i", "--index", metavar="DIR", help="the index to serve (not with --proxy)")
     p.add_argument("--host", default="127.0.0.1",
                    help="HTTP address (default loopback 127.0.0.1; any other address needs a token)")

@@ -64,7 +64,8 @@ async def _session_calls(url: str, headers: dict[str, str] | None = None) -> dic
                 res = await session.call_tool("find_skills", {"task": "merge pdf pages", "k": 2})
                 out["find"] = json.loads(res.content[0].text)
                 bad = await session.call_tool("find_skills", {"task": "merge pdf", "k": 1000})
-                out["bad_k"] = (bool(getattr(bad, "is_error", getattr(bad, "isError", False))), bad.content[0].text)
+                failed = bool(getattr(bad, "is_error", getattr(bad, "isError", False)))
+                out["bad_k"] = (failed, bad.content[0].text)
                 out["skill_md"] = (await session.read_resource("skill://pdf/SKILL.md")).contents[0]
                 out["script"] = (await session.read_resource("skill://pdf/scripts/merge.py")).contents[0]
                 out["listed"] = sorted(str(r.uri) for r in (await session.list_resources()).resources)
@@ -87,12 +88,13 @@ def test_mcp_over_streamable_http_next_to_search(service):
 
 
 def _post_initialize(server, headers):
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}).encode()
+    params = {"protocolVersion": "2025-06-18", "capabilities": {},
+              "clientInfo": {"name": "t", "version": "1"}}
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}).encode()
     conn = http.client.HTTPConnection(*server.server_address[:2], timeout=10)
     try:
-        conn.request("POST", "/mcp", body=body, headers={"Content-Type": "application/json",
-                                                         "Accept": "application/json, text/event-stream", **headers})
+        conn.request("POST", "/mcp", body=body, headers={
+            "Content-Type": "application/json", "Accept": "application/json, text/event-stream", **headers})
         resp = conn.getresponse()
         return resp.status, resp.read()
     finally:
@@ -118,7 +120,8 @@ def test_mcp_endpoint_needs_the_token_and_accepts_any_scheme_case(service):
         assert _post_initialize(server, {})[0] == 401
         assert _post_initialize(server, {"Authorization": "Bearer wrong-token-wrong-token"})[0] == 401
         # with the token, a remote client's Host does not matter
-        assert _post_initialize(server, {"Authorization": f"bearer {TOKEN}", "Host": "skills.example"})[0] == 200
+        remote = {"Authorization": f"bearer {TOKEN}", "Host": "skills.example"}
+        assert _post_initialize(server, remote)[0] == 200
         out = asyncio.run(asyncio.wait_for(
             _session_calls(server.url + "/mcp", {"Authorization": f"BEARER {TOKEN}"}), 120))
     assert out["find"]["hits"][0]["id"] == "pdf"
