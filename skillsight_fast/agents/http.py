@@ -626,6 +626,12 @@ def make_http_server(service: SkillService, host: str = "127.0.0.1", port: int =
     SkillsightError
         See :func:`check_http_options`; or the address cannot be bound.
     """
+    try:
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        raise SkillsightError("the HTTP server needs Starlette and uvicorn (they come with the MCP SDK): "
+                              "pip install 'skillsight-fast[serve]'") from None
     limits = limits or HTTPLimits()
     if max_connections is not None:
         check_http_options(host, port, token, max_connections)
