@@ -162,6 +162,10 @@ def _protocol_class() -> type:
         # -------------------------------------------------------------- connection
         def connection_made(self, transport: Any) -> None:  # type: ignore[override]
             super().connection_made(transport)
+            sock = transport.get_extra_info("socket")
+            if sock is not None:  # head and body go out at once, never behind a delayed ACK
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if len(self.connections) > self.limits.max_connections:
                 self._refused = True
                 logger.warning("refusing a connection: %d open", self.limits.max_connections)
@@ -507,7 +511,9 @@ class SkillHTTPServer:
         names = {*LOOPBACK, address[0].lower(), *(h.lower().rstrip(".") for h in allow_hosts)}
         self.allowed_hosts = frozenset(n for n in names if n not in ("", "0.0.0.0", "::"))
         family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
-        self.socket = socket.socket(family, socket.SOCK_STREAM)
+        # proto IPPROTO_TCP, not 0: asyncio turns Nagle off only on sockets that say they are TCP
+        # (with it on, a response written as head + body waits ~40 ms for the client's delayed ACK)
+        self.socket = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         try:
             self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             self.socket.bind(address)
