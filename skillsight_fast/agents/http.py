@@ -225,6 +225,12 @@ def _protocol_class() -> type:
             elif pending and self._clock is None and not self.transport.is_closing():
                 self._start_clock(self.limits.request_timeout, self._request_expired)
 
+        def timeout_keep_alive_handler(self) -> None:
+            """uvicorn's keep-alive clock ran out: close, and drop a client that does not read."""
+            super().timeout_keep_alive_handler()
+            if self.transport.get_write_buffer_size():
+                self._watch_writes()
+
         def _idle_expired(self) -> None:
             self._clock = None
             logger.debug("closing a connection idle for %s s", self.limits.idle_timeout)
