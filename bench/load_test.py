@@ -1,6 +1,7 @@
 """Bounded load test of ``skillsight serve --http`` over loopback.
 
-Starts the HTTP server in-process on 127.0.0.1 (a free port), then sends a fixed number of
+Starts the HTTP server (Starlette on uvicorn, :mod:`skillsight_fast.agents.http`) in-process on
+127.0.0.1 (a free port), then sends a fixed number of
 ``POST /search`` requests (plus a few ``GET /skill/<id>``) from N client threads, each with its own
 keep-alive connection, and reports throughput, p50/p99/max latency and the error count. It stops
 at the request count or the time limit, whichever comes first.
@@ -38,7 +39,7 @@ def queries(n: int, seed: int = 0) -> list[str]:
 
 def synthetic_service(n_skills: int = 2000, seed: int = 0) -> Any:
     """A SkillService over a synthetic library, encoded with the test hashing encoder."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
     from fakes import HashEncoder
 
     from skillsight_fast import SkillIndex
@@ -92,7 +93,8 @@ def run_load_test(service: Any, *, requests: int = 2000, threads: int = 8, secon
                         conn.request("GET", f"/skill/{last_id}")
                     else:
                         body = json.dumps({"task": texts[i], "k": k})
-                        conn.request("POST", "/search", body=body, headers={"Content-Type": "application/json"})
+                        conn.request("POST", "/search", body=body,
+                                     headers={"Content-Type": "application/json"})
                     resp = conn.getresponse()
                     payload = json.loads(resp.read())
                     if resp.status != 200:

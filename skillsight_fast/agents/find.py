@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from skillsight_fast.engine.abstention import Abstention, hit_cosines
+from skillsight_fast.engine.abstention import Abstention
 from skillsight_fast.errors import QueryError
 
 if TYPE_CHECKING:
@@ -268,7 +268,7 @@ def find_skills(index: "SkillIndex", tasks: str | Sequence[str], k: int = 5, *,
                 abstention: Abstention | None = None, lock: threading.Lock | None = None,
                 allow_flagged: bool = False, tags: Sequence[str] | None = None, source: str | None = None,
                 pins: Sequence[str] | None = None, cut: str = "task", collapse: bool = True,
-                **knobs: Any) -> list[Answer]:
+                max_k: int | None = None, **knobs: Any) -> list[Answer]:
     """Search, filter, collapse copies, apply the cut, and build the hit records of each task.
 
     Parameters
@@ -298,6 +298,8 @@ def find_skills(index: "SkillIndex", tasks: str | Sequence[str], k: int = 5, *,
     collapse : bool
         Fold copies of a skill (same name, or embedding cosine ≥ :data:`DUPLICATE_COSINE`) into the
         best-ranked one's ``copies``.
+    max_k : int, optional
+        A lower cap on ``k`` than the index's (a server's per-request cap).
     **knobs
         Query-time settings passed to :meth:`SkillIndex.search_vectors` (``candidates``,
         ``fusion``, ``lexical_weight``, ...).
@@ -313,7 +315,7 @@ def find_skills(index: "SkillIndex", tasks: str | Sequence[str], k: int = 5, *,
     """
     texts = index.check_queries(tasks)
     n = len(index)
-    k = min(index.check_k(k), max(n, 1))
+    k = min(index.check_k(k, most=max_k), max(n, 1))
     if cut not in CUTS:
         raise QueryError(f"'cut' must be one of {', '.join(CUTS)}, got {cut!r}")
     filtered = bool(tags) or source is not None
@@ -337,7 +339,7 @@ def find_skills(index: "SkillIndex", tasks: str | Sequence[str], k: int = 5, *,
             if depth >= n or all((row >= 0).sum() >= need for row in result.ids):
                 break
             depth = min(n, depth * 4)
-    cosines = hit_cosines(index, vectors, result.ids)
+    cosines = result.cosine  # qᵀd of each hit, from the search itself
     answers = []
     for i, text in enumerate(texts):
         all_hits = hits_of(index, result, i, cosines)

@@ -1,65 +1,304 @@
-"""The HTTP transport: ``POST /search``, ``GET /skill/<id>``, ``GET /health`` over the service.
+"""The HTTP transport: ``POST /search``, ``GET /skill/<id>``, ``GET /health`` and MCP at ``/mcp``.
 
-Hardened for a loopback service (docs/SECURITY.md): Host/Origin checks against DNS rebinding, a
-bearer token for any other address, body and connection caps, and request deadlines.
+A Starlette app on uvicorn (both come with the ``mcp`` SDK of the ``serve`` extra), hardened for a
+loopback service (docs/SECURITY.md):
+
+* **access** (:class:`_Guard`, ASGI middleware in front of every route, ``/mcp`` included): with a
+  token, every request needs ``Authorization: Bearer <token>`` (scheme in any case, token compared
+  in constant time); without one, the ``Host`` header and any ``Origin`` must name loopback, the
+  bound address or an ``--allow-host`` name (this defeats DNS rebinding);
+* **framing**: h11 refuses malformed or conflicting ``Content-Length`` values and headers over
+  :attr:`HTTPLimits.max_header_bytes`; the guard refuses ``Transfer-Encoding``, a ``POST`` without
+  ``Content-Length`` and a body over :data:`~skillsight_fast.agents.service.MAX_BODY_BYTES`
+  before reading it, and closes the connection after every refusal;
+* **clocks and caps** (:class:`_Protocol`, uvicorn's h11 protocol with deadlines): a connection may
+  wait ``idle_timeout`` seconds for a request, a request must arrive whole within
+  ``request_timeout`` seconds of its first byte (a client sending a byte every few seconds is
+  dropped), a response write that makes no progress for ``write_timeout`` seconds drops the client,
+  and connections beyond ``max_connections`` get ``503`` at once.
+
+``HEAD`` is answered like ``GET`` without a body. MCP's streamable HTTP transport (the SDK's
+session manager over the server of :func:`~skillsight_fast.agents.mcp.build_mcp_server`) is served
+at ``/mcp`` behind the same checks, so remote hosts can use the MCP tools and resources.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import dataclasses
+import functools
 import hmac
-import io
 import json
 import logging
-import sys
+import socket
 import threading
-import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import urlsplit
 
 from skillsight_fast.agents.live import SkillFileError, UnknownSkillError
-from skillsight_fast.agents.service import LOOPBACK, MAX_BODY_BYTES, SkillService
+from skillsight_fast.agents.service import DEFAULT_MAX_CONNECTIONS, LOOPBACK, MAX_BODY_BYTES, SkillService
 from skillsight_fast.errors import QueryError, SkillsightError
 
 logger = logging.getLogger(__name__)
 
-#: Connections the HTTP server serves at once (one thread each); more get 503.
-DEFAULT_MAX_CONNECTIONS = 64
+__all__ = ["DEFAULT_MAX_CONNECTIONS", "HTTPLimits", "SkillHTTPServer", "build_app", "check_http_options",
+           "is_loopback", "make_http_server"]
+
+#: What a route answers on an unknown path.
+ROUTES = "GET /health, POST /search, GET /skill/<id>, /mcp (MCP streamable HTTP)"
 
 
-class _DeadlineReader(io.RawIOBase):
-    """The socket's read side under two clocks (see :class:`_Handler`).
+@dataclass(frozen=True)
+class HTTPLimits:
+    """Caps and clocks of the HTTP server.
 
-    Each wait for bytes may last ``handler.timeout`` seconds (idle), and once the first byte of a
-    request has arrived the whole request (line, headers, body) must arrive within
-    ``handler.request_timeout`` seconds: a client sending a byte every 20 s is dropped instead of
-    holding a thread forever.
+    Attributes
+    ----------
+    max_connections : int
+        Connections served at once; one more gets ``503`` (with ``Retry-After``) and is closed.
+    idle_timeout : float
+        Seconds a connection may wait for the first byte of a request (after connecting, and
+        between keep-alive requests).
+    request_timeout : float
+        Seconds from the first byte of a request to its last (line, headers and body).
+    write_timeout : float
+        Seconds a response write may make no progress (a client that does not read is dropped).
+    max_header_bytes : int
+        Largest request line + headers (h11's ``max_incomplete_event_size``); more gets ``431``.
+    max_sessions : int
+        Open MCP sessions at ``/mcp``; one more gets ``503``.
+    session_idle_timeout : float
+        Seconds after which an MCP session without a request in flight is closed.
+    shutdown_timeout : float
+        Seconds :meth:`SkillHTTPServer.shutdown` lets running requests finish.
     """
 
-    def __init__(self, sock: Any, handler: _Handler) -> None:
-        super().__init__()
-        self._sock = sock
-        self._handler = handler
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        handler = self._handler
-        wait = handler.timeout
-        if handler.request_deadline is not None:
-            left = handler.request_deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"request not received within {handler.request_timeout} s")
-            wait = left if wait is None else min(wait, left)
-        self._sock.settimeout(wait)
-        n = self._sock.recv_into(buffer)
-        if n and handler.request_deadline is None:
-            handler.request_deadline = time.monotonic() + handler.request_timeout
-        return int(n)
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    idle_timeout: float = 30.0
+    request_timeout: float = 10.0
+    write_timeout: float = 30.0
+    max_header_bytes: int = 16 * 1024
+    max_sessions: int = 256
+    session_idle_timeout: float = 600.0
+    shutdown_timeout: float = 3.0
 
 
+# ---------------------------------------------------------------------------------------------- replies
+def _json_bytes(obj: Any) -> bytes:
+    # "replace": a lone surrogate echoed from the request must not crash the response
+    return json.dumps(obj, ensure_ascii=False).encode("utf-8", "replace")
+
+
+def _error_body(status: int, message: str) -> bytes:
+    return _json_bytes({"error": message, "status": int(status)})
+
+
+def _raw_response(status: int, message: str, extra: tuple[tuple[str, str], ...] = ()) -> bytes:
+    """A whole ``Connection: close`` JSON error response as bytes (sent outside the h11 cycle)."""
+    body = _error_body(status, message)
+    head = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}", "Content-Type: application/json; charset=utf-8",
+            f"Content-Length: {len(body)}", *(f"{k}: {v}" for k, v in extra), "Connection: close"]
+    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+
+
+async def _send_json(send: Callable[..., Any], status: int, obj: Any, *, close: bool = False,
+                     headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
+    body = _json_bytes(obj)
+    raw = [(b"content-type", b"application/json; charset=utf-8"),
+           (b"content-length", str(len(body)).encode()), *headers]
+    if close:
+        raw.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": int(status), "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+# ---------------------------------------------------------------------------------------------- the protocol
+def _protocol_class() -> type:
+    """uvicorn's h11 protocol with the deadlines and the connection cap (built lazily: uvicorn and
+    h11 are imported only when a server is made)."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class _Connection(h11.Connection):  # type: ignore[misc]
+        """h11's connection that remembers why it refused a request (uvicorn drops the reason)."""
+
+        refusal: h11.RemoteProtocolError | None = None
+
+        def __init__(self, role: Any, max_head: int) -> None:
+            super().__init__(role, max_head)
+            self.max_head = max_head
+
+        def next_event(self) -> Any:
+            try:
+                event = super().next_event()
+                # h11 caps only a head that is still incomplete; one that arrived whole is measured here
+                if isinstance(event, h11.Request) and (len(event.target) + sum(
+                        len(k) + len(v) + 4 for k, v in event.headers.raw_items()) > self.max_head):
+                    raise h11.RemoteProtocolError("request head too large", error_status_hint=431)
+                return event
+            except h11.RemoteProtocolError as exc:
+                self.refusal = exc
+                raise
+
+    class _Protocol(H11Protocol):  # type: ignore[misc]
+        """One connection: uvicorn's h11 protocol under three clocks and the connection cap."""
+
+        def __init__(self, config: Any, server_state: Any, app_state: Any, _loop: Any = None, *,
+                     limits: HTTPLimits) -> None:
+            super().__init__(config, server_state, app_state, _loop)
+            self.limits = limits
+            self.timeout_keep_alive = limits.idle_timeout  # uvicorn's keep-alive clock, in seconds
+            self.conn = _Connection(h11.SERVER, limits.max_header_bytes)
+            self._clock: asyncio.TimerHandle | None = None  # the idle or the request clock
+            self._write_clock: asyncio.TimerHandle | None = None
+            self._write_left = 0
+            self._refused = False
+            self._lost = False
+
+        # -------------------------------------------------------------- connection
+        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            sock = transport.get_extra_info("socket")
+            if sock is not None:  # head and body go out at once, never behind a delayed ACK
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if len(self.connections) > self.limits.max_connections:
+                self._refused = True
+                logger.warning("refusing a connection: %d open", self.limits.max_connections)
+                busy = f"server busy: {self.limits.max_connections} connections open"
+                transport.write(_raw_response(503, busy, (("Retry-After", "1"),)))
+                # half-close and drop what the client still sends for a moment: closing with its
+                # request unread would reset the connection before it reads the answer
+                if transport.can_write_eof():
+                    transport.write_eof()
+                self._clock = self.loop.call_later(1.0, self._close)
+                return
+            self._start_clock(self.limits.idle_timeout, self._idle_expired)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._lost = True
+            self._stop_clock()
+            if self._write_clock is not None:
+                self._write_clock.cancel()
+                self._write_clock = None
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            if self._refused or self._lost:
+                return
+            if self._clock is not None and self._clock_kind == "idle":
+                self._stop_clock()
+            if self._clock is None and self.conn.their_state in (h11.IDLE, h11.SEND_BODY):
+                self._start_clock(self.limits.request_timeout, self._request_expired)
+            super().data_received(data)
+            self._check_request_clock()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._check_request_clock()
+            if self.transport.is_closing() and self.transport.get_write_buffer_size():
+                self._watch_writes()
+
+        # -------------------------------------------------------------- clocks
+        _clock_kind = ""
+
+        def _start_clock(self, seconds: float, callback: Callable[[], None]) -> None:
+            self._stop_clock()
+            self._clock_kind = "idle" if callback == self._idle_expired else "request"
+            self._clock = self.loop.call_later(seconds, callback)
+
+        def _stop_clock(self) -> None:
+            if self._clock is not None:
+                self._clock.cancel()
+                self._clock = None
+
+        def _check_request_clock(self) -> None:
+            """Stop the request clock once the request has arrived whole (or no request is pending)."""
+            state = self.conn.their_state
+            pending = state is h11.SEND_BODY or (state is h11.IDLE and bool(self.conn.trailing_data[0]))
+            if self._clock_kind == "request" and not pending:
+                self._stop_clock()
+            elif pending and self._clock is None and not self.transport.is_closing():
+                self._start_clock(self.limits.request_timeout, self._request_expired)
+
+        def timeout_keep_alive_handler(self) -> None:
+            """uvicorn's keep-alive clock ran out: close, and drop a client that does not read."""
+            super().timeout_keep_alive_handler()
+            if self.transport.get_write_buffer_size():
+                self._watch_writes()
+
+        def _idle_expired(self) -> None:
+            self._clock = None
+            logger.debug("closing a connection idle for %s s", self.limits.idle_timeout)
+            self._close()
+
+        def _request_expired(self) -> None:
+            self._clock = None
+            logger.debug("dropping a request not received within %s s", self.limits.request_timeout)
+            if self.conn.our_state is h11.IDLE and self.conn.their_state is h11.IDLE:  # no request parsed yet
+                self.transport.write(_raw_response(408, f"request not received within "
+                                                        f"{self.limits.request_timeout} s"))
+            self._close()
+
+        def _close(self) -> None:
+            """Close; a client that does not read what is left to send is dropped by the write clock."""
+            if not self.transport.is_closing():
+                self.transport.close()
+            if self.transport.get_write_buffer_size():
+                self._watch_writes()
+
+        # -------------------------------------------------------------- writes
+        def pause_writing(self) -> None:
+            super().pause_writing()
+            self._watch_writes()
+
+        def _watch_writes(self) -> None:
+            if self._write_clock is None and not self._lost:
+                self._write_left = self.transport.get_write_buffer_size()
+                self._write_clock = self.loop.call_later(self.limits.write_timeout, self._write_check)
+
+        def _write_check(self) -> None:
+            self._write_clock = None
+            if self._lost:
+                return
+            left = self.transport.get_write_buffer_size()
+            if not left or (left < self._write_left and not self.flow.write_paused and not
+                            self.transport.is_closing()):
+                return  # drained, or draining with nothing queued behind
+            if left >= self._write_left:
+                logger.debug("dropping a client that read nothing for %s s", self.limits.write_timeout)
+                self.transport.abort()
+                return
+            self._watch_writes()  # progress: look again later
+
+        # -------------------------------------------------------------- refusals by h11
+        def send_400_response(self, msg: str) -> None:
+            """uvicorn's answer to a request h11 refused, as JSON with the reason and its status."""
+            exc = self.conn.refusal
+            status = getattr(exc, "error_status_hint", 400) if exc is not None else 400
+            reason = str(exc) if exc is not None and str(exc) else msg
+            if status == 431:
+                reason = f"request line and headers over {self.limits.max_header_bytes} bytes"
+            body = _error_body(status, f"malformed request: {reason}")
+            try:
+                self.transport.write(self.conn.send(h11.Response(
+                    status_code=status, reason=HTTPStatus(status).phrase.encode(),
+                    headers=[(b"Content-Type", b"application/json; charset=utf-8"),
+                             (b"Content-Length", str(len(body)).encode()), (b"Connection", b"close")])))
+                self.transport.write(self.conn.send(h11.Data(data=body)))
+                self.transport.write(self.conn.send(h11.EndOfMessage()))
+            except h11.LocalProtocolError:  # a response was already under way: just close
+                pass
+            self._close()
+
+    return _Protocol
+
+
+# ---------------------------------------------------------------------------------------------- checks
 def _host_name(value: str) -> str:
     """The lowercase host of a ``Host`` header value (``[::1]:8765`` -> ``::1``)."""
     value = value.strip().lower()
@@ -73,206 +312,236 @@ def _host_name(value: str) -> str:
     return name.rstrip(".")
 
 
-class _Handler(BaseHTTPRequestHandler):
-    """One connection: checks every request (token or Host/Origin, framing, size) before routing.
+class _Guard:
+    """ASGI middleware: the access and framing checks of every HTTP request, before any route.
 
-    Clocks: a connection may wait ``timeout`` seconds for bytes (idle keep-alive included); a
-    request must arrive whole within ``request_timeout`` seconds of its first byte; each response
-    write must finish within ``write_timeout`` seconds (a client that does not read is dropped).
+    A refused request is answered with a JSON error and ``Connection: close`` (its body is never
+    read, so it can never be taken for a next request).
     """
 
-    server_version = "skillsight-fast"
-    protocol_version = "HTTP/1.1"
-    #: Seconds a connection may sit idle or stall mid-request before it is closed (slow clients
-    #: would otherwise hold a server thread forever).
-    timeout = 30
-    #: Seconds from the first byte of a request to its last (line, headers and body).
-    request_timeout = 10.0
-    #: Seconds one response write may take.
-    write_timeout = 30.0
+    def __init__(self, app: Any, *, token: str | None, allowed_hosts: frozenset[str],
+                 max_body: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.token = token.encode("utf-8") if token is not None else None
+        self.allowed_hosts = allowed_hosts
+        self.max_body = max_body
 
-    request_deadline: float | None = None
-    _body: bytes | None = None
-    _responded = False
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers: list[tuple[bytes, bytes]] = scope["headers"]
+        problem = self._check_access(scope, headers) or self._check_framing(scope, headers)
+        if problem is None:
+            await self.app(scope, receive, send)
+            return
+        status, message = problem
+        extra = ((b"www-authenticate", b'Bearer realm="skillsight"'),) if status == 401 else ()
+        await _send_json(send, status, {"error": message, "status": int(status)}, close=True, headers=extra)
 
-    @property
-    def service(self) -> SkillService:
-        return self.server.service  # type: ignore[attr-defined,no-any-return]
+    @staticmethod
+    def _values(headers: list[tuple[bytes, bytes]], name: bytes) -> list[str]:
+        return [v.decode("latin-1") for k, v in headers if k == name]
 
-    def setup(self) -> None:
-        super().setup()
-        self.rfile.close()
-        self.rfile = io.BufferedReader(_DeadlineReader(self.connection, self))
-
-    def handle_one_request(self) -> None:
-        self.request_deadline = None
-        self._body = None
-        self._responded = False
-        try:
-            super().handle_one_request()
-        except (ConnectionError, TimeoutError):  # the client hung up or stalled: nobody to answer
-            self.close_connection = True
-        except Exception:  # a bug: answer 500 if nothing was sent yet, and keep serving others
-            logger.exception("%s %s failed", self.command, self.path)
-            self.close_connection = True
-            if not self._responded:
-                try:
-                    self._error(HTTPStatus.INTERNAL_SERVER_ERROR, "internal error (see the server log)")
-                except OSError:
-                    pass
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        logger.debug("%s " + format, self.address_string(), *args)
-
-    def flush_headers(self) -> None:
-        self._responded = True
-        self.connection.settimeout(self.write_timeout)
-        super().flush_headers()
-
-    def _send(self, status: int, obj: Any) -> None:
-        # "replace": a lone surrogate echoed from the request must not crash the response
-        body = json.dumps(obj, ensure_ascii=False).encode("utf-8", "replace")
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        if status == HTTPStatus.UNAUTHORIZED:
-            self.send_header("WWW-Authenticate", 'Bearer realm="skillsight"')
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-
-    def _error(self, status: HTTPStatus, message: str) -> None:
-        self._send(status, {"error": message, "status": int(status)})
-
-    # ------------------------------------------------------------------ checks before routing
-    def parse_request(self) -> bool:
-        """The stdlib parse, then the checks; on a failure answer it, and route nothing."""
-        if not super().parse_request():
-            return False
-        problem = self._check_access() or self._check_framing()
-        if problem is not None:
-            self.close_connection = True  # an unread body must never be parsed as a request
-            self._error(*problem)
-            return False
-        length = self.headers.get("Content-Length")
-        if length is not None and int(length) > 0:
-            try:  # read every body, routed or not, so it is never taken for the next request
-                self._body = self.rfile.read(int(length))
-            except OSError:  # the client stalled past a deadline or hung up mid-body: drop it quietly
-                self.close_connection = True
-                return False
-            if len(self._body) < int(length):
-                self.close_connection = True
-                return False
-        return True
-
-    def _check_access(self) -> tuple[HTTPStatus, str] | None:
-        server = self.server
-        token: bytes | None = server.token  # type: ignore[attr-defined]
-        if token is not None:  # the token is the proof; Host and Origin do not matter then
-            auth = self.headers.get_all("Authorization") or []
-            given = auth[0].encode("utf-8", "replace") if len(auth) == 1 else b""
-            if not hmac.compare_digest(given, b"Bearer " + token):
-                return HTTPStatus.UNAUTHORIZED, "a valid 'Authorization: Bearer <token>' header is required"
+    def _check_access(self, scope: dict[str, Any], headers: list[tuple[bytes, bytes]]
+                      ) -> tuple[int, str] | None:
+        if self.token is not None:  # the token is the proof; Host and Origin do not matter then
+            auth = [v for k, v in headers if k == b"authorization"]
+            scheme, _, given = auth[0].strip().partition(b" ") if len(auth) == 1 else (b"", b"", b"")
+            ok = hmac.compare_digest(given.strip(b" "), self.token)  # constant time over the token
+            if not (ok and scheme.lower() == b"bearer"):
+                return 401, "a valid 'Authorization: Bearer <token>' header is required"
             return None
-        allowed: frozenset[str] = server.allowed_hosts  # type: ignore[attr-defined]
-        hosts = self.headers.get_all("Host") or []
+        hosts = self._values(headers, b"host")
         if len(hosts) > 1:
-            return HTTPStatus.BAD_REQUEST, "more than one Host header"
+            return 400, "more than one Host header"
         if not hosts:
-            if self.request_version == "HTTP/1.1":
-                return HTTPStatus.BAD_REQUEST, "a Host header is required"
-        elif _host_name(hosts[0]) not in allowed:
+            if scope.get("http_version") != "1.0":
+                return 400, "a Host header is required"
+        elif _host_name(hosts[0]) not in self.allowed_hosts:
             # a web page whose name was re-pointed at this machine (DNS rebinding) sends its own name
-            return HTTPStatus.FORBIDDEN, (f"Host {hosts[0].strip()[:100]!r} is not served here "
-                                          "(allowed: loopback names; see --allow-host)")
-        origins = self.headers.get_all("Origin") or []
-        for origin in origins:
+            return 403, (f"Host {hosts[0].strip()[:100]!r} is not served here "
+                         "(allowed: loopback names; see --allow-host)")
+        for origin in self._values(headers, b"origin"):
             parts = urlsplit(origin.strip())
-            if parts.scheme not in ("http", "https") or (parts.hostname or "") not in allowed:
-                return HTTPStatus.FORBIDDEN, (f"requests from web pages of origin {origin.strip()[:100]!r} "
-                                              "are refused")
-        return None
-
-    def _check_framing(self) -> tuple[HTTPStatus, str] | None:
-        if self.headers.get_all("Transfer-Encoding"):
-            return HTTPStatus.LENGTH_REQUIRED, "Transfer-Encoding is not supported; send a Content-Length"
-        lengths = self.headers.get_all("Content-Length") or []
-        if len(lengths) > 1:
-            return HTTPStatus.BAD_REQUEST, "more than one Content-Length header"
-        if lengths:
-            value = lengths[0].strip()
-            if not (value.isascii() and value.isdigit() and len(value) <= 18):
-                return HTTPStatus.BAD_REQUEST, f"Content-Length must be a decimal number of bytes, got {value[:40]!r}"
-            if int(value) > MAX_BODY_BYTES:
-                return HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"request body over {MAX_BODY_BYTES} bytes"
-        return None
-
-    # ------------------------------------------------------------------ routes
-    def do_GET(self) -> None:  # noqa: N802 - stdlib name
-        path = urlsplit(self.path).path
-        if path == "/health":
-            self._send(HTTPStatus.OK, self.service.health())
-        elif path.startswith("/skill/") and len(path) > len("/skill/"):
-            file = parse_qs(urlsplit(self.path).query).get("path", [None])[0]
             try:
-                self._send(HTTPStatus.OK, self.service.get_skill(unquote(path[len("/skill/"):]), file))
-            except (UnknownSkillError, SkillFileError) as exc:
-                self._error(HTTPStatus.NOT_FOUND, str(exc))
-        else:
-            self._error(HTTPStatus.NOT_FOUND, f"no route {path}; use GET /health, POST /search, GET /skill/<id>")
+                name = parts.hostname or ""
+            except ValueError:
+                name = ""
+            if parts.scheme not in ("http", "https") or name not in self.allowed_hosts:
+                return 403, f"requests from web pages of origin {origin.strip()[:100]!r} are refused"
+        return None
 
-    def do_POST(self) -> None:  # noqa: N802 - stdlib name
-        path = urlsplit(self.path).path
-        if path != "/search":
-            self._error(HTTPStatus.NOT_FOUND, f"no route POST {path}; use POST /search")
-            return
-        if self.headers.get("Content-Length") is None:
-            self.close_connection = True
-            self._error(HTTPStatus.LENGTH_REQUIRED, "a Content-Length header is required")
-            return
-        try:
-            payload = json.loads((self._body or b"").decode("utf-8"))
-        except (ValueError, RecursionError):  # bad UTF-8 or JSON, or nesting too deep to parse
-            self._error(HTTPStatus.BAD_REQUEST, "the body must be a JSON object {\"task\": ..., \"k\": ...}")
-            return
-        if not isinstance(payload, dict):
-            self._error(HTTPStatus.BAD_REQUEST, "the body must be a JSON object {\"task\": ..., \"k\": ...}")
-            return
-        try:
-            self._send(HTTPStatus.OK, self.service.find(
-                payload.get("task"), payload.get("k", 5), tags=payload.get("tags"), source=payload.get("source"),
-                cut=payload.get("cut", "task"), collapse=payload.get("collapse", True)))
-        except QueryError as exc:
-            self._error(HTTPStatus.BAD_REQUEST, str(exc))
-        except SkillsightError as exc:  # pragma: no cover - model or index failure
-            self._error(HTTPStatus.INTERNAL_SERVER_ERROR, str(exc))
+    def _check_framing(self, scope: dict[str, Any], headers: list[tuple[bytes, bytes]]
+                       ) -> tuple[int, str] | None:
+        if any(k == b"transfer-encoding" for k, _ in headers):
+            return 411, "Transfer-Encoding is not supported; send a Content-Length"
+        lengths = self._values(headers, b"content-length")  # h11 checked: one plain decimal number
+        if lengths and int(lengths[0]) > self.max_body:
+            return 413, f"request body over {self.max_body} bytes"
+        if not lengths and scope["method"] == "POST":
+            return 411, "a Content-Length header is required"
+        return None
 
 
-class SkillHTTPServer(ThreadingHTTPServer):
-    """ThreadingHTTPServer that carries the service and the access rules; threads are daemons.
+# ---------------------------------------------------------------------------------------------- the app
+def build_app(service: SkillService, *, token: str | None = None,
+              allowed_hosts: frozenset[str] = frozenset(LOOPBACK), limits: HTTPLimits = HTTPLimits(),
+              mcp: bool = True) -> Any:
+    """The ASGI app: the routes and ``/mcp`` behind :class:`_Guard`.
 
-    At most ``max_connections`` connections are served at once; one more gets ``503`` and is
-    closed at once. Hang-ups and stalls are logged at debug level, never printed as tracebacks.
+    Parameters
+    ----------
+    service : SkillService
+        What the routes answer from.
+    token : str, optional
+        Every request needs ``Authorization: Bearer <token>``; None: Host/Origin checks instead.
+    allowed_hosts : frozenset of str
+        Host names accepted in ``Host``/``Origin`` when there is no token.
+    limits : HTTPLimits
+        The MCP session caps.
+    mcp : bool
+        Serve MCP's streamable HTTP transport at ``/mcp``.
     """
+    import anyio
+    from starlette.applications import Starlette
+    from starlette.exceptions import HTTPException
+    from starlette.requests import ClientDisconnect, Request
+    from starlette.responses import Response
+    from starlette.routing import Route
 
-    daemon_threads = True
+    class JSON(Response):
+        media_type = "application/json"
+
+        def render(self, content: Any) -> bytes:
+            return _json_bytes(content)
+
+    def error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+        return JSON({"error": message, "status": int(status)}, status_code=int(status), headers=headers)
+
+    async def call(what: str, fn: Callable[..., Any], *args: Any, not_found: bool = False,
+                   **kwargs: Any) -> Response:
+        """Run a service call in a worker thread and translate its outcome."""
+        try:
+            return JSON(await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs)))
+        except (UnknownSkillError, SkillFileError) as exc:
+            return error(404 if not_found else 400, str(exc))
+        except QueryError as exc:
+            return error(400, str(exc))
+        except SkillsightError as exc:  # model or index failure (or still loading)
+            return error(500, str(exc))
+        except Exception:  # a bug: answer 500 and keep serving the others
+            logger.exception("%s failed", what)
+            return error(500, "internal error (see the server log)")
+
+    async def health(request: Request) -> Response:
+        return await call("GET /health", service.health)
+
+    async def skill(request: Request) -> Response:
+        skill_id = request.path_params["skill_id"]
+        file = request.query_params.get("path")
+        return await call(f"GET /skill/{skill_id[:100]}", service.get_skill, skill_id, file, not_found=True)
+
+    async def search(request: Request) -> Response:
+        try:
+            body = await request.body()
+        except ClientDisconnect:  # nobody to answer
+            return error(400, "the client hung up")
+        try:
+            payload = json.loads(body.decode("utf-8"))
+        except (ValueError, RecursionError):  # bad UTF-8 or JSON, or nesting too deep to parse
+            payload = None
+        if not isinstance(payload, dict):
+            return error(400, "the body must be a JSON object {\"task\": ..., \"k\": ...}")
+        return await call("POST /search", service.find, payload.get("task"), payload.get("k", 5),
+                          tags=payload.get("tags"), source=payload.get("source"),
+                          cut=payload.get("cut", "task"), collapse=payload.get("collapse", True))
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        if exc.status_code == 404:
+            return error(404, f"no route {request.url.path[:200]}; use {ROUTES}")
+        if exc.status_code == 405:
+            return error(405, f"{request.method} is not allowed on {request.url.path[:200]}; use {ROUTES}",
+                         headers=dict(exc.headers or {}))
+        return error(exc.status_code, str(exc.detail))
+
+    routes: list[Any] = [Route("/health", health, methods=["GET"]),
+                         Route("/search", search, methods=["POST"]),
+                         Route("/skill/{skill_id:path}", skill, methods=["GET"])]
+    manager = None
+    if mcp:
+        from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        from skillsight_fast.agents.mcp import build_mcp_server
+
+        server = build_mcp_server(service)
+        # the guard in front checks Host/Origin or the token for /mcp too; the SDK's own Host check
+        # would refuse a remote client that has the token
+        server.streamable_http_app(
+            streamable_http_path="/mcp", max_request_body_size=MAX_BODY_BYTES,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            max_sessions=limits.max_sessions, session_idle_timeout=limits.session_idle_timeout)
+        manager = server.session_manager
+        routes.append(Route("/mcp", StreamableHTTPASGIApp(manager)))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        if manager is None:
+            yield
+            return
+        async with manager.run():
+            yield
+
+    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error}, lifespan=lifespan)
+    return _Guard(app, token=token, allowed_hosts=allowed_hosts)
+
+
+# ---------------------------------------------------------------------------------------------- the server
+class SkillHTTPServer:
+    """The app on uvicorn, bound at construction; :meth:`serve_forever` serves in the calling thread.
+
+    The interface of :class:`http.server.HTTPServer` that the callers use: ``server_address``,
+    ``url``, ``service``, ``serve_forever()``, ``shutdown()`` (from another thread; returns when
+    serving has stopped) and ``server_close()``.
+    """
 
     def __init__(self, address: tuple[str, int], service: SkillService, *, token: str | None = None,
-                 allow_hosts: tuple[str, ...] = (), max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
-        import socket
+                 allow_hosts: tuple[str, ...] = (), limits: HTTPLimits = HTTPLimits(),
+                 mcp: bool = True) -> None:
+        import uvicorn
 
-        if ":" in address[0]:
-            self.address_family = socket.AF_INET6
         self.service = service
-        self.token = token.encode("utf-8") if token is not None else None
+        self.limits = limits
         names = {*LOOPBACK, address[0].lower(), *(h.lower().rstrip(".") for h in allow_hosts)}
         self.allowed_hosts = frozenset(n for n in names if n not in ("", "0.0.0.0", "::"))
-        self.max_connections = max_connections
-        self._slots = threading.BoundedSemaphore(max_connections)
-        super().__init__(address, _Handler)
+        family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        # proto IPPROTO_TCP, not 0: asyncio turns Nagle off only on sockets that say they are TCP
+        # (with it on, a response written as head + body waits ~40 ms for the client's delayed ACK)
+        self.socket = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        try:
+            self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self.socket.bind(address)
+            self.socket.listen(128)
+        except OSError:
+            self.socket.close()
+            raise
+        self.server_address = self.socket.getsockname()
+        self.app = build_app(service, token=token, allowed_hosts=self.allowed_hosts, limits=limits, mcp=mcp)
+        config = uvicorn.Config(
+            self.app, http=functools.partial(_protocol_class(), limits=limits), ws="none", lifespan="on",
+            loop="asyncio", interface="asgi3", log_config=None, access_log=False, proxy_headers=False,
+            server_header=False, backlog=128,
+            # our protocol refuses connections beyond the cap at once; uvicorn's own cap (which
+            # counts the asking connection) is the backstop
+            limit_concurrency=limits.max_connections + 1,
+            timeout_keep_alive=max(1, round(limits.idle_timeout)),
+            timeout_graceful_shutdown=max(1, round(limits.shutdown_timeout)),
+            h11_max_incomplete_event_size=limits.max_header_bytes)
+        self._server = uvicorn.Server(config)
+        self._serving = threading.Event()
+        self._stopped = threading.Event()
 
     @property
     def url(self) -> str:
@@ -280,39 +549,26 @@ class SkillHTTPServer(ThreadingHTTPServer):
         host = f"[{host}]" if ":" in str(host) else host
         return f"http://{host}:{port}"
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            self._refuse(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._slots.release()
-            raise
+    def serve_forever(self, poll_interval: float = 0.1) -> None:
+        """Serve until :meth:`shutdown` (or SIGINT/SIGTERM in the main thread).
 
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        ``poll_interval`` is accepted for the :mod:`socketserver` interface; uvicorn looks every 0.1 s.
+        """
+        self._serving.set()
         try:
-            super().process_request_thread(request, client_address)
+            self._server.run(sockets=[self.socket])
         finally:
-            self._slots.release()
+            self._stopped.set()
 
-    def _refuse(self, request: Any) -> None:
-        body = json.dumps({"error": f"server busy: {self.max_connections} connections open", "status": 503})
-        head = ("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\n"
-                f"Content-Length: {len(body)}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n")
-        try:
-            request.settimeout(1.0)
-            request.sendall((head + body).encode())
-        except OSError:
-            pass
-        self.shutdown_request(request)
+    def shutdown(self) -> None:
+        """Stop serving (running requests get ``limits.shutdown_timeout`` seconds) and wait for it."""
+        self._server.should_exit = True
+        if self._serving.is_set():
+            self._stopped.wait(self.limits.shutdown_timeout + 10)
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        exc = sys.exc_info()[1]
-        if isinstance(exc, (ConnectionError, TimeoutError)):
-            logger.debug("connection from %s ended: %r", client_address, exc)
-        else:
-            logger.error("request from %s failed", client_address, exc_info=True)
+    def server_close(self) -> None:
+        """Close the listening socket."""
+        self.socket.close()
 
 
 def is_loopback(host: str) -> bool:
@@ -345,7 +601,8 @@ def check_http_options(host: str, port: Any, token: str | None = None, max_conne
     if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
         raise SkillsightError(f"the connection cap must be a positive integer, got {max_connections!r}")
     if token is not None and (len(token) < MIN_TOKEN_CHARS or not token.isprintable() or " " in token):
-        raise SkillsightError(f"the token must be at least {MIN_TOKEN_CHARS} printable characters without spaces")
+        raise SkillsightError(f"the token must be at least {MIN_TOKEN_CHARS} printable characters "
+                              "without spaces")
     if not is_loopback(host) and token is None:
         raise SkillsightError(f"serving on {host} makes the index reachable from other machines: "
                               "set a token (--token-file FILE or SKILLSIGHT_TOKEN) or bind 127.0.0.1")
@@ -353,7 +610,8 @@ def check_http_options(host: str, port: Any, token: str | None = None, max_conne
 
 def make_http_server(service: SkillService, host: str = "127.0.0.1", port: int = 8765, *,
                      token: str | None = None, allow_hosts: tuple[str, ...] = (),
-                     max_connections: int = DEFAULT_MAX_CONNECTIONS) -> SkillHTTPServer:
+                     max_connections: int | None = None, limits: HTTPLimits | None = None,
+                     mcp: bool = True) -> SkillHTTPServer:
     """Bind (``port`` 0 picks a free one) without serving yet; call ``serve_forever()``.
 
     Parameters
@@ -368,19 +626,33 @@ def make_http_server(service: SkillService, host: str = "127.0.0.1", port: int =
         an ``Origin`` header (sent by browsers) must too: this is what defeats DNS rebinding.
     allow_hosts : tuple of str
         More host names accepted in ``Host``/``Origin`` (e.g. the name of a reverse proxy).
-    max_connections : int
-        Connections served at once; more get 503.
+    max_connections : int, optional
+        Connections served at once; more get 503 (default ``limits.max_connections``, 64).
+    limits : HTTPLimits, optional
+        Clocks and caps (:class:`HTTPLimits`); default the class defaults.
+    mcp : bool
+        Also serve MCP's streamable HTTP transport at ``/mcp``.
 
     Raises
     ------
     SkillsightError
         See :func:`check_http_options`; or the address cannot be bound.
     """
-    check_http_options(host, port, token, max_connections)
+    try:
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        raise SkillsightError("the HTTP server needs Starlette and uvicorn (they come with the MCP SDK): "
+                              "pip install 'skillsight-fast[serve]'") from None
+    limits = limits or HTTPLimits()
+    if max_connections is not None:
+        check_http_options(host, port, token, max_connections)
+        limits = dataclasses.replace(limits, max_connections=max_connections)
+    check_http_options(host, port, token, limits.max_connections)
     if not is_loopback(host):
         logger.warning("serving on %s: reachable from other machines; every request needs the token", host)
     try:
-        return SkillHTTPServer((host, port), service, token=token, allow_hosts=allow_hosts,
-                               max_connections=max_connections)
+        return SkillHTTPServer((host, port), service, token=token, allow_hosts=allow_hosts, limits=limits,
+                               mcp=mcp)
     except OSError as exc:
         raise SkillsightError(f"cannot listen on {host}:{port} ({exc.strerror or exc})") from None

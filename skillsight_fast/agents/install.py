@@ -147,7 +147,7 @@ def plan_claude_code(index: str | os.PathLike[str], *, scope: str = "project", p
     hook, mcp : bool
         Install the prompt hook / the MCP server.
     watch : bool
-        Start the MCP server with ``--watch`` (live catalog).
+        Start the MCP server with ``--watch`` (live index).
     prefix : list of str, optional
         Command that starts skillsight (default: this Python with ``-m skillsight_fast.cli``).
     """

@@ -1,7 +1,7 @@
 """One version of a served index: the index, its skill texts and its abstention rule, as one object.
 
 A server holds exactly one :class:`LiveIndex` at a time and replaces it with a single reference
-assignment (atomic in Python), so a request that took the catalog at its start sees one version
+assignment (atomic in Python), so a request that took the live index at its start sees one version
 of the index, the texts and the calibration to its end, even while ``serve --watch`` swaps a new
 version in. Skills are addressed as MCP resources under the ``skill://`` scheme of the
 Skills-over-MCP draft (SEP-2640): ``skill://<skill id>/SKILL.md`` for a skill and
@@ -64,7 +64,7 @@ class LiveIndex:
     directory : Path
         The index folder it was loaded from.
     version : int
-        Counts the catalogs a server has served (0 = the one it started with).
+        Counts the versions a server has served (0 = the one it started with).
     """
 
     index: "SkillIndex"
@@ -81,7 +81,7 @@ class LiveIndex:
 
         The bodies are read with the index, pinned to the ``texts.jsonl`` digest the index was
         loaded with (``SkillIndex.texts_sha256``): a later ``update`` replacing the folder, or a
-        watcher writing the next version, can never make one catalog mix two versions.
+        watcher writing the next version, can never make one live index mix two versions.
         """
         from skillsight_fast.engine.io import read_bodies
 
@@ -124,7 +124,7 @@ class LiveIndex:
         return folder
 
     def parse_uri(self, uri: str) -> tuple[str, str]:
-        """``(skill id, relative file path)`` of a ``skill://`` URI of this catalog.
+        """``(skill id, relative file path)`` of a ``skill://`` URI of this live index.
 
         The id is the longest leading run of path segments that names an indexed skill (ids are
         relative folder paths, so they may hold ``/`` themselves).

@@ -35,10 +35,10 @@ def build_mcp_server(service: SkillService) -> Any:
     from mcp.server.lowlevel.helper_types import ReadResourceContents
 
     class SkillServer(Server):  # type: ignore[misc,valid-type]
-        """The SDK server with the live catalog as its resources."""
+        """The SDK server with the live index's skills as its resources."""
 
         async def list_resources(self) -> list[Any]:
-            records = await anyio.to_thread.run_sync(lambda: service.catalog().resources())
+            records = await anyio.to_thread.run_sync(lambda: service.live().resources())
             return [mcp_types.Resource.model_validate(r) for r in records]
 
         async def list_resource_templates(self) -> list[Any]:
@@ -57,6 +57,7 @@ def build_mcp_server(service: SkillService) -> Any:
 
     server = SkillServer(
         "skillsight",
+        log_level="WARNING",  # the SDK configures the root logger when nothing has yet: no INFO chatter
         instructions=(
             "Skill search over a local library of agent skills. Call find_skills with the user's task "
             "to get the best-fitting skills (an empty list means no skill fits), then get_skill(id) "

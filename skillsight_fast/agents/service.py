@@ -18,12 +18,13 @@ Tools (MCP) and routes (HTTP):
   that cannot leave the folder. Only files whose paths are recorded in the index, and files in
   their folders, are ever read; skills indexed from JSONL/datasets are rebuilt from the stored
   body (``texts.jsonl``).
-* ``GET /health``: index size, model, threshold and the catalog version.
+* ``GET /health``: index size, model, threshold and the live index's version (``live_version``;
+  ``version`` is the same number, kept for older clients).
 
 MCP resources (Skills-over-MCP draft, SEP-2640): every indexed skill is listed as
 ``skill://<id>/SKILL.md``; ``skill://<id>/<relative path>`` reads any file of its folder; each
 ``find_skills`` hit carries its ``uri``. With ``serve --watch`` (:mod:`skillsight_fast.agents.watch`) the
-catalog behind all of this is replaced atomically when the skill folders change.
+live index behind all of this is replaced atomically when the skill folders change.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ MAX_SERVE_K = 100
 MAX_BODY_BYTES = 64 * 1024
 #: Loopback addresses (anything else is reachable from other machines).
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-#: Connections the HTTP server serves at once (one thread each); more get 503.
+#: Connections the HTTP server serves at once; more get 503.
 DEFAULT_MAX_CONNECTIONS = 64
 
 
@@ -84,10 +85,10 @@ class SkillService:
         self._lock = threading.Lock()  # around the shared encoder
         self._ready = threading.Event()
         self._load_error: BaseException | None = None
-        self._catalog: LiveIndex | None = None
+        self._live: LiveIndex | None = None
         self._thread: threading.Thread | None = None
         if not defer:
-            self._catalog = self._load(index)
+            self._live = self._load(index)
             self._ready.set()
 
     def _load(self, index: Any = None) -> LiveIndex:
@@ -101,8 +102,8 @@ class SkillService:
         """Load (if deferred) and warm up in a daemon thread; requests wait until it is loaded."""
         def run() -> None:
             try:
-                if self._catalog is None:
-                    self._catalog = self._load()
+                if self._live is None:
+                    self._live = self._load()
                 self._ready.set()
                 if warm:
                     self.warm()
@@ -115,33 +116,33 @@ class SkillService:
         self._thread.start()
         return self._thread
 
-    def catalog(self) -> LiveIndex:
+    def live(self) -> LiveIndex:
         """The current version (waits for a deferred load)."""
         if not self._ready.wait(self.READY_TIMEOUT):
             raise SkillsightError(f"the index {self.directory} is still loading; try again")
-        if self._catalog is None:
+        if self._live is None:
             raise SkillsightError(f"the index {self.directory} could not be loaded: {self._load_error}")
-        return self._catalog
+        return self._live
 
-    def swap(self, catalog: LiveIndex) -> None:
-        """Serve ``catalog`` from the next request on (one reference assignment: atomic)."""
-        self._catalog = catalog
-        logger.info("serving version %d of %s: %d skills", catalog.version, self.directory, len(catalog.index))
+    def swap(self, live: LiveIndex) -> None:
+        """Serve ``live`` from the next request on (one reference assignment: atomic)."""
+        self._live = live
+        logger.info("serving version %d of %s: %d skills", live.version, self.directory, len(live.index))
 
     @property
     def index(self) -> Any:
         """The index of the current version."""
-        return self.catalog().index
+        return self.live().index
 
     @property
     def abstention(self) -> Abstention | None:
         """The abstention rule of the current version."""
-        return self.catalog().abstention
+        return self.live().abstention
 
     @abstention.setter
     def abstention(self, rule: Abstention | None) -> None:
         self._initial_rule = rule
-        self._catalog = self.catalog().with_abstention(rule)
+        self._live = self.live().with_abstention(rule)
 
     @property
     def lock(self) -> threading.Lock:
@@ -157,7 +158,7 @@ class SkillService:
     def find(self, task: Any, k: Any = 5, *, tags: Any = None, source: Any = None, cut: Any = "task",
              collapse: Any = True) -> dict[str, Any]:
         """Hits for one task, as JSON-able dicts (see the module docstring); each hit carries its
-        ``uri`` (``skill://<id>/SKILL.md``), and the answer the catalog ``version`` it came from.
+        ``uri`` (``skill://<id>/SKILL.md``), and the answer the ``version`` of the live index it came from.
 
         ``tags``, ``source``, ``cut`` and ``collapse`` are those of
         :func:`~skillsight_fast.agents.find.find_skills` (pinned skills come first in every answer).
@@ -167,22 +168,25 @@ class SkillService:
         QueryError
             ``task`` is not a non-empty string, ``k`` is not an integer in 1..100, or a filter,
             ``cut`` or ``collapse`` is malformed.
+
+        Only the types a transport could get wrong are checked here (JSON gives any type); the
+        index checks ``k`` and the text (:meth:`~skillsight_fast.engine.index.SkillIndex.check_k`,
+        :meth:`~skillsight_fast.engine.index.SkillIndex.check_queries`) and
+        :func:`~skillsight_fast.agents.find.find_skills` the filters and ``cut``.
         """
-        if not isinstance(task, str):
+        if not isinstance(task, str):  # a list would be taken for a batch of tasks
             raise QueryError("'task' must be a string")
-        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_SERVE_K:
-            raise QueryError(f"'k' must be an integer from 1 to {MAX_SERVE_K}, got {k!r}")
         if tags is not None and not isinstance(tags, (list, str)):
             raise QueryError("'tags' must be a list of strings")
         if not isinstance(collapse, bool):
             raise QueryError("'collapse' must be true or false")
-        cat = self.catalog()
-        answer = find_skills(cat.index, [task], k, abstention=cat.abstention, lock=self._lock, tags=tags,
-                             source=source, cut=cut, collapse=collapse)[0]
+        live = self.live()
+        answer = find_skills(live.index, [task], k, abstention=live.abstention, lock=self._lock, tags=tags,
+                             source=source, cut=cut, collapse=collapse, max_k=MAX_SERVE_K)[0]
         out = answer.to_dict(digits=6)
         for hit in out["hits"]:
             hit["uri"] = skill_uri(hit["id"])
-        out["version"] = cat.version
+        out["version"] = live.version
         return out
 
     # ------------------------------------------------------------------ skill text and files
@@ -200,26 +204,26 @@ class SkillService:
         SkillFileError
             ``path`` is not allowed, not there, or not UTF-8 text.
         """
-        cat = self.catalog()
+        live = self.live()
         if path is None or path == SKILL_FILE:
-            return cat.skill_text(skill_id)
-        data, mime, _ = cat.skill_file(skill_id, path)
+            return live.skill_text(skill_id)
+        data, mime, _ = live.skill_file(skill_id, path)
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             raise SkillFileError(f"{path!r} of skill {skill_id!r} is not UTF-8 text ({mime}); "
                                  f"read the resource {skill_uri(skill_id, path)} instead") from None
-        meta = cat.index.skills[cat.row(skill_id)]
+        meta = live.index.skills[live.row(skill_id)]
         return {"id": meta.id, "name": meta.name, "path": str(Path(meta.path).parent / path),
                 "uri": skill_uri(meta.id, path), "source": "file", "mime_type": mime, "text": text}
 
     def read_uri(self, uri: str) -> tuple[str | bytes, str]:
         """Content and MIME type of a ``skill://`` resource (text for UTF-8 files, else bytes)."""
-        cat = self.catalog()
-        sid, rel = cat.parse_uri(uri)
+        live = self.live()
+        sid, rel = live.parse_uri(uri)
         if rel == SKILL_FILE:
-            return str(cat.skill_text(sid)["text"]), "text/markdown"
-        data, mime, _ = cat.skill_file(sid, rel)
+            return str(live.skill_text(sid)["text"]), "text/markdown"
+        data, mime, _ = live.skill_file(sid, rel)
         try:
             return data.decode("utf-8"), mime
         except UnicodeDecodeError:
@@ -227,9 +231,9 @@ class SkillService:
 
     def health(self) -> dict[str, Any]:
         """Status for ``GET /health``."""
-        cat = self.catalog()
-        return {"status": "ok", "n_skills": len(cat.index), "model": cat.index.model_id,
-                "abstention": cat.abstention.to_dict() if cat.abstention is not None else None,
-                "version": cat.version}
+        live = self.live()
+        return {"status": "ok", "n_skills": len(live.index), "model": live.index.model_id,
+                "abstention": live.abstention.to_dict() if live.abstention is not None else None,
+                "live_version": live.version, "version": live.version}
 
 

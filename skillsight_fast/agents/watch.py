@@ -1,4 +1,4 @@
-"""A live catalog: watch the skill folders, update the index incrementally, swap it in atomically.
+"""A live index: watch the skill folders, update the index incrementally, swap it in atomically.
 
 ``skillsight serve --watch`` runs a :class:`LiveIndexWatcher` beside the server. When files change in
 the watched sources (the ``watchfiles`` package, debounced), it re-reads the library, brings the
@@ -86,7 +86,7 @@ class LiveIndexWatcher:
     Parameters
     ----------
     service : SkillService
-        The server whose catalog is swapped.
+        The server whose live index is swapped.
     sources : sequence of path
         The full library, as given to ``skillsight index`` (folder trees, JSONL files, datasets).
     rule : callable
@@ -137,7 +137,7 @@ class LiveIndexWatcher:
         from skillsight_fast.engine.update import update_index
         from skillsight_fast.library.skills import load_skills
 
-        current = self.service.catalog()  # its texts were read with it, before the folder is rewritten
+        current = self.service.live()  # its texts were read with it, before the folder is rewritten
         loaded = load_skills(self.sources)
         for problem in loaded.problems:
             logger.warning("watch: skipped %s", problem)

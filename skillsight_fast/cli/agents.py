@@ -30,7 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve an index to agents: MCP over stdio, or JSON over HTTP")
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--mcp", action="store_true", help="MCP server over stdio (tools find_skills, get_skill)")
-    mode.add_argument("--http", action="store_true", help="JSON endpoint: GET /health, POST /search, GET /skill/<id>")
+    mode.add_argument("--http", action="store_true",
+                      help="JSON endpoint: GET /health, POST /search, GET /skill/<id>; and MCP (streamable HTTP) at /mcp")
     p.add_argument("-i", "--index", metavar="DIR", help="the index to serve (not with --proxy)")
     p.add_argument("--host", default="127.0.0.1",
                    help="HTTP address (default loopback 127.0.0.1; any other address needs a token)")
@@ -48,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="HTTP: print {url, n_skills} as JSON once ready")
     p.add_argument("-q", "--quiet", action="store_true", help="no startup message")
     p.add_argument("--watch", nargs="*", default=None, metavar="SOURCE",
-                   help="live catalog: watch the library (the sources given to `index`; none: the folders "
+                   help="live index: watch the library (the sources given to `index`; none: the folders "
                         "the index was built from) and swap in an updated index when skills change")
     p.add_argument("--debounce", type=non_negative_int, default=200, metavar="MS",
                    help="--watch: changes within MS milliseconds make one update (default 200)")
@@ -145,12 +146,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.mcp:
         server = build_mcp_server(service)
         ready = service.start()
-        side = make_http_server(service, "127.0.0.1", 0) if args.endpoint else None
+        side = make_http_server(service, "127.0.0.1", 0, mcp=False) if args.endpoint else None
 
         def background() -> None:
             ready.join()
             try:
-                service.catalog()
+                service.live()
             except SkillsightError:  # nothing loaded: every call says why; no endpoint, no watcher
                 return
             try:
@@ -188,7 +189,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                        "watching": [str(s) for s in watcher.sources] if watcher is not None else None})
         elif not args.quiet:
             print(f"skillsight serving {len(service.index)} skills on {server.url} (abstention {threshold}); "
-                  "GET /health, POST /search, GET /skill/<id>"
+                  "GET /health, POST /search, GET /skill/<id>, MCP at /mcp"
                   + (f"; watching {', '.join(map(str, watcher.sources))}" if watcher is not None else ""),
                   file=sys.stderr)
         server.serve_forever()

@@ -132,7 +132,10 @@ def resolve_abstention(directory: str | os.PathLike[str], min_score: float | Non
 
 
 def hit_cosines(index: "SkillIndex", vectors: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """Raw dense similarity qᵀd of every hit, float32 (n, k), NaN on padding."""
+    """Raw dense similarity qᵀd of every hit, float32 (n, k), NaN on padding.
+
+    A search already carries these (:attr:`SearchResult.cosine`); this is for ids found otherwise.
+    """
     emb = index.embeddings
     out = np.full(ids.shape, np.nan, np.float32)
     for i in range(ids.shape[0]):
@@ -188,7 +191,7 @@ def score_queries(index: "SkillIndex", queries: Sequence["Task"], k: int = 10,
         vectors = index.encode(texts)
         res = index.search_vectors(vectors, texts, k, explain=False)
         scores[start : start + len(part)] = res.scores
-        cosines[start : start + len(part)] = np.nan_to_num(hit_cosines(index, vectors, res.ids), nan=-np.inf)
+        cosines[start : start + len(part)] = np.nan_to_num(res.cosine, nan=-np.inf)
         for i, q in enumerate(part):
             gs = set(q.gold)
             gold[start + i] = [sid in gs for sid in res.skill_ids[i]]

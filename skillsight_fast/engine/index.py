@@ -88,6 +88,9 @@ class SearchResult:
         For each query and hit, the query's evidence tokens that the skill contains.
     skill_ids : list of list of str or None
         The skills' string ids (None on padding).
+    cosine : float32 (n_queries, k) or None
+        Raw dense similarity qᵀd of each hit (NaN on padding): what a cosine abstention threshold
+        reads. Filled by :meth:`SkillIndex.search_vectors`.
     """
 
     ids: np.ndarray
@@ -96,6 +99,7 @@ class SearchResult:
     lexical: np.ndarray
     evidence: list[list[list[str]]] = field(default_factory=list)
     skill_ids: list[list[str | None]] = field(default_factory=list)
+    cosine: np.ndarray | None = None
 
 
 def _decide(config: IndexConfig, embeddings: np.ndarray, basis: np.ndarray, lexical: LexicalState
@@ -493,14 +497,16 @@ class SkillIndex:
             out[i] = clean_text(q)
         return out
 
-    def check_k(self, k: int) -> int:
-        """``k`` as an int, validated (QueryError)."""
+    def check_k(self, k: int, most: int | None = None) -> int:
+        """``k`` as an int, validated (QueryError); ``most`` caps it lower than the index does
+        (a server's per-request cap)."""
         if not isinstance(k, (int, np.integer)) or isinstance(k, bool):
             raise QueryError(f"k must be an integer, got {k!r}")
         if k <= 0:
             raise QueryError(f"k must be at least 1, got {k}")
-        if k > max(MAX_K, len(self)):
-            raise QueryError(f"k = {k} is too large (at most {max(MAX_K, len(self))})")
+        limit = max(MAX_K, len(self)) if most is None else most
+        if k > limit:
+            raise QueryError(f"k = {k} is too large (at most {limit})")
         return int(k)
 
     def query_decisions(self, **knobs: Any) -> Decisions:
@@ -699,12 +705,24 @@ class SkillIndex:
         safe = np.maximum(pos, 0)
         dense = np.where(pos >= 0, s_dense[rows, safe], np.nan).astype(np.float32)
         lex = np.where(pos >= 0, s_lex[rows, safe], np.nan).astype(np.float32)
-        result = SearchResult(ids=ids, scores=scores, dense=dense, lexical=lex)
+        result = SearchResult(ids=ids, scores=scores, dense=dense, lexical=lex,
+                              cosine=self._hit_cosines(vectors, ids))
         metas = self.skills
         result.skill_ids = [[metas[j].id if j >= 0 else None for j in row] for row in ids.tolist()]
         if explain:
             result.evidence = self._evidence(ids, terms, ptr)
         return result
+
+    def _hit_cosines(self, vectors: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """Raw dense similarity qᵀd of every hit, float32 (n, k), NaN on padding."""
+        q = np.atleast_2d(np.asarray(vectors, dtype=np.float32))
+        emb = self.embeddings
+        out = np.full(ids.shape, np.nan, np.float32)
+        for i in range(ids.shape[0]):
+            valid = ids[i] >= 0
+            if valid.any():
+                out[i, valid] = np.asarray(emb[ids[i, valid]]) @ q[i]
+        return out
 
     def _evidence(self, ids: np.ndarray, terms: np.ndarray, ptr: np.ndarray) -> list[list[list[str]]]:
         """Per query and hit, the query's evidence tokens the hit contains (query order)."""

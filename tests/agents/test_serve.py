@@ -113,7 +113,7 @@ def _call(url, data=None, method=None, headers=None):
 
 def test_http_endpoint(http):
     assert _call(http + "/health") == (200, {"status": "ok", "n_skills": 5, "model": "hash-test", "abstention": None,
-                                      "version": 0})
+                                      "live_version": 0, "version": 0})
     status, out = _call(http + "/search", {"task": "stl mesh volume", "k": 2})
     assert status == 200 and out["query"] == "stl mesh volume" and out["hits"][0]["id"] == "mesh"
     status, out = _call(http + "/skill/pdf")

@@ -25,7 +25,7 @@ from fakes import HashEncoder
 from skill_files import write_skill
 
 from skillsight_fast import SkillIndex
-from skillsight_fast.agents.http import _Handler, make_http_server
+from skillsight_fast.agents.http import HTTPLimits, make_http_server
 from skillsight_fast.agents.service import MAX_BODY_BYTES, MAX_SERVE_K, SkillService
 from skillsight_fast.cli import main
 from skillsight_fast.errors import SkillsightError
@@ -206,17 +206,36 @@ def test_other_methods_are_refused(served):
 
 
 # ---------------------------------------------------------------------- slow clients
-def test_idle_connection_does_not_hold_a_thread_forever(served, monkeypatch):
-    monkeypatch.setattr(_Handler, "timeout", 0.5)
-    host, port = served.server_address[:2]
-    with socket.create_connection((host, port), timeout=10) as sock:
-        sock.sendall(b"POST /search HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{\"task\":")  # stalls
-        t0 = time.monotonic()
-        data = sock.recv(4096)  # the server gives up on the body and closes the connection
-        assert time.monotonic() - t0 < 5
-        assert data == b"" or data.startswith(b"HTTP/1.1 408")
-    status, _ = search(served, {"task": "merge pdf", "k": 1})
-    assert status == 200
+def test_a_stalled_body_does_not_hold_the_connection(service):
+    """Headers, then part of the body, then nothing: dropped at the request deadline."""
+    with running(service, limits=HTTPLimits(request_timeout=0.5)) as server:
+        host, port = server.server_address[:2]
+        with socket.create_connection((host, port), timeout=10) as sock:
+            sock.sendall(b"POST /search HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{\"task\":")  # stalls
+            t0 = time.monotonic()
+            data = sock.recv(4096)  # the server gives up on the body and closes the connection
+            assert time.monotonic() - t0 < 5
+            assert data == b"" or data.startswith(b"HTTP/1.1 408")
+        assert search(server, {"task": "merge pdf", "k": 1})[0] == 200
+
+
+def test_a_silent_connection_is_closed(service):
+    """A client that connects and sends nothing (or nothing more after an answer) is closed."""
+    with running(service, limits=HTTPLimits(idle_timeout=0.5)) as server:
+        host, port = server.server_address[:2]
+        with socket.create_connection((host, port), timeout=10) as sock:
+            t0 = time.monotonic()
+            assert sock.recv(4096) == b""
+            assert time.monotonic() - t0 < 5
+        with socket.create_connection((host, port), timeout=10) as sock:  # idle after a keep-alive answer
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            reply = b""
+            while b"}" not in reply:
+                reply += sock.recv(4096)
+            assert reply.startswith(b"HTTP/1.1 200")
+            t0 = time.monotonic()
+            assert sock.recv(4096) == b""
+            assert time.monotonic() - t0 < 5
 
 
 # ---------------------------------------------------------------------- bounded load
@@ -325,7 +344,7 @@ def test_a_body_is_never_parsed_as_the_next_request(served, head):
     got = responses(reply)
     assert b'"id": "mesh"' not in reply, reply
     if len(got) == 1:
-        assert got[0][0] == 501 and b"Connection: close" in got[0][1]
+        assert got[0][0] in (405, 501) and b"connection: close" in got[0][1].lower()
     else:
         assert len(got) == 2 and got[1][0] == 200 and b'"id": "csv"' in got[1][2], reply
 
@@ -339,16 +358,28 @@ BODY = b'{"task": "merge pdf"}'
     [b"%d_%d" % divmod(len(BODY), 10)],  # "2_1": int() accepts digit separators
     ["\u0662\u0661".encode()],  # Arabic-Indic "21": int() accepts them too
     [b"%d" % len(BODY), b"5"],  # two disagreeing headers
-    [b"%d" % len(BODY), b"%d" % len(BODY)],  # two agreeing ones: refused all the same
-    [b"%d, %d" % (len(BODY), len(BODY))],
+    [b"%d, 5" % len(BODY)],  # a disagreeing list
     [b"0x15"],
-], ids=["plus", "underscore", "arabic-digits", "disagreeing", "doubled", "list", "hex"])
+], ids=["plus", "underscore", "arabic-digits", "disagreeing", "disagreeing-list", "hex"])
 def test_content_length_must_be_one_plain_number(served, lengths):
     assert len(BODY) == 21
     head = b"POST /search HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"".join(b"Content-Length: " + v + b"\r\n" for v in lengths)
-    reply = raw_exchange(served, head + b"\r\n" + BODY)
+    reply = raw_exchange(served, head + b"\r\n" + BODY + SMUGGLED)
     assert statuses(reply) == [400], reply
-    assert b"Connection: close" in reply
+    assert b"connection: close" in reply.lower() and b'"id": "mesh"' not in reply
+
+
+@pytest.mark.parametrize("lengths", [
+    [b"%d" % len(BODY), b"%d" % len(BODY)],
+    [b"%d, %d" % (len(BODY), len(BODY))],
+], ids=["doubled", "list"])
+def test_agreeing_content_lengths_are_one_length(served, lengths):
+    """RFC 9110 8.6 lets a server read identical Content-Length values as one (h11 does): the body
+    is still framed by that one length, so what follows it is a request of its own."""
+    head = b"POST /search HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"".join(b"Content-Length: " + v + b"\r\n" for v in lengths)
+    got = responses(raw_exchange(served, head + b"\r\n" + BODY + SMUGGLED))
+    assert [status for status, _, _ in got] == [200, 200]
+    assert b'"id": "pdf"' in got[0][2] and b'"id": "mesh"' in got[1][2]
 
 
 def test_transfer_encoding_with_content_length_is_refused(served):
@@ -364,9 +395,13 @@ def test_plain_content_length_still_works(served):
 
 
 # ---------------------------------------------------------------------- deadlines
-def test_a_byte_every_so_often_does_not_keep_the_request_open(served, monkeypatch):
+def test_a_byte_every_so_often_does_not_keep_the_request_open(service):
     """Each byte arrives well inside the idle timeout; the request as a whole misses its deadline."""
-    monkeypatch.setattr(_Handler, "request_timeout", 1.0)  # the idle timeout stays 30 s
+    with running(service, limits=HTTPLimits(request_timeout=1.0)) as served:  # the idle timeout stays 30 s
+        _dribble(served)
+
+
+def _dribble(served):
     host, port = served.server_address[:2]
     with socket.create_connection((host, port), timeout=10) as sock:
         sock.sendall(b"GET /health HTTP/1.1\r\n")
@@ -389,10 +424,9 @@ def test_a_byte_every_so_often_does_not_keep_the_request_open(served, monkeypatc
     assert search(served, {"task": "merge pdf", "k": 1})[0] == 200
 
 
-def test_a_client_that_does_not_read_is_dropped(service, monkeypatch):
+def test_a_client_that_does_not_read_is_dropped(service):
     """Pipelined 1 MB answers to a client that never reads: the write deadline frees the slot."""
-    monkeypatch.setattr(_Handler, "write_timeout", 0.5)
-    with running(service, max_connections=1) as server:
+    with running(service, max_connections=1, limits=HTTPLimits(write_timeout=0.5)) as server:
         host, port = server.server_address[:2]
         sock = socket.socket()
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
@@ -422,7 +456,7 @@ def test_connections_beyond_the_cap_get_503(service):
                 assert sock.recv(4096).startswith(b"HTTP/1.1 200")
             t0 = time.monotonic()
             reply = raw_exchange(server, b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", wait=5)
-            assert statuses(reply) == [503] and b"Retry-After" in reply, reply
+            assert statuses(reply) == [503] and b"retry-after" in reply.lower(), reply
             assert time.monotonic() - t0 < 2
         finally:
             for sock in idle:
@@ -450,7 +484,7 @@ def test_token_is_required_when_set(service):
         # with the token, the Host does not matter (it is how a remote client reaches the server)
         assert request(server, "GET", "/skill/pdf", None, good | {"Host": "skills.example:8765"})[0] == 200
         reply = raw_exchange(server, b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-        assert statuses(reply) == [401] and b"WWW-Authenticate: Bearer" in reply
+        assert statuses(reply) == [401] and b"www-authenticate: bearer" in reply.lower()
 
 
 @pytest.mark.parametrize("host,options,needle", [
@@ -527,3 +561,26 @@ def test_a_failing_route_is_answered_with_500(served, monkeypatch):
     monkeypatch.setattr(served.service, "find", broken)
     assert search(served, {"task": "merge pdf"})[0] == 500
     assert request(served, "GET", "/health")[0] == 200
+
+
+# ====================================================================== issue 33 (HTTP)
+def test_head_is_answered_like_get_without_a_body(served):
+    for path in ("/health", "/skill/pdf"):
+        host, port = served.server_address[:2]
+        conn = http.client.HTTPConnection(host, port, timeout=10)
+        try:
+            conn.request("HEAD", path)
+            resp = conn.getresponse()
+            assert resp.status == 200 and resp.read() == b""
+            get_status, get_body = request(served, "GET", path)
+            assert get_status == 200 and int(resp.getheader("Content-Length")) == len(get_body)
+        finally:
+            conn.close()
+    assert request(served, "HEAD", "/skill/missing")[0] == 404
+
+
+@pytest.mark.parametrize("scheme", ["bearer", "BEARER", "Bearer", "bEaReR"])
+def test_bearer_scheme_is_case_insensitive(service, scheme):
+    with running(service, token=TOKEN) as server:
+        assert request(server, "POST", "/search", BODY, {"Authorization": f"{scheme} {TOKEN}"})[0] == 200
+        assert request(server, "POST", "/search", BODY, {"Authorization": f"{scheme} {TOKEN[:-1]}"})[0] == 401

@@ -85,7 +85,7 @@ def test_get_skill_reads_files_inside_the_skill_folder_only(live):
 
 def test_skill_uris_round_trip(live):
     service, _, _ = live
-    cat = service.catalog()
+    cat = service.live()
     assert {r["uri"] for r in cat.resources()} == {"skill://pdf/SKILL.md", "skill://mesh/SKILL.md",
                                                    "skill://team/csv/SKILL.md"}
     assert cat.parse_uri("skill://team/csv/SKILL.md") == ("team/csv", "SKILL.md")
@@ -112,7 +112,7 @@ def test_sources_are_read_back_from_the_index(live):
 def test_a_new_skill_is_found_after_it_is_written(live):
     service, lib, _ = live
     with LiveIndexWatcher(service, [lib], rule=lambda d: None, debounce_ms=50) as watcher:
-        assert service.catalog().version == 0  # the initial refresh found nothing to change
+        assert service.live().version == 0  # the initial refresh found nothing to change
         write_skill(lib, "docker", name="docker", description="Build Docker images.",
                     body="docker build compose deploy containers kubernetes")
         _wait_for(lambda: service.find("docker compose deploy containers", 1)["hits"][0]["id"] == "docker")
@@ -121,7 +121,7 @@ def test_a_new_skill_is_found_after_it_is_written(live):
         assert service.get_skill("docker")["text"].startswith("---\nname: docker")
         (lib / "mesh" / "SKILL.md").unlink()
         (lib / "mesh").rmdir()
-        _wait_for(lambda: "mesh" not in service.catalog().row_of)
+        _wait_for(lambda: "mesh" not in service.live().row_of)
         with pytest.raises(UnknownSkillError):
             service.get_skill("mesh")
     assert json.loads((service.directory / "manifest.json").read_text())["n_skills"] == 3
@@ -141,7 +141,7 @@ def test_no_request_fails_while_versions_are_swapped(live):
                 out = service.find("merge pdf pages and docker containers", 5)
                 answers.append(out)
                 service.get_skill(out["hits"][0]["id"])
-                service.catalog().resources()
+                service.live().resources()
             except BaseException as exc:  # noqa: BLE001
                 errors.append(exc)
 
@@ -153,7 +153,7 @@ def test_no_request_fails_while_versions_are_swapped(live):
             for i in range(4):
                 write_skill(lib, f"extra{i}", name=f"extra{i}", description=f"Extra helper {i}.",
                             body=f"extra words number{i} docker pdf")
-                _wait_for(lambda i=i: f"extra{i}" in service.catalog().row_of)
+                _wait_for(lambda i=i: f"extra{i}" in service.live().row_of)
         finally:
             stop.set()
             for t in threads:
@@ -170,7 +170,7 @@ def test_a_broken_library_keeps_the_current_version(live):
     write_skill(lib, "dup", name="dup", description="x", body="y")
     write_skill(lib, "bad", raw=b"\xff\xfe not utf8")
     watcher.refresh()  # a broken file is skipped, the good one added
-    assert "dup" in service.catalog().row_of and "bad" not in service.catalog().row_of
+    assert "dup" in service.live().row_of and "bad" not in service.live().row_of
     for rel in ("pdf", "mesh", "team/csv", "dup"):
         (lib / rel / "SKILL.md").unlink()
     watcher._safe_refresh()
