@@ -646,10 +646,12 @@ class ToolProxy:
 
     # ------------------------------------------------------------------ the two tools
     async def search(self, task: Any, k: Any = 5) -> dict[str, Any]:
-        """``{query, abstention, tools: [...], unavailable: [...]}`` for one task.
+        """``{query, abstention, tools: [...], servers: [...], unavailable: [...]}`` for one task.
 
         Each tool has ``name`` (``server/tool``, what :meth:`call` takes), ``server``, ``title``,
-        ``description``, ``inputSchema``, ``score`` and ``evidence``.
+        ``description``, ``inputSchema``, ``score`` and ``evidence``. ``servers`` groups the same
+        tools by server: ``[{server, tools: [names, best first]}]``, servers in the order of their
+        best tool. Two servers' tools of one name are two results, never folded as copies.
 
         Raises
         ------
@@ -686,6 +688,12 @@ class ToolProxy:
                     "name": hit.id, "server": up.name, "title": getattr(t, "title", None) or "",
                     "description": getattr(t, "description", None) or "", "inputSchema": _schema(t),
                     "score": round(hit.score, 4), "evidence": hit.evidence})
+        # the same tools grouped by server (servers in the order of their best tool), for a task
+        # that needs several tools of one server
+        groups: dict[str, list[str]] = {}
+        for tool in out["tools"]:
+            groups.setdefault(tool["server"], []).append(tool["name"])
+        out["servers"] = [{"server": srv, "tools": names} for srv, names in groups.items()]
         bad = [{"server": up.name, "state": up.state, "error": up.error}
                for up in self.upstreams.values() if up.state == "failed"]
         if bad:

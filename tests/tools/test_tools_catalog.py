@@ -85,3 +85,32 @@ def test_tool_docs_rewrites_bfcl_and_gorilla_records():
     assert [d.body for d in tool_docs(ds, "description").docs] == ["", "", ""]
     assert [d.body for d in tool_docs(ds, "schema").docs] == [bfcl.body, gorilla.body, ""]
     assert not has_schemas(Dataset("m", [plain], []))
+
+
+def test_same_tool_name_on_two_servers_is_never_folded_as_a_copy():
+    """find_skills' duplicate collapse folds copies of a skill, not two servers' tools of one name."""
+    from fakes import HashEncoder
+
+    from skillsight_fast import SkillIndex
+    from skillsight_fast.find import find_skills, tool_server
+    from skillsight_fast.skills import Skill
+    from skillsight_fast.tools.catalog import Tool, tool_skill
+
+    schema = {"type": "object", "properties": {"query": {"type": "string", "description": "Words to find"}}}
+    tools = [Tool(server=s, name="search", description="Search the documents for words", input_schema=schema)
+             for s in ("docs", "wiki")]
+    skills = [tool_skill(t) for t in tools] + [
+        Skill(id="lib/search", name="search", description="Search the documents for words", body="x"),
+        Skill(id="copy/search", name="search", description="Search the documents for words", body="x",
+              path="/skills/copy/search/SKILL.md"),
+        Skill(id="tz", name="timezones", description="Convert times between time zones", body="y")]
+    assert [tool_server(m) for m in SkillIndex.build(skills, HashEncoder()).skills] == [
+        "docs", "wiki", "lib", None, None]
+    index = SkillIndex.build(skills, HashEncoder())
+    hits = find_skills(index, ["search the documents for words"], 5)[0].hits
+    ids = [h.id for h in hits]
+    # both servers' tools are hits of their own; a library copy of the same name is still folded
+    assert "docs/search" in ids and "wiki/search" in ids
+    assert "copy/search" not in ids
+    folded = {c for h in hits for c in h.copies}
+    assert "copy/search" in folded and not {"docs/search", "wiki/search"} & folded

@@ -100,6 +100,10 @@ def test_proxy_searches_calls_and_survives_a_killed_server(tmp_path):
                     assert names[0] == "time/get_current_time" and "time/convert_time" not in names  # pinned
                     assert "timezone" in found["tools"][0]["inputSchema"]["properties"]
                     assert [u["server"] for u in found["unavailable"]] == ["broken"]
+                    # grouped by server: every tool once, servers in the order of their best tool
+                    assert found["servers"][0]["server"] == "time"
+                    assert [n for g in found["servers"] for n in g["tools"]] == sorted(
+                        names, key=lambda n: [g["server"] for g in found["servers"]].index(n.split("/")[0]))
                     fetched = (await search("download a web page from a URL", 3))["tools"]
                     assert "fetch/fetch" in [t["name"] for t in fetched]
 
