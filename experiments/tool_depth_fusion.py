@@ -22,7 +22,7 @@ Variants (declared before the run; all over the index's own candidate set, s⊥ 
 
 Adoption rule (declared before the run)
     Fit sets: bfcl (tools), skillsbench and sra_theoremqa (skills). Confirm sets: metatool and
-    gorilla_hf, looked at only for the variant chosen on the fit sets.
+    gorilla_hf, looked at only for the variant chosen on the fit sets (and for ``eq15``).
     1. A variant *qualifies* on the fit sets when (i) on bfcl it is not significantly worse than the
        best of dense, BM25 and RRF (the ``skillsight eval`` methods; "best" = highest mean, per
        metric) on each of R@10, nDCG@10, R@50 and Completeness@10 — "not significantly worse" =
@@ -36,8 +36,17 @@ Adoption rule (declared before the run)
     3. The chosen variant becomes the default for tool catalogues only if it also passes (i) on
        metatool and gorilla_hf (confirm). Otherwise nothing is adopted and the note says so.
 
-Result
-    (filled in after the run)
+Result (all-MiniLM-L6-v2, int8 tasks as the default index; results/tool_depth_fusion.json)
+    No variant qualifies, so nothing is adopted. On bfcl every variant stays significantly below
+    RRF on R@50 (eq15 96.8 vs 97.5: -0.7 [-1.2, -0.2]; head-rrf -0.7 [-1.2, -0.2]; head-rrf+lexcand
+    -0.6 [-1.1, -0.1]; eq15+lexcand -0.8 [-1.4, -0.3]; rrf3 -0.7 [-1.2, -0.2]) and eq15, head-rrf
+    and rrf3 also on nDCG@10 (-0.9 [-1.6, -0.1], same, -1.2 [-2.0, -0.4]); rrf3 also loses
+    sra_theoremqa nDCG@10 (-0.8 [-1.5, -0.1]). The default is ahead of RRF on bfcl R@10 (+1.3
+    [+0.3, +2.3]) and Completeness@10 (+1.0 [+0.0, +2.2]). Reordering the candidate set cannot close
+    the gap: it is in the lexical side itself (a diagnostic on bfcl: the index's BM25 over the
+    evidence tokens alone reaches R@50 79.0, bm25s over the whole text 93.7), which led to
+    experiments/bm25_evidence_without_generic_mask.py. Confirm sets (the default only, as the rule
+    says): metatool passes against dense, gorilla_hf against RRF (R@50 -1.6 [-4.1, +1.0]).
 
 Run
     PYTHONPATH=. python experiments/tool_depth_fusion.py [--out results/tool_depth_fusion.json]

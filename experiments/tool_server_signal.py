@@ -32,8 +32,15 @@ Adoption rule (declared before the run)
     pass, the one with the higher bfcl Completeness@10. Results grouped by server in the proxy's
     ``search_tools`` are a presentation of the ranking and are built either way.
 
-Result
-    (filled in after the run)
+Result (results/tool_server_signal.json): not adopted.
+    bfcl (fit): both variants are significantly worse than eq15 — server-text R@10 -1.3 [-2.1,
+    -0.7], nDCG@10 -3.3 [-4.0, -2.7], C@10 -1.4 [-2.2, -0.6]; server-max R@10 -0.8 [-1.2, -0.4],
+    nDCG@10 -0.4 [-0.5, -0.2], R@50 -0.2 [-0.4, -0.0], C@10 -0.8 [-1.2, -0.4]. The derived servers
+    of bfcl are weak (1,220 for 1,437 tools), so a server boost mostly lifts a gold tool's
+    unrelated same-prefix neighbours. gorilla_hf (40 task families as servers) shows what a real
+    grouping can do at depth: server-max R@50 +4.4 [+2.5, +6.4], server-text +3.2 [+1.6, +5.0],
+    R@10 +0.7 [-1.0, +2.3] / -0.6 [-2.4, +1.2] (not resolved). Measured only where servers could
+    be derived; a catalogue of real MCP servers with multi-tool tasks is what would decide it.
 
 Run
     PYTHONPATH=. python experiments/tool_server_signal.py [--out results/tool_server_signal.json]

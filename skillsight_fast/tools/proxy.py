@@ -485,10 +485,10 @@ class ToolProxy:
             logger.info("tool proxy: indexed %d tools", len(entries))
 
     def _build(self, entries: dict[str, tuple[Upstream, Any]]) -> Any:
-        from skillsight_fast.config import IndexConfig
         from skillsight_fast.engine.index import SkillIndex
+        from skillsight_fast.tools.catalog import tool_index_config
 
-        config = IndexConfig()
+        config = tool_index_config()
         tools = [tool_of(up.name, t) for up, t in entries.values()]
         skills = [tool_skill(t, self.tool_text) for t in tools]
         folder = None

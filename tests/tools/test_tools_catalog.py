@@ -114,3 +114,20 @@ def test_same_tool_name_on_two_servers_is_never_folded_as_a_copy():
     assert "copy/search" not in ids
     folded = {c for h in hits for c in h.copies}
     assert "copy/search" in folded and not {"docs/search", "wiki/search"} & folded
+
+
+def test_tool_index_config_scores_every_task_token_and_keeps_a_choice():
+    from skillsight_fast import IndexConfig
+    from skillsight_fast.state import Decisions
+    from skillsight_fast.tools.catalog import tool_index_config
+
+    assert IndexConfig().lexical_evidence_side == "masked"  # skill libraries keep Q'
+    assert tool_index_config().lexical_evidence_side == "all"
+    assert tool_index_config(IndexConfig(lexical_evidence="masked")).lexical_evidence == "masked"
+    assert tool_index_config(IndexConfig(int8=True)).int8
+    d = Decisions.of_config(tool_index_config())
+    assert Decisions.from_dict(d.to_dict()).lexical_evidence == "all"
+    old = {k: v for k, v in d.to_dict().items() if k != "lexical_evidence"}  # a manifest from before
+    assert Decisions.from_dict(old).lexical_evidence == "masked"
+    with pytest.raises(ValueError, match="lexical_evidence"):
+        IndexConfig(lexical_evidence="some")

@@ -282,6 +282,7 @@ def test_restarted_proxy_loads_its_index_from_the_cache(tmp_path, caplog):
     # answered from the index remembered for this server before it listed, then the same folder
     # for its live list: a warm-up task and two tasks, no tool encoded
     assert again.preloaded and again.index_from_cache and again_enc.calls == 3
+    assert again._index.decisions.lexical_evidence == "all"  # a tool catalogue's configuration
     assert [(t["name"], t["score"]) for t in res2["tools"]] == [(t["name"], t["score"]) for t in res1["tools"]]
 
     other, res3 = start("clock", HashEncoder())  # other ids -> other key
