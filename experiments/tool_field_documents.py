@@ -28,8 +28,15 @@ Adoption rule (declared before the run)
     significantly worse than ``single`` on the same four. Of two that pass, the higher bfcl R@10.
     Skill corpora are not tool catalogues; they keep their text either way.
 
-Result
-    (filled in after the run)
+Result (results/tool_field_documents.json): not adopted.
+    ``fields`` alone loses on every tool set where it differs: metatool R@10 -1.8 [-2.8, -0.8],
+    gorilla_hf R@10 -9.7 [-12.5, -6.7], R@50 -11.3 [-14.0, -8.8] (its "parameters" are argument
+    names only, and its description field repeats the record); bfcl R@10 -0.6 [-1.4, +0.2], R@50
+    +0.4 [+0.0, +0.8]. ``single+fields`` helps bfcl (nDCG@10 +0.7 [+0.2, +1.2], C@10 +0.8 [+0.0,
+    +1.4], R@10 +0.4 [-0.2, +1.0]: not significantly better on R@10) but loses gorilla_hf (nDCG@10
+    -2.0 [-3.1, -0.8], R@50 -2.6 [-4.3, -1.0]). Today's single text (with its name + description
+    vector) stays. The lexical side by field was not tried (see bm25_evidence_without_generic_mask.py
+    for the lexical background of tool schemas).
 
 Run
     PYTHONPATH=. python experiments/tool_field_documents.py [--out results/tool_field_documents.json]
