@@ -412,14 +412,14 @@ class ToolProxy:
             except UpstreamError:
                 pass  # recorded in up.state / up.error and reported by search
 
-        async def load() -> None:
-            await self._preload()  # the remembered index first: the encoder would compete for the CPU
-            if self._encoder is None:
-                await self._load_encoder()
-
         try:
+            # the remembered index first (a restart answers from it at once); starting the servers
+            # and the encoder meanwhile would only compete for the CPU. A call that comes earlier
+            # starts its own server.
+            await self._preload()
             async with anyio.create_task_group() as tg:
-                tg.start_soon(load)
+                if self._encoder is None:
+                    tg.start_soon(self._load_encoder)
                 for up in self.upstreams.values():
                     tg.start_soon(start, up)
             await self._ensure_index()
