@@ -641,12 +641,18 @@ class ToolProxy:
                           key=lambda p: p.stat().st_mtime, reverse=True)
             for old in kept[INDEX_CACHE_KEEP:]:
                 shutil.rmtree(old, ignore_errors=True)
+            for pointer in folder.parent.glob("servers-*"):  # pointers to removed indexes
+                if pointer.is_file() and not (folder.parent / pointer.read_text(encoding="utf-8").strip()).is_dir():
+                    pointer.unlink(missing_ok=True)
         except (OSError, SkillsightError) as exc:
             logger.warning("tool proxy: cannot save the index into %s (%s)", folder, _detail(exc))
 
     # ------------------------------------------------------------------ the two tools
     async def search(self, task: Any, k: Any = 5) -> dict[str, Any]:
         """``{query, abstention, tools: [...], servers: [...], unavailable: [...]}`` for one task.
+
+        ``remembered: true`` marks an answer given from the index cache before the servers have
+        listed their tools (a restart): the tools of their last listing.
 
         Each tool has ``name`` (``server/tool``, what :meth:`call` takes), ``server``, ``title``,
         ``description``, ``inputSchema``, ``score`` and ``evidence``. ``servers`` groups the same
@@ -677,6 +683,8 @@ class ToolProxy:
         index, entries = self._index, self._index_tools
         rule = self.abstention.to_dict() if self.abstention else None
         out: dict[str, Any] = {"query": task, "abstention": rule, "tools": []}
+        if self.preloaded and self._index_version < 0:  # the servers have not listed yet
+            out["remembered"] = True
         if index is not None:
             answer = await anyio.to_thread.run_sync(
                 # collapse=False: two servers' tools of one name are different tools, not copies

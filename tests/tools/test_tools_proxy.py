@@ -147,8 +147,9 @@ def test_proxy_reindexes_when_a_server_changes_its_tools():
     from skillsight_fast.tools.catalog import ServerConfig
     from skillsight_fast.tools.proxy import ToolProxy
 
+    # no index cache: a remembered index would answer with the tools of an earlier run's listing
     proxy = ToolProxy([ServerConfig(name="grow", command=sys.executable, args=(str(GROWING),))],
-                      encoder=HashEncoder())
+                      encoder=HashEncoder(), index_cache=False)
 
     async def run():
         async with proxy.running():
@@ -226,7 +227,8 @@ def test_proxy_over_streamable_http_upstream():
                 if time.monotonic() > deadline or server.poll() is not None:
                     pytest.fail("the HTTP MCP server did not start")
                 time.sleep(0.1)
-        proxy = ToolProxy([parse_server_arg(f"web=http://127.0.0.1:{port}/mcp")], encoder=HashEncoder())
+        proxy = ToolProxy([parse_server_arg(f"web=http://127.0.0.1:{port}/mcp")], encoder=HashEncoder(),
+                          index_cache=False)
 
         async def run():
             async with proxy.running():
@@ -274,7 +276,7 @@ def test_restarted_proxy_loads_its_index_from_the_cache(tmp_path, caplog):
     first, res1 = start("time", first_enc)
     # the tools (text, name + description), a warm-up task, two tasks
     assert not first.index_from_cache and not first.preloaded and first_enc.calls == 5
-    assert res1["tools"][0]["name"] == "time/get_current_time"
+    assert res1["tools"][0]["name"] == "time/get_current_time" and "remembered" not in res1
     assert len(folders()) == 1
 
     again_enc = HashEncoder()
@@ -283,6 +285,7 @@ def test_restarted_proxy_loads_its_index_from_the_cache(tmp_path, caplog):
     # for its live list: a warm-up task and two tasks, no tool encoded
     assert again.preloaded and again.index_from_cache and again_enc.calls == 3
     assert again._index.decisions.lexical_evidence == "all"  # a tool catalogue's configuration
+    assert res2["remembered"] is True  # answered before the server listed: said so
     assert [(t["name"], t["score"]) for t in res2["tools"]] == [(t["name"], t["score"]) for t in res1["tools"]]
 
     other, res3 = start("clock", HashEncoder())  # other ids -> other key
