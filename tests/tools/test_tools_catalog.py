@@ -92,8 +92,8 @@ def test_same_tool_name_on_two_servers_is_never_folded_as_a_copy():
     from fakes import HashEncoder
 
     from skillsight_fast import SkillIndex
-    from skillsight_fast.find import find_skills, tool_server
-    from skillsight_fast.skills import Skill
+    from skillsight_fast.agents.find import find_skills, tool_server
+    from skillsight_fast.library.skills import Skill
     from skillsight_fast.tools.catalog import Tool, tool_skill
 
     schema = {"type": "object", "properties": {"query": {"type": "string", "description": "Words to find"}}}
@@ -118,7 +118,7 @@ def test_same_tool_name_on_two_servers_is_never_folded_as_a_copy():
 
 def test_tool_index_config_scores_every_task_token_and_keeps_a_choice():
     from skillsight_fast import IndexConfig
-    from skillsight_fast.state import Decisions
+    from skillsight_fast.engine.state import Decisions
     from skillsight_fast.tools.catalog import tool_index_config
 
     assert IndexConfig().lexical_evidence_side == "masked"  # skill libraries keep Q'
