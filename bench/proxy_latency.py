@@ -80,7 +80,8 @@ async def first_search(cfg: Path, cache: Path, errlog) -> float:
 
     cmd = StdioServerParameters(
         command=sys.executable, env={"PYTHONPATH": str(ROOT)},
-        args=["-m", "skillsight_fast.cli", "serve", "--mcp", "--proxy", str(cfg), "-q", "--index-cache", str(cache)])
+        args=["-m", "skillsight_fast.cli", "serve", "--mcp", "--proxy", str(cfg), "-q",
+              "--index-cache", str(cache)])
     t0 = time.perf_counter()
     async with stdio_client(cmd, errlog=errlog) as (r, w):
         async with ClientSession(r, w) as px:

@@ -52,7 +52,8 @@ Result (results/bm25_evidence_without_generic_mask.json): the declared rule FAIL
     is what ``IndexConfig()`` was at the time of the run.
 
 Run
-    PYTHONPATH=. python experiments/bm25_evidence_without_generic_mask.py [--out results/bm25_evidence_without_generic_mask.json]
+    PYTHONPATH=. python experiments/bm25_evidence_without_generic_mask.py \
+        [--out results/bm25_evidence_without_generic_mask.json]
 """
 
 from __future__ import annotations
@@ -108,7 +109,10 @@ def run(name: str) -> dict[str, dict[str, np.ndarray]]:
 
     ranked = index.search_vectors(q, ds.query_texts, DEPTH, lexical_stage=all_tokens, explain=False).ids
     per["all-tokens"] = depth_metrics(ranked, ds.gold)
-    print(f"{name}: {len(ds.queries)} queries, {len(ds.docs)} docs  " + "  ".join(f"{m:>7}" for m in DEPTH_METRICS))
+    print(
+        f"{name}: {len(ds.queries)} queries, {len(ds.docs)} docs  "
+        + "  ".join(f"{m:>7}" for m in DEPTH_METRICS)
+    )
     for meth, vals in per.items():
         print(f"  {meth:<12}" + "  ".join(f"{100 * vals[m].mean():7.1f}" for m in DEPTH_METRICS), flush=True)
     return per
@@ -121,29 +125,53 @@ def main() -> int:
     res: dict[str, Any] = {"checks": {}}
     per = {n: run(n) for n in (FIT, *FIT_SKILLS)}
     checks = res["checks"]
-    checks[f"{FIT} vs best baseline"] = rule_check(per[FIT]["all-tokens"], {b: per[FIT][b] for b in RULE_BASELINES})
+    checks[f"{FIT} vs best baseline"] = rule_check(
+        per[FIT]["all-tokens"], {b: per[FIT][b] for b in RULE_BASELINES}
+    )
     for n in (FIT, *FIT_SKILLS):
         checks[f"{n} vs masked"] = not_worse(per[n]["all-tokens"], per[n]["masked"])
-    fit_ok = checks[f"{FIT} vs best baseline"]["pass"] and all(checks[f"{n} vs masked"]["pass"] for n in FIT_SKILLS)
+    fit_ok = checks[f"{FIT} vs best baseline"]["pass"] and all(
+        checks[f"{n} vs masked"]["pass"] for n in FIT_SKILLS
+    )
     res["fit_pass"] = bool(fit_ok)
     for n in CONFIRM:  # the confirm sets are run either way, and reported; only the rule decides
         per[n] = run(n)
-        checks[f"{n} vs best baseline"] = rule_check(per[n]["all-tokens"], {b: per[n][b] for b in RULE_BASELINES})
+        checks[f"{n} vs best baseline"] = rule_check(
+            per[n]["all-tokens"], {b: per[n][b] for b in RULE_BASELINES}
+        )
         checks[f"{n} vs masked"] = not_worse(per[n]["all-tokens"], per[n]["masked"])
-        checks[f"{n} masked vs best baseline"] = rule_check(per[n]["masked"], {b: per[n][b] for b in RULE_BASELINES})
-    confirm_ok = all(checks[f"{n} vs best baseline"]["pass"] and checks[f"{n} vs masked"]["pass"] for n in CONFIRM)
+        checks[f"{n} masked vs best baseline"] = rule_check(
+            per[n]["masked"], {b: per[n][b] for b in RULE_BASELINES}
+        )
+    confirm_ok = all(
+        checks[f"{n} vs best baseline"]["pass"] and checks[f"{n} vs masked"]["pass"] for n in CONFIRM
+    )
     res["confirm_pass"] = bool(confirm_ok)
     res["adopted"] = bool(fit_ok and confirm_ok)
     for key, rec in checks.items():
-        print(f"{key:<34} pass={rec['pass']}  " + "  ".join(
-            f"{m} {fmt_diff(rec[m])}" + (f" ({rec[m]['best']})" if "best" in rec[m] else "") for m in RULE_METRICS))
+        print(
+            f"{key:<34} pass={rec['pass']}  "
+            + "  ".join(
+                f"{m} {fmt_diff(rec[m])}" + (f" ({rec[m]['best']})" if "best" in rec[m] else "")
+                for m in RULE_METRICS
+            )
+        )
     print(f"fit pass {fit_ok}, confirm pass {confirm_ok}: adopted {res['adopted']}")
-    res["means"] = {n: {meth: {m: float(v[m].mean()) for m in DEPTH_METRICS} for meth, v in p.items()}
-                    for n, p in per.items()}
-    res["paired"] = {n: {f"{a} - {b}": {m: dict(zip(("diff", "low", "high"), bootstrap_diff(p[a][m], p[b][m])))
-                                        for m in DEPTH_METRICS}
-                         for a in ("masked", "all-tokens") for b in (*RULE_BASELINES, "masked") if a != b}
-                     for n, p in per.items()}
+    res["means"] = {
+        n: {meth: {m: float(v[m].mean()) for m in DEPTH_METRICS} for meth, v in p.items()}
+        for n, p in per.items()
+    }
+    res["paired"] = {
+        n: {
+            f"{a} - {b}": {
+                m: dict(zip(("diff", "low", "high"), bootstrap_diff(p[a][m], p[b][m]))) for m in DEPTH_METRICS
+            }
+            for a in ("masked", "all-tokens")
+            for b in (*RULE_BASELINES, "masked")
+            if a != b
+        }
+        for n, p in per.items()
+    }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {args.out}")

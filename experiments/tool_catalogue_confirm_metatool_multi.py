@@ -67,7 +67,9 @@ COMMIT = "35e81bb7576826e980c80fed8f8c0a2b4a1e6fbb"
 def multi_tool_dataset(repo: Path) -> tuple[Dataset, dict[str, int]]:
     base = load_dataset(ROOT / "data" / "metatool")
     row = {d.id.removeprefix("metatool:"): i for i, d in enumerate(base.docs)}
-    records = json.loads((repo / "dataset" / "data" / "multi_tool_query_golden.json").read_text(encoding="utf-8"))
+    records = json.loads(
+        (repo / "dataset" / "data" / "multi_tool_query_golden.json").read_text(encoding="utf-8")
+    )
     merged: dict[str, set[int]] = {}
     dropped = 0
     for rec in records:
@@ -76,11 +78,22 @@ def multi_tool_dataset(repo: Path) -> tuple[Dataset, dict[str, int]]:
             dropped += 1
             continue
         merged.setdefault(" ".join(str(rec["query"]).split()), set()).update(row[t] for t in tools)
-    queries = [EvalQuery(id=f"metatool-multi:q{i:04d}", text=q, gold=frozenset(g)) for i, (q, g) in enumerate(merged.items())]
-    ds = Dataset(name="metatool_multi", docs=base.docs, queries=queries,
-                 meta={"source": f"HowieHwong/MetaTool@{COMMIT}:dataset/data/multi_tool_query_golden.json"})
-    return ds, {"records": len(records), "dropped": dropped, "tasks": len(queries),
-                "merged": len(records) - dropped - len(queries)}
+    queries = [
+        EvalQuery(id=f"metatool-multi:q{i:04d}", text=q, gold=frozenset(g))
+        for i, (q, g) in enumerate(merged.items())
+    ]
+    ds = Dataset(
+        name="metatool_multi",
+        docs=base.docs,
+        queries=queries,
+        meta={"source": f"HowieHwong/MetaTool@{COMMIT}:dataset/data/multi_tool_query_golden.json"},
+    )
+    return ds, {
+        "records": len(records),
+        "dropped": dropped,
+        "tasks": len(queries),
+        "merged": len(records) - dropped - len(queries),
+    }
 
 
 def main() -> int:
@@ -91,25 +104,40 @@ def main() -> int:
     ds, counts = multi_tool_dataset(Path(args.repo))
     print(counts, flush=True)
     ctx = EvalContext(dataset=ds)
-    per = {"tool catalogue": depth_metrics(ctx.search(ctx.index(tool_index_config())), ds.gold),
-           "library default": depth_metrics(ctx.search(ctx.index(IndexConfig())), ds.gold)}
+    per = {
+        "tool catalogue": depth_metrics(ctx.search(ctx.index(tool_index_config())), ds.gold),
+        "library default": depth_metrics(ctx.search(ctx.index(IndexConfig())), ds.gold),
+    }
     per |= {b: depth_metrics(METHODS[b](ctx), ds.gold) for b in RULE_BASELINES}
-    res: dict[str, Any] = {"counts": counts,
-                           "means": {m: {k: [float(v[k].mean()), *bootstrap_mean(v[k])] for k in DEPTH_METRICS}
-                                     for m, v in per.items()},
-                           "paired": {o: {k: list(bootstrap_diff(per["tool catalogue"][k], per[o][k]))
-                                          for k in DEPTH_METRICS} for o in per if o != "tool catalogue"}}
+    res: dict[str, Any] = {
+        "counts": counts,
+        "means": {
+            m: {k: [float(v[k].mean()), *bootstrap_mean(v[k])] for k in DEPTH_METRICS} for m, v in per.items()
+        },
+        "paired": {
+            o: {k: list(bootstrap_diff(per["tool catalogue"][k], per[o][k])) for k in DEPTH_METRICS}
+            for o in per
+            if o != "tool catalogue"
+        },
+    }
     res["vs_best_baseline"] = rule_check(per["tool catalogue"], {b: per[b] for b in RULE_BASELINES})
     res["vs_library_default"] = not_worse(per["tool catalogue"], per["library default"])
-    res["library_default_vs_best_baseline"] = rule_check(per["library default"], {b: per[b] for b in RULE_BASELINES})
+    res["library_default_vs_best_baseline"] = rule_check(
+        per["library default"], {b: per[b] for b in RULE_BASELINES}
+    )
     res["confirmed"] = bool(res["vs_best_baseline"]["pass"] and res["vs_library_default"]["pass"])
     print("method           " + "  ".join(f"{k:>7}" for k in DEPTH_METRICS))
     for m, v in per.items():
         print(f"{m:<16} " + "  ".join(f"{100 * v[k].mean():7.1f}" for k in DEPTH_METRICS))
     for key in ("vs_best_baseline", "vs_library_default", "library_default_vs_best_baseline"):
         rec = res[key]
-        print(f"{key:<34} pass={rec['pass']}  " + "  ".join(
-            f"{m} {fmt_diff(rec[m])}" + (f" ({rec[m]['best']})" if "best" in rec[m] else "") for m in RULE_METRICS))
+        print(
+            f"{key:<34} pass={rec['pass']}  "
+            + "  ".join(
+                f"{m} {fmt_diff(rec[m])}" + (f" ({rec[m]['best']})" if "best" in rec[m] else "")
+                for m in RULE_METRICS
+            )
+        )
     print(f"confirmed: {res['confirmed']}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=1) + "\n", encoding="utf-8")

@@ -105,8 +105,9 @@ def eq15(x: np.ndarray, y: np.ndarray, weight: float) -> np.ndarray:
     return x + weight * z * (std_d if std_d > 0 else 1.0)
 
 
-def rank_variant(name: str, cand: np.ndarray, sd: np.ndarray, sl: np.ndarray, weight: float,
-                 depth: int = DEPTH) -> np.ndarray:
+def rank_variant(
+    name: str, cand: np.ndarray, sd: np.ndarray, sl: np.ndarray, weight: float, depth: int = DEPTH
+) -> np.ndarray:
     """Document rows (n, depth) of one variant over candidate arrays (NumPy reference)."""
     out = np.full((cand.shape[0], depth), -1, np.int64)
     for i in range(cand.shape[0]):
@@ -169,8 +170,10 @@ def run_dataset(name: str, variants: tuple[str, ...]) -> dict[str, dict[str, np.
     # the kernel's own default ranking, as `skillsight eval` measures it (a check of the reference)
     default_ranked = ctx.search(index)
     per["default"] = depth_metrics(default_ranked, ds.gold)
-    arrays = {lc: stage_arrays(ctx, index, lc) for lc in sorted({LEXCAND if v.endswith("+lexcand") else 0
-                                                                 for v in variants})}
+    arrays = {
+        lc: stage_arrays(ctx, index, lc)
+        for lc in sorted({LEXCAND if v.endswith("+lexcand") else 0 for v in variants})
+    }
     weight = index.decisions.lexical_weight
     for v in variants:
         cand, sd, sl = arrays[LEXCAND if v.endswith("+lexcand") else 0]
@@ -179,8 +182,10 @@ def run_dataset(name: str, variants: tuple[str, ...]) -> dict[str, dict[str, np.
             agree = float((ranked[:, :10] == default_ranked[:, :10]).all(1).mean())
             print(f"  {name}: NumPy eq15 top-10 equals the kernel's on {agree:.1%} of queries", flush=True)
         per[v] = depth_metrics(ranked, ds.gold)
-    print(f"  {name}: {len(ds.queries)} queries, {len(ds.docs)} docs, {time.perf_counter() - t0:.0f} s",
-          flush=True)
+    print(
+        f"  {name}: {len(ds.queries)} queries, {len(ds.docs)} docs, {time.perf_counter() - t0:.0f} s",
+        flush=True,
+    )
     return per
 
 
@@ -201,18 +206,28 @@ def main() -> int:
         print("\n".join(table(n, per)), flush=True)
     qualifies: dict[str, Any] = {}
     for v in VARIANTS:
-        rec = {"bfcl_vs_best_baseline": rule_check(fit["bfcl"][v], {b: fit["bfcl"][b] for b in RULE_BASELINES})}
+        rec = {
+            "bfcl_vs_best_baseline": rule_check(fit["bfcl"][v], {b: fit["bfcl"][b] for b in RULE_BASELINES})
+        }
         for n in FIT_SKILLS:
             rec[f"{n}_vs_eq15"] = not_worse(fit[n][v], fit[n]["eq15"])
         rec["pass"] = all(r["pass"] for r in rec.values() if isinstance(r, dict))
         rec["mean_fit_R@50"] = float(np.mean([fit[n][v]["R@50"].mean() for n in fit]))
         qualifies[v] = rec
-        print(f"{v:<18} qualifies={rec['pass']}  mean fit R@50 {100 * rec['mean_fit_R@50']:.1f}  bfcl vs best: "
-              + "  ".join(f"{m} {fmt_diff(rec['bfcl_vs_best_baseline'][m])} ({rec['bfcl_vs_best_baseline'][m]['best']})"
-                          for m in RULE_METRICS), flush=True)
+        print(
+            f"{v:<18} qualifies={rec['pass']}  mean fit R@50 {100 * rec['mean_fit_R@50']:.1f}  bfcl vs best: "
+            + "  ".join(
+                f"{m} {fmt_diff(rec['bfcl_vs_best_baseline'][m])} ({rec['bfcl_vs_best_baseline'][m]['best']})"
+                for m in RULE_METRICS
+            ),
+            flush=True,
+        )
         for n in FIT_SKILLS:
-            print(f"{'':<18} {n} vs eq15: " + "  ".join(f"{m} {fmt_diff(rec[f'{n}_vs_eq15'][m])}"
-                                                      for m in RULE_METRICS), flush=True)
+            print(
+                f"{'':<18} {n} vs eq15: "
+                + "  ".join(f"{m} {fmt_diff(rec[f'{n}_vs_eq15'][m])}" for m in RULE_METRICS),
+                flush=True,
+            )
     res["fit"]["rule"] = qualifies
     if qualifies["eq15"]["pass"]:
         chosen = "eq15"
@@ -228,23 +243,39 @@ def main() -> int:
                     break
     res["chosen"] = chosen
     print(f"chosen on the fit sets: {chosen}", flush=True)
-    confirm = {n: run_dataset(n, tuple(dict.fromkeys(["eq15", *( [chosen] if chosen else [])]))) for n in CONFIRM}
+    confirm = {
+        n: run_dataset(n, tuple(dict.fromkeys(["eq15", *([chosen] if chosen else [])]))) for n in CONFIRM
+    }
     for n, per in confirm.items():
         print("\n".join(table(n, per)), flush=True)
-        res["confirm"][n] = {v: rule_check(per[v], {b: per[b] for b in RULE_BASELINES})
-                             for v in per if v not in RULE_BASELINES and v != "default"}
+        res["confirm"][n] = {
+            v: rule_check(per[v], {b: per[b] for b in RULE_BASELINES})
+            for v in per
+            if v not in RULE_BASELINES and v != "default"
+        }
         for v, rec in res["confirm"][n].items():
-            print(f"  {n} {v:<18} pass={rec['pass']}  " + "  ".join(
-                f"{m} {fmt_diff(rec[m])} ({rec[m]['best']})" for m in RULE_METRICS), flush=True)
+            print(
+                f"  {n} {v:<18} pass={rec['pass']}  "
+                + "  ".join(f"{m} {fmt_diff(rec[m])} ({rec[m]['best']})" for m in RULE_METRICS),
+                flush=True,
+            )
     adopted = bool(chosen and chosen != "eq15" and all(res["confirm"][n][chosen]["pass"] for n in CONFIRM))
     res["adopted"] = chosen if adopted else None
     print(f"adopted: {res['adopted']}", flush=True)
-    res["means"] = {n: {meth: {m: float(v[m].mean()) for m in DEPTH_METRICS} for meth, v in per.items()}
-                    for n, per in {**fit, **confirm}.items()}
+    res["means"] = {
+        n: {meth: {m: float(v[m].mean()) for m in DEPTH_METRICS} for meth, v in per.items()}
+        for n, per in {**fit, **confirm}.items()
+    }
     res["paired_default_vs_baselines"] = {
-        n: {b: {m: dict(zip(("diff", "low", "high"), bootstrap_diff(per["eq15"][m], per[b][m])))
-                for m in DEPTH_METRICS} for b in RULE_BASELINES}
-        for n, per in {**fit, **confirm}.items()}
+        n: {
+            b: {
+                m: dict(zip(("diff", "low", "high"), bootstrap_diff(per["eq15"][m], per[b][m])))
+                for m in DEPTH_METRICS
+            }
+            for b in RULE_BASELINES
+        }
+        for n, per in {**fit, **confirm}.items()
+    }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {args.out}")

@@ -81,7 +81,11 @@ def field_texts(ds: Dataset) -> dict[str, list[str]]:
         out["name"].append(split_name(d.name))
         out["description"].append(" ".join(d.description.split()))
         schema, has = _record_schema(d)
-        lines = [f"{split_name(n)}: {desc}" if desc else split_name(n) for n, _, desc in iter_params(schema)] if has else []
+        lines = (
+            [f"{split_name(n)}: {desc}" if desc else split_name(n) for n, _, desc in iter_params(schema)]
+            if has
+            else []
+        )
         out["params"].append("\n".join(lines))
     return out
 
@@ -136,6 +140,7 @@ def run(name: str) -> dict[str, dict[str, np.ndarray]]:
             kk = min(max(depth, k_cand), s.shape[1])
             ids = np.argsort(-s, axis=1, kind="stable")[:, :kk]
             return ids.astype(np.int64), np.take_along_axis(s, ids, 1).astype(np.float32)
+
         return dense_stage
 
     for v, mix in (("fields", False), ("single+fields", True)):
@@ -159,12 +164,21 @@ def main() -> int:
         r["adopt"] = bool(r["bfcl"]["pass"] and better and r["metatool"]["pass"] and r["gorilla_hf"]["pass"])
         rec[v] = r
         for n in per:
-            print(f"{n} {v} - single: " + "  ".join(f"{m} {fmt_diff(r[n][m])}" for m in RULE_METRICS), flush=True)
+            print(
+                f"{n} {v} - single: " + "  ".join(f"{m} {fmt_diff(r[n][m])}" for m in RULE_METRICS),
+                flush=True,
+            )
     passing = [v for v in VARIANTS[1:] if rec[v]["adopt"]]
     adopted = max(passing, key=lambda v: per["bfcl"][v]["R@10"].mean()) if passing else None
     print(f"adopted: {adopted}")
-    out = {"rule": rec, "adopted": adopted,
-           "means": {n: {v: {m: float(x[m].mean()) for m in DEPTH_METRICS} for v, x in p.items()} for n, p in per.items()}}
+    out = {
+        "rule": rec,
+        "adopted": adopted,
+        "means": {
+            n: {v: {m: float(x[m].mean()) for m in DEPTH_METRICS} for v, x in p.items()}
+            for n, p in per.items()
+        },
+    }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     return 0

@@ -143,8 +143,11 @@ def run(name: str) -> dict[str, dict[str, np.ndarray]]:
         srv = doc_server[docs]
         best = np.full(len(texts), -np.inf)
         np.maximum.at(best, srv, f)
-        scores = {"eq15": f, "server-text": boosted(f, srv_cos[i, srv].astype(np.float64)),
-                  "server-max": boosted(f, best[srv])}
+        scores = {
+            "eq15": f,
+            "server-text": boosted(f, srv_cos[i, srv].astype(np.float64)),
+            "server-max": boosted(f, best[srv]),
+        }
         for v, s in scores.items():
             order = np.argsort(-s, kind="stable")[:DEPTH]
             ranked[v][i, : order.size] = docs[order]
@@ -167,21 +170,34 @@ def main() -> int:
     for v in VARIANTS[1:]:
         nw = not_worse(fit[v], fit["eq15"])
         better = any(nw[m]["low"] > 0 for m in RULE_METRICS)
-        rec[v] = {"vs_eq15": nw, "better_somewhere": better, "pass_fit": nw["pass"] and better,
-                  "vs_best_baseline": rule_check(fit[v], {b: fit[b] for b in RULE_BASELINES})}
-        print(f"bfcl {v}: vs eq15 " + "  ".join(f"{m} {fmt_diff(nw[m])}" for m in RULE_METRICS)
-              + f"  -> fit {'pass' if rec[v]['pass_fit'] else 'fail'}", flush=True)
+        rec[v] = {
+            "vs_eq15": nw,
+            "better_somewhere": better,
+            "pass_fit": nw["pass"] and better,
+            "vs_best_baseline": rule_check(fit[v], {b: fit[b] for b in RULE_BASELINES}),
+        }
+        print(
+            f"bfcl {v}: vs eq15 "
+            + "  ".join(f"{m} {fmt_diff(nw[m])}" for m in RULE_METRICS)
+            + f"  -> fit {'pass' if rec[v]['pass_fit'] else 'fail'}",
+            flush=True,
+        )
     conf = run("gorilla_hf")
     for v in VARIANTS[1:]:
         nw = not_worse(conf[v], conf["eq15"])
         rec[v]["confirm_vs_eq15"] = nw
         rec[v]["adopt"] = bool(rec[v]["pass_fit"] and nw["pass"])
-        print(f"gorilla_hf {v}: vs eq15 " + "  ".join(f"{m} {fmt_diff(nw[m])}" for m in RULE_METRICS), flush=True)
+        print(
+            f"gorilla_hf {v}: vs eq15 " + "  ".join(f"{m} {fmt_diff(nw[m])}" for m in RULE_METRICS),
+            flush=True,
+        )
     passing = [v for v in VARIANTS[1:] if rec[v]["adopt"]]
     res["adopted"] = max(passing, key=lambda v: fit[v]["C@10"].mean()) if passing else None
     res["rule"] = rec
-    res["means"] = {n: {meth: {m: float(x[m].mean()) for m in DEPTH_METRICS} for meth, x in per.items()}
-                    for n, per in (("bfcl", fit), ("gorilla_hf", conf))}
+    res["means"] = {
+        n: {meth: {m: float(x[m].mean()) for m in DEPTH_METRICS} for meth, x in per.items()}
+        for n, per in (("bfcl", fit), ("gorilla_hf", conf))
+    }
     print(f"adopted: {res['adopted']}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=1) + "\n", encoding="utf-8")

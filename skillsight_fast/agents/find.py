@@ -265,7 +265,8 @@ def collapse_rows(index: "SkillIndex", rows: Sequence[int], allowed: np.ndarray 
         taken.add(j)
         copies: list[int] = []
         for j2 in groups.get(name_key(metas[j].name), []):
-            if j2 not in taken and (allowed is None or allowed[j2]) and not _other_servers(metas[j], metas[j2]):
+            if (j2 not in taken and (allowed is None or allowed[j2])
+                    and not _other_servers(metas[j], metas[j2])):
                 copies.append(j2)
                 taken.add(j2)
         for b in range(a + 1, len(rows)):

@@ -30,8 +30,9 @@ def add_proxy_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--call-timeout", type=float, default=None, metavar="S",
                    help="seconds a forwarded call may take (default 300)")
     g.add_argument("--index-cache", default=None, metavar="DIR",
-                   help="folder of saved tool indexes, keyed by the servers' tool lists, so a restart does "
-                        "not encode them again (default: the user cache's skillsight-fast/proxy; 'off': none)")
+                   help="folder of saved tool indexes, keyed by the servers' tool lists, so a restart "
+                        "does not encode them again (default: the user cache's skillsight-fast/proxy; "
+                        "'off': none)")
 
 
 def _is_this_proxy(config: object) -> bool:

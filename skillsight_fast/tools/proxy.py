@@ -642,7 +642,8 @@ class ToolProxy:
             for old in kept[INDEX_CACHE_KEEP:]:
                 shutil.rmtree(old, ignore_errors=True)
             for pointer in folder.parent.glob("servers-*"):  # pointers to removed indexes
-                if pointer.is_file() and not (folder.parent / pointer.read_text(encoding="utf-8").strip()).is_dir():
+                target = folder.parent / pointer.read_text(encoding="utf-8").strip() if pointer.is_file() else None
+                if target is not None and not target.is_dir():
                     pointer.unlink(missing_ok=True)
         except (OSError, SkillsightError) as exc:
             logger.warning("tool proxy: cannot save the index into %s (%s)", folder, _detail(exc))

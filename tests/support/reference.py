@@ -168,7 +168,8 @@ def search_pipeline(queries, texts, k, *, embeddings, basis, renormalize, vocab,
     generic: bool mask T_g; namedesc: the name + description vectors of the ``text+namedesc``
     document vector (a document's dense score is then the mean of its two background-removed
     cosines) or None. lexical_evidence: ``all`` = BM25 scores every known task token (generic ones
-    too), ``masked`` = only Q' (LEC always scores Q'). Background removal, the statistics (idf, LEC weights, BM25 idf and mean
+    too), ``masked`` = only Q' (LEC always scores Q').
+    Background removal, the statistics (idf, LEC weights, BM25 idf and mean
     length) and every stage are recomputed here; nothing of the package runs but the tokenizer.
     Returns (ids, scores) as a search does: int64 / float (n, k), -1 / -inf padding.
     """
