@@ -17,7 +17,10 @@ Starts the real ``mcp-server-time``, ``mcp-server-git`` and ``mcp-server-fetch``
 * ``direct_call_time`` / ``proxy_call_time``: ``get_current_time`` called on mcp-server-time
   directly and through ``call_tool``; their difference is the added latency of a forwarded call.
 * ``proxy_start_to_first_search``: from spawning the proxy to its first ``search_tools`` answer
-  (servers started, model loaded, index built), one cold-ish start per run of this script.
+  (servers started, model loaded, index built), one cold-ish start per run of this script, with
+  an empty index cache; ``proxy_restart_to_first_search``: the same for a second proxy process
+  started after the first ended, whose index cache holds the index of the same tool lists
+  (``--starts N`` repeats the restart N times; ``--start-only`` skips the latency loops).
 
 CPU model, core count, load average and package versions are recorded with the numbers.
 """
@@ -70,7 +73,26 @@ async def _timed(fn, runs: int, warm: int) -> list[float]:
     return out
 
 
-async def measure(runs: int, warm: int) -> dict:
+async def first_search(cfg: Path, cache: Path, errlog) -> float:
+    """Seconds from spawning ``serve --mcp --proxy`` to its first ``search_tools`` answer."""
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    cmd = StdioServerParameters(
+        command=sys.executable, env={"PYTHONPATH": str(ROOT)},
+        args=["-m", "skillsight_fast.cli", "serve", "--mcp", "--proxy", str(cfg), "-q",
+              "--index-cache", str(cache)])
+    t0 = time.perf_counter()
+    async with stdio_client(cmd, errlog=errlog) as (r, w):
+        async with ClientSession(r, w) as px:
+            await px.initialize()
+            first = await px.call_tool("search_tools", {"task": TASKS[0]})
+            took = time.perf_counter() - t0
+            assert not first.is_error, first
+    return took
+
+
+async def measure(runs: int, warm: int, starts: int = 3, start_only: bool = False) -> dict:
     from mcp import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -100,15 +122,21 @@ async def measure(runs: int, warm: int) -> dict:
                 out["direct_call_time"] = _stats(await _timed(
                     lambda i: tm.call_tool("get_current_time", {"timezone": "Asia/Tokyo"}), runs, warm))
 
+        cache = Path(tmp) / "index-cache"
+        out["proxy_start_to_first_search"] = {"s": round(await first_search(cfg, cache, errlog), 3)}
+        restarts = [await first_search(cfg, cache, errlog) for _ in range(starts)]
+        out["proxy_restart_to_first_search"] = {"s": [round(t, 3) for t in restarts],
+                                                "median_s": round(statistics.median(restarts), 3)}
+        if start_only:
+            return out
         proxy_cmd = StdioServerParameters(
             command=sys.executable, env={"PYTHONPATH": str(ROOT)},
-            args=["-m", "skillsight_fast.cli", "serve", "--mcp", "--proxy", str(cfg), "-q"])
-        t0 = time.perf_counter()
+            args=["-m", "skillsight_fast.cli", "serve", "--mcp", "--proxy", str(cfg), "-q",
+                  "--index-cache", str(cache)])
         async with stdio_client(proxy_cmd, errlog=errlog) as (r, w):
             async with ClientSession(r, w) as px:
                 await px.initialize()
                 first = await px.call_tool("search_tools", {"task": TASKS[0]})
-                out["proxy_start_to_first_search"] = {"s": round(time.perf_counter() - t0, 3)}
                 assert not first.is_error, first
                 out["proxy_list_tools"] = _stats(await _timed(lambda i: px.list_tools(), runs, warm))
 
@@ -148,14 +176,20 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--warm", type=int, default=20)
     ap.add_argument("--json", action="store_true", help="print JSON and write results/proxy_latency.json")
+    ap.add_argument("--starts", type=int, default=3, help="restarts timed with a filled index cache")
+    ap.add_argument("--start-only", action="store_true", help="time the starts only (no latency loops)")
     args = ap.parse_args()
     load_before = os.getloadavg()[0]
-    out = anyio.run(measure, args.runs, args.warm)
+    out = anyio.run(measure, args.runs, args.warm, args.starts, args.start_only)
     pkgs = ("mcp", "mcp-server-time", "mcp-server-git", "mcp-server-fetch", "onnxruntime", "numpy", "numba",
             "skillsight-fast")
     out |= {"cpu": cpu_name(), "cores": os.cpu_count(), "load_before": round(load_before, 2),
             "load_after": round(os.getloadavg()[0], 2), "python": platform.python_version(),
             "versions": {p: version(p) for p in pkgs}, "runs": args.runs, "warm": args.warm}
+    if args.start_only:
+        print(json.dumps({k: out[k] for k in ("proxy_start_to_first_search", "proxy_restart_to_first_search",
+                                              "load_before", "load_after")}))
+        return 0
     if args.json:
         (ROOT / "results").mkdir(exist_ok=True)
         (ROOT / "results" / "proxy_latency.json").write_text(json.dumps(out, indent=1) + "\n")

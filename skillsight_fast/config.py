@@ -37,6 +37,13 @@ ENGINES = ("numba", "numpy")
 DOCUMENT_VECTORS = ("text", "text+namedesc")
 #: Document vector of the adaptive default; adaptive=False is the paper's single text vector.
 ADAPTIVE_DOCUMENT_VECTOR = "text+namedesc"
+#: Which task tokens the BM25 side scores (experiments/bm25_evidence_without_generic_mask.py): the
+#: evidence tokens (known, not generic: the paper's Q'), or every known token (BM25's idf weighs
+#: common words down itself). LEC always scores the evidence tokens.
+LEXICAL_EVIDENCE = ("masked", "all")
+#: What the default's BM25 side scores: Q' (``all`` lost skillsbench R@10 -2.6 [-6.3, -0.5]); tool
+#: catalogues score every token (skillsight_fast.tools.catalog.tool_index_config).
+ADAPTIVE_LEXICAL_EVIDENCE = "masked"
 
 
 @dataclass(frozen=True)
@@ -109,6 +116,12 @@ class IndexConfig:
         a document's dense score is the mean of the two cosines). None (default) =
         ``text+namedesc`` when ``adaptive`` else ``text``; what a build did is recorded in
         ``Decisions.document_vector``.
+    lexical_evidence : str or None
+        Which task tokens the BM25 side scores (:data:`LEXICAL_EVIDENCE`): ``masked`` (the evidence
+        tokens Q', generic tokens T_g excluded) or ``all`` (every known token). None (default) =
+        ``masked``; tool catalogues are indexed with ``all`` (``tools.catalog.tool_index_config``).
+        Recorded in ``Decisions.lexical_evidence``. LEC always scores Q'; the evidence shown with
+        a hit is Q' either way.
     query_int8 : bool or None
         Encode the tasks of a ``transformer`` index with the dynamically int8-quantised graph of
         ``model`` while the skills keep the encoder ``int8`` says (docs/ENCODERS.md, "Asymmetric
@@ -142,6 +155,7 @@ class IndexConfig:
     query_model: str | None = None
     document_vector: str | None = None
     query_int8: bool | None = None
+    lexical_evidence: str | None = None
 
     def __post_init__(self) -> None:
         if self.query_encoder not in QUERY_ENCODERS:
@@ -156,6 +170,8 @@ class IndexConfig:
             raise ValueError(f"document_vector must be one of {DOCUMENT_VECTORS} or None")
         if self.lexical is not None and self.lexical not in LEXICAL_SIDES:
             raise ValueError(f"lexical must be one of {LEXICAL_SIDES} or None")
+        if self.lexical_evidence is not None and self.lexical_evidence not in LEXICAL_EVIDENCE:
+            raise ValueError(f"lexical_evidence must be one of {LEXICAL_EVIDENCE} or None")
         if self.fusion not in FUSIONS:
             raise ValueError(f"fusion must be one of {FUSIONS}")
         if self.candidates < 1 or self.max_rank < 0 or self.lexical_candidates < 0:
@@ -176,6 +192,13 @@ class IndexConfig:
         if self.lexical is not None:
             return self.lexical
         return ADAPTIVE_LEXICAL if self.adaptive else "lec"
+
+    @property
+    def lexical_evidence_side(self) -> str:
+        """The task tokens the BM25 side scores: ``lexical_evidence``, or the adaptive default."""
+        if self.lexical_evidence is not None:
+            return self.lexical_evidence
+        return ADAPTIVE_LEXICAL_EVIDENCE
 
     @property
     def document_vector_side(self) -> str:

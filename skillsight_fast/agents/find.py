@@ -229,13 +229,26 @@ def _name_groups(index: "SkillIndex") -> dict[str, list[int]]:
     return groups
 
 
+def tool_server(meta: Any) -> str | None:
+    """The server of a tool indexed as ``server/tool`` (no file, id = server + "/" + name), else None."""
+    server, sep, rest = meta.id.partition("/")
+    return server if sep and not meta.path and rest == meta.name else None
+
+
+def _other_servers(a: Any, b: Any) -> bool:
+    """Whether two entries are tools of different servers: never copies of each other."""
+    sa, sb = tool_server(a), tool_server(b)
+    return sa is not None and sb is not None and sa != sb
+
+
 def collapse_rows(index: "SkillIndex", rows: Sequence[int], allowed: np.ndarray | None = None,
                   threshold: float = DUPLICATE_COSINE) -> list[tuple[int, list[int]]]:
     """Ranked rows with their copies folded in: ``[(row, [copy rows]), ...]``, best first.
 
     A row is a copy of an earlier kept row when both names have the same :func:`name_key` or
     their embeddings' cosine is at least ``threshold``. Same-name copies are looked up in the
-    whole library (those ``allowed``), near-vector copies among ``rows``.
+    whole library (those ``allowed``), near-vector copies among ``rows``. Tools of different
+    servers (:func:`tool_server`) are never copies: two servers' ``search`` are two tools.
     """
     rows = [int(j) for j in rows if j >= 0]
     if not rows:
@@ -252,12 +265,13 @@ def collapse_rows(index: "SkillIndex", rows: Sequence[int], allowed: np.ndarray 
         taken.add(j)
         copies: list[int] = []
         for j2 in groups.get(name_key(metas[j].name), []):
-            if j2 not in taken and (allowed is None or allowed[j2]):
+            if (j2 not in taken and (allowed is None or allowed[j2])
+                    and not _other_servers(metas[j], metas[j2])):
                 copies.append(j2)
                 taken.add(j2)
         for b in range(a + 1, len(rows)):
             j2 = rows[b]
-            if j2 not in taken and sims[a, b] >= threshold:
+            if j2 not in taken and sims[a, b] >= threshold and not _other_servers(metas[j], metas[j2]):
                 copies.append(j2)
                 taken.add(j2)
         kept.append((j, copies))

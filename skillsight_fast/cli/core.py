@@ -152,6 +152,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     config = IndexConfig(model=args.model, int8=args.int8, adaptive=not args.paper, lexical=args.lexical,
                          scan=args.scan, query_encoder=args.query_encoder, query_model=args.query_model,
                          query_int8=args.query_int8, **scan_params(args))
+    if not args.sources and args.lexical in (None, "bm25") and not args.paper:
+        from skillsight_fast.tools.catalog import tool_index_config
+
+        config = tool_index_config(config)  # a catalogue of tools only (--mcp / --openapi)
     config = resolve_query_encoder(config)  # the static tiers' model folder (distilled once if needed)
     if args.stream or args.ray is not None:
         index, report = _index_streaming(args, config)

@@ -29,6 +29,10 @@ def add_proxy_args(p: argparse.ArgumentParser) -> None:
                    help="seconds a server may take to start and list its tools (default 60)")
     g.add_argument("--call-timeout", type=float, default=None, metavar="S",
                    help="seconds a forwarded call may take (default 300)")
+    g.add_argument("--index-cache", default=None, metavar="DIR",
+                   help="folder of saved tool indexes, keyed by the servers' tool lists, so a restart "
+                        "does not encode them again (default: the user cache's skillsight-fast/proxy; "
+                        "'off': none)")
 
 
 def _is_this_proxy(config: object) -> bool:
@@ -55,7 +59,8 @@ def cmd_proxy(args: argparse.Namespace) -> int:
     proxy = px.ToolProxy(
         configs, abstention=rule, pins=args.pin, tool_text=args.tool_text or DEFAULT_TOOL_TEXT,
         start_timeout=args.start_timeout or px.START_TIMEOUT,
-        call_timeout=args.call_timeout or px.CALL_TIMEOUT)
+        call_timeout=args.call_timeout or px.CALL_TIMEOUT,
+        index_cache=False if args.index_cache == "off" else args.index_cache)
     if not args.quiet:
         print(f"skillsight tool proxy: {len(configs)} servers ({', '.join(c.name for c in configs)})"
               + (f", skipped {', '.join(skipped)} (a proxy itself)" if skipped else "")

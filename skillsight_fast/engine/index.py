@@ -590,6 +590,14 @@ class SkillIndex:
         mask = self.lexical.generic_flags if exclude is None else exclude
         return self.lexicon.query_terms(texts, mask, cfg.min_token_len, cfg.max_token_len)
 
+    @property
+    def _no_generic(self) -> bytes:
+        """An all-False generic-token mask (``exclude`` keeping every known token)."""
+        mask = self.__dict__.get("_no_generic_mask")
+        if mask is None or len(mask) != len(self.lexicon.vocab):
+            mask = self.__dict__["_no_generic_mask"] = bytes(len(self.lexicon.vocab))
+        return mask
+
     def lexical_scores(self, candidates: np.ndarray, terms: np.ndarray, ptr: np.ndarray,
                        side: str | None = None) -> np.ndarray:
         """Stage 5: the lexical side (``bm25`` or ``lec``; default the index's) of each candidate,
@@ -695,10 +703,13 @@ class SkillIndex:
         cand, s_dense = (dense_stage or self.dense_candidates)(q_perp, max(d.candidates, k))
         if d.lexical_candidates and len(self):  # admitted by LEC coverage, whichever side is fused
             cand, s_dense = self.add_lexical_candidates(q_perp, terms, ptr, cand, d.lexical_candidates)
+        s_terms, s_ptr = terms, ptr  # what the lexical side scores; the evidence shown stays Q'
+        if d.lexical == "bm25" and d.lexical_evidence == "all":
+            s_terms, s_ptr = self.evidence_tokens(texts, exclude=self._no_generic)
         if lexical_stage is not None:
-            s_lex = lexical_stage(cand, terms, ptr)
+            s_lex = lexical_stage(cand, s_terms, s_ptr)
         else:
-            s_lex = self.lexical_scores(cand, terms, ptr, side=d.lexical)
+            s_lex = self.lexical_scores(cand, s_terms, s_ptr, side=d.lexical)
         ids, scores, pos = self.fuse(cand, s_dense, s_lex, k, fusion=d.fusion,
                                      lexical_weight=d.lexical_weight, rrf_k=d.rrf_k)
         rows = np.arange(len(texts))[:, None]

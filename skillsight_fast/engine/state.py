@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from skillsight_fast import kernels
-from skillsight_fast.config import DOCUMENT_VECTORS, FUSIONS, LEXICAL_SIDES, IndexConfig
+from skillsight_fast.config import DOCUMENT_VECTORS, FUSIONS, LEXICAL_EVIDENCE, LEXICAL_SIDES, IndexConfig
 from skillsight_fast.engine.background import bm25_idf, idf_from_df, lec_weights, otsu_threshold
 from skillsight_fast.engine.lexicon import Lexicon
 from skillsight_fast.engine.scan import Scan, build_scan
@@ -319,6 +319,9 @@ class Decisions:
         Constant of reciprocal rank fusion.
     rule : str
         Who decided: ``adaptive`` (label-free rules, docs/ADAPTIVE.md) or ``config`` (as configured).
+    lexical_evidence : str
+        Which task tokens the BM25 side scores: ``masked`` (Q', generic tokens excluded; what an
+        index saved without this field does) or ``all`` (every known token); LEC scores Q'.
     document_vector : str
         The dense side's document vector (:data:`~skillsight_fast.config.DOCUMENT_VECTORS`):
         ``text``, or ``text+namedesc`` (the mean of the text's and the name + description's
@@ -334,6 +337,7 @@ class Decisions:
     rrf_k: float = 60.0
     rule: str = "config"
     document_vector: str = "text"
+    lexical_evidence: str = "masked"
 
     def __post_init__(self) -> None:
         if self.lexical not in LEXICAL_SIDES:
@@ -344,6 +348,9 @@ class Decisions:
             raise SkillsightError("candidates must be >= 1 and lexical_candidates >= 0")
         if not math.isfinite(self.lexical_weight) or not math.isfinite(self.rrf_k):
             raise SkillsightError("lexical_weight and rrf_k must be finite")
+        if self.lexical_evidence not in LEXICAL_EVIDENCE:
+            raise SkillsightError(f"unknown lexical evidence {self.lexical_evidence!r} (expected one of "
+                                  f"{LEXICAL_EVIDENCE})")
         if self.document_vector not in DOCUMENT_VECTORS:
             raise SkillsightError(f"unknown document vector {self.document_vector!r} (expected one of "
                                   f"{DOCUMENT_VECTORS})")
@@ -356,7 +363,7 @@ class Decisions:
                    lexical_weight=config.lexical_weight if lexical_weight is None else lexical_weight,
                    fusion=config.fusion, candidates=config.candidates,
                    lexical_candidates=config.lexical_candidates, rrf_k=config.rrf_k, rule=rule,
-                   document_vector=config.document_vector_side)
+                   document_vector=config.document_vector_side, lexical_evidence=config.lexical_evidence_side)
 
     def replace(self, **changes: Any) -> "Decisions":
         """A copy with some fields changed (validated)."""

@@ -112,3 +112,69 @@ def run_methods(dataset: Dataset, methods: Sequence[str] = TOOL_METHODS, **ctx_k
 
     ctx = EvalContext(dataset=dataset, **ctx_kwargs)
     return {m: tool_metrics(METHODS[m](ctx), dataset.gold) for m in methods}
+
+
+# ---------------------------------------------------------------- multi-tool tasks at depth
+#: Per-query metrics of a tool ranking read at several depths (issue: tasks that need several tools).
+DEPTH_METRICS = ("R@5", "R@10", "R@20", "R@50", "C@5", "C@10", "C@20", "nDCG@10")
+#: The metrics of the adoption rule of the tool-search experiments (experiments/tool_*.py).
+RULE_METRICS = ("R@10", "nDCG@10", "R@50", "C@10")
+#: The baselines the default must not be significantly worse than.
+RULE_BASELINES = ("dense", "bm25", "rrf")
+
+
+def depth_metrics(ranked: np.ndarray, gold: Sequence[frozenset[int]]) -> dict[str, np.ndarray]:
+    """Per-query recall R@k and Completeness C@k (every gold tool in the top k) at k = 5, 10, 20
+    (R also at 50), and nDCG@10; ``ranked`` needs at least 50 columns (-1 padding)."""
+    from skillsight_fast.evaluation.metrics import ndcg_at_k, recall_at_k
+
+    out: dict[str, np.ndarray] = {}
+    for k in (5, 10, 20, 50):
+        out[f"R@{k}"] = recall_at_k(ranked, gold, k)
+    for k in (5, 10, 20):
+        out[f"C@{k}"] = completeness_at_k(ranked, gold, k)
+    out["nDCG@10"] = ndcg_at_k(ranked, gold, 10)
+    return out
+
+
+def rule_check(candidate: dict[str, np.ndarray], baselines: dict[str, dict[str, np.ndarray]],
+               metrics: Sequence[str] = RULE_METRICS, *, n_boot: int = 2000, seed: int = 0) -> dict[str, Any]:
+    """Whether ``candidate`` is not significantly worse than the best baseline on each metric.
+
+    For each metric the best baseline is the one with the highest mean; the paired bootstrap 95 %
+    interval of (candidate − best) must reach 0 or above (``high >= 0``).
+
+    Returns
+    -------
+    dict
+        ``{"pass": bool, metric: {"best": name, "diff", "low", "high", "pass"}}``.
+    """
+    out: dict[str, Any] = {}
+    ok = True
+    for m in metrics:
+        best = max(baselines, key=lambda b: float(np.mean(baselines[b][m])))
+        diff, lo, hi = bootstrap_diff(candidate[m], baselines[best][m], n_boot=n_boot, seed=seed)
+        passed = hi >= 0.0
+        ok &= passed
+        out[m] = {"best": best, "diff": diff, "low": lo, "high": hi, "pass": bool(passed)}
+    out["pass"] = bool(ok)
+    return out
+
+
+def not_worse(candidate: dict[str, np.ndarray], reference: dict[str, np.ndarray],
+              metrics: Sequence[str] = RULE_METRICS, *, n_boot: int = 2000, seed: int = 0) -> dict[str, Any]:
+    """Whether ``candidate`` is not significantly worse than ``reference`` on each metric (paired
+    bootstrap 95 %: the interval of candidate − reference reaches 0 or above)."""
+    out: dict[str, Any] = {}
+    ok = True
+    for m in metrics:
+        diff, lo, hi = bootstrap_diff(candidate[m], reference[m], n_boot=n_boot, seed=seed)
+        ok &= hi >= 0.0
+        out[m] = {"diff": diff, "low": lo, "high": hi, "pass": bool(hi >= 0.0)}
+    out["pass"] = bool(ok)
+    return out
+
+
+def fmt_diff(d: dict[str, float], scale: float = 100.0) -> str:
+    """``+1.2 [-0.3, +2.6]`` from a ``{diff, low, high}`` record (in points by default)."""
+    return f"{d['diff'] * scale:+.1f} [{d['low'] * scale:+.1f}, {d['high'] * scale:+.1f}]"

@@ -122,6 +122,23 @@ def tool_skill(tool: Tool, text: str = DEFAULT_TOOL_TEXT) -> Skill:
     return Skill(id=tool.id, name=tool.name, description=desc, body=tool_body(tool.input_schema, text))
 
 
+def tool_index_config(config: Any = None) -> Any:
+    """The index configuration of a catalogue of tools: ``config`` (default ``IndexConfig()``) with
+    the BM25 side scoring every known task token (``lexical_evidence="all"``).
+
+    Tool schemas put content words among the generic tokens T_g (bfcl: "address", "artist"), so
+    tasks keep few evidence tokens; over every token BM25 is not significantly worse than the best
+    of dense, BM25 and RRF on R@10, nDCG@10, R@50 and Completeness@10 on bfcl, metatool and
+    gorilla_hf, where today's evidence tokens trail RRF on bfcl (docs/TOOLS.md,
+    experiments/bm25_evidence_without_generic_mask.py). Skill libraries keep Q' (skillsbench R@10
+    -2.6 [-6.3, -0.5] otherwise). A ``lexical_evidence`` already set is kept.
+    """
+    from skillsight_fast.config import IndexConfig
+
+    config = IndexConfig() if config is None else config
+    return config if config.lexical_evidence is not None else config.replace(lexical_evidence="all")
+
+
 # ---------------------------------------------------------------------- server configurations
 
 

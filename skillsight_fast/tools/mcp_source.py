@@ -62,10 +62,49 @@ async def open_session(stack: AsyncExitStack, config: ServerConfig, *, message_h
     return await stack.enter_async_context(mcp.ClientSession(read, write, message_handler=message_handler))
 
 
-def server_name(config: ServerConfig, init: Any) -> str:
-    """``config.name``, else the name the server reports in ``initialize``, else the command's file name."""
+#: Affixes a server's reported or command name carries that say only "an MCP server".
+_NAME_PREFIXES = ("mcp-server-", "mcp_server_", "mcp-", "mcp_", "server-")
+_NAME_SUFFIXES = ("-mcp-server", "_mcp_server", "-mcp", "_mcp", "-server", "_server")
+
+
+def canonical_server_name(raw: str) -> str:
+    """A server's name in tool ids when none is configured: ``raw`` without the affixes that only
+    say "MCP server" (``mcp-git`` and ``mcp-server-git`` -> ``git``, ``github-mcp-server`` ->
+    ``github``), ``/`` replaced by ``-``; ``raw`` itself if nothing would be left.
+
+    Examples
+    --------
+    >>> [canonical_server_name(n) for n in ("mcp-git", "mcp-server-time", "github-mcp-server", "mcp")]
+    ['git', 'time', 'github', 'mcp']
+    """
+    name = raw.strip().replace("/", "-")
+    base = name
+    low = base.lower()
+    for p in _NAME_PREFIXES:
+        if low.startswith(p) and len(base) > len(p):
+            base, low = base[len(p):], low[len(p):]
+            break
+    for sfx in _NAME_SUFFIXES:
+        if low.endswith(sfx) and len(base) > len(sfx):
+            base = base[: -len(sfx)]
+            break
+    return base or name
+
+
+def server_name(config: ServerConfig, init: Any = None) -> str:
+    """The one naming rule of a server, in ``index --mcp`` and in the proxy alike.
+
+    The configured name (``NAME=`` of ``--mcp``, the ``mcpServers`` key) as written; else the name
+    the server reports in ``initialize`` (``init``), else the command's (or URL's) last path part,
+    either through :func:`canonical_server_name` — so ``index --mcp mcp-server-git`` names its
+    tools ``git/...`` as a proxy whose config calls the server ``git`` does.
+    """
+    if config.name:
+        return config.name
     info = getattr(init, "server_info", None) or getattr(init, "serverInfo", None)
-    return config.name or (getattr(info, "name", "") or "") or os.path.basename(config.command)
+    reported = str(getattr(info, "name", "") or "")
+    fallback = os.path.basename(config.command) or config.url.rstrip("/").rsplit("/", 1)[-1]
+    return canonical_server_name(reported or fallback or "server")
 
 
 async def list_all_tools(session: Any) -> list[Any]:

@@ -24,6 +24,20 @@ call that needs it; one that fails to start is retried after a growing pause
 off by a dying server gets an error result saying so (it is not re-sent: it may have run). When a
 server sends ``notifications/tools/list_changed`` its tools are listed again and the index is
 rebuilt (only new tool texts are encoded). No failure of a downstream server ends the proxy.
+
+Index cache: every index the proxy builds is saved under ``index_cache`` (default
+``<user cache>/skillsight-fast/proxy``) in a folder named by :func:`tool_list_key`, the sha256 of
+the canonical JSON of the tool list (every ``server/tool`` with its title, description and input
+schema), the tool text, the index configuration and the encoder. A restarted proxy whose servers
+list the same tools loads that index instead of encoding them again; any change of a tool, a
+server name or the model gives another key. At most :data:`INDEX_CACHE_KEEP` folders are kept
+(least recently used removed); an unreadable or unwritable cache only costs the encoding.
+A restart does not even wait for its servers: the cache remembers the last index of each set of
+server configurations (``servers-<sha256>`` points at its folder, which holds the tool records in
+``tools.json``), so the first search is answered from it while the servers start; once they have
+listed their tools the index is keyed again by the live lists (the same folder when nothing changed).
+Catalogues of at most :data:`NUMPY_ENGINE_MAX_TOOLS` tools are searched by the NumPy stages (same
+ids and order as the kernels, no Numba start-up).
 """
 
 from __future__ import annotations
@@ -42,8 +56,8 @@ import numpy as np
 from skillsight_fast.agents.find import find_skills
 from skillsight_fast.engine.abstention import Abstention
 from skillsight_fast.errors import SkillFormatError, SkillsightError
-from skillsight_fast.tools.catalog import DEFAULT_TOOL_TEXT, ServerConfig, tool_skill
-from skillsight_fast.tools.mcp_source import _sdk, list_all_tools, open_session, tool_of
+from skillsight_fast.tools.catalog import DEFAULT_TOOL_TEXT, ServerConfig, Tool, tool_skill
+from skillsight_fast.tools.mcp_source import _sdk, list_all_tools, open_session, server_name, tool_of
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +69,15 @@ CALL_TIMEOUT = 300.0
 RETRY_MIN, RETRY_MAX = 2.0, 60.0
 #: Most tools one search may return.
 MAX_K = 50
+#: Index folders kept in the proxy's index cache (least recently used removed beyond this).
+INDEX_CACHE_KEEP = 16
+#: Version of the cache key's layout (bumped when the key's content changes).
+INDEX_CACHE_FORMAT = 1
+#: Tool catalogues up to this size are searched with the NumPy stages (engine ``numpy``): for a few
+#: hundred tools they answer as fast as the kernels and spare a restarted proxy the Numba start-up.
+NUMPY_ENGINE_MAX_TOOLS = 2000
+#: The tool records stored with each cached index (what a search returns before the servers list).
+_TOOLS_FILE = "tools.json"
 #: The proxy's own tool names.
 SEARCH_TOOL, CALL_TOOL = "search_tools", "call_tool"
 _LIST_CHANGED = "notifications/tools/list_changed"
@@ -136,7 +159,7 @@ class Upstream:
 
     def __init__(self, config: ServerConfig, proxy: ToolProxy) -> None:
         self.config = config
-        self.name = config.name
+        self.name = server_name(config)  # the configured name: the naming rule of index --mcp too
         self.proxy = proxy
         self.tools: dict[str, Any] = {}
         self.state = "idle"
@@ -271,6 +294,30 @@ def _schema(t: Any) -> dict[str, Any]:
     return dict(schema or {})
 
 
+def tool_list_key(tools: Sequence[Tool], *, tool_text: str, config: dict[str, Any], model_id: str,
+                  model_checksum: str) -> str:
+    """sha256 (hex) of the canonical JSON of a tool list and of what shapes its index.
+
+    The list is sorted by ``server/tool``; each tool contributes its id, title, description and
+    input schema, so any change of one of them (or of the tool text, the index configuration or
+    the encoder) gives another key.
+    """
+    import hashlib
+
+    rows = sorted([t.id, t.title, t.description, t.input_schema] for t in tools)
+    blob = json.dumps({"format": INDEX_CACHE_FORMAT, "tool_text": tool_text, "config": config,
+                       "model": [model_id, model_checksum], "tools": rows},
+                      sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def default_index_cache() -> Any:
+    """``<user cache>/skillsight-fast/proxy`` (see :func:`skillsight_fast.models.cache_root`)."""
+    from skillsight_fast.models import cache_root
+
+    return cache_root() / "proxy"
+
+
 class ToolProxy:
     """The state behind the proxy server: downstream servers, the tool index, search and call.
 
@@ -290,12 +337,15 @@ class ToolProxy:
         Seconds a server may take to start and list its tools / to answer one call.
     errlog : file, optional
         Where the servers' stderr goes (default: this process's stderr).
+    index_cache : path, None or False
+        Folder of saved tool indexes keyed by :func:`tool_list_key` (None: the user cache's
+        ``proxy`` folder, :func:`default_index_cache`; False: no cache).
     """
 
     def __init__(self, configs: Sequence[ServerConfig], *, encoder: Any = None,
                  abstention: Abstention | None = None, pins: Sequence[str] = (),
                  tool_text: str = DEFAULT_TOOL_TEXT, start_timeout: float = START_TIMEOUT,
-                 call_timeout: float = CALL_TIMEOUT, errlog: Any = None) -> None:
+                 call_timeout: float = CALL_TIMEOUT, errlog: Any = None, index_cache: Any = None) -> None:
         _sdk_v2()
         names = [c.name for c in configs]
         if not configs:
@@ -314,6 +364,17 @@ class ToolProxy:
         self.errlog = errlog if errlog is not None else sys.stderr
         self._encoder = encoder
         self._encoder_error = ""
+        from pathlib import Path
+
+        self.index_cache = None if index_cache is False else Path(
+            default_index_cache() if index_cache is None else index_cache).expanduser()
+        #: Whether the last index came from the index cache (for tests and logs).
+        self.index_from_cache = False
+        #: Whether the first searches were answered from the index remembered for these servers.
+        self.preloaded = False
+        self._preloaded_folder: Any = None
+        self._query_encoder: Any = None  # shared by every index the proxy builds (loaded once)
+        self._first_index: Any = None
         self._vectors: dict[str, np.ndarray] = {}  # tool text -> embedding (re-index encodes new texts only)
         self._index: Any = None
         self._index_tools: dict[str, tuple[Upstream, Any]] = {}
@@ -330,7 +391,7 @@ class ToolProxy:
         """Start every downstream server in the background; stop them all on exit."""
         import anyio
 
-        self._ready, self._index_lock = anyio.Event(), anyio.Lock()
+        self._ready, self._index_lock, self._first_index = anyio.Event(), anyio.Lock(), anyio.Event()
         async with anyio.create_task_group() as tg:
             self._tg = tg
             tg.start_soon(self._start_all)
@@ -352,6 +413,10 @@ class ToolProxy:
                 pass  # recorded in up.state / up.error and reported by search
 
         try:
+            # the remembered index first (a restart answers from it at once); starting the servers
+            # and the encoder meanwhile would only compete for the CPU. A call that comes earlier
+            # starts its own server.
+            await self._preload()
             async with anyio.create_task_group() as tg:
                 if self._encoder is None:
                     tg.start_soon(self._load_encoder)
@@ -362,6 +427,7 @@ class ToolProxy:
             logger.error("tool proxy start-up: %s", _detail(exc))
         finally:
             self._ready.set()
+            self._first_index.set()
 
     async def _load_encoder(self) -> None:
         import anyio
@@ -415,27 +481,184 @@ class ToolProxy:
                         entries[f"{up.name}/{name}"] = (up, t)
             index = await anyio.to_thread.run_sync(self._build, entries) if entries else None
             self._index, self._index_tools, self._index_version = index, entries, version
+            self._first_index.set()
             logger.info("tool proxy: indexed %d tools", len(entries))
 
     def _build(self, entries: dict[str, tuple[Upstream, Any]]) -> Any:
-        from skillsight_fast.config import IndexConfig
         from skillsight_fast.engine.index import SkillIndex
+        from skillsight_fast.tools.catalog import tool_index_config
 
-        skills = [tool_skill(tool_of(up.name, t), self.tool_text) for up, t in entries.values()]
+        config = tool_index_config()
+        tools = [tool_of(up.name, t) for up, t in entries.values()]
+        skills = [tool_skill(t, self.tool_text) for t in tools]
+        folder = None
+        ident = self._model_ident()
+        if self.index_cache is not None and ident is not None:
+            key = tool_list_key(tools, tool_text=self.tool_text, config=config.to_dict(),
+                                model_id=ident[0], model_checksum=ident[1])
+            folder = self.index_cache / key[:32]
+            if folder == self._preloaded_folder and self._index is not None:
+                self.index_from_cache = True  # the remembered index is the live lists' one
+                return self._index
+            index = self._load_cached(folder, skills)
+            if index is not None:
+                self._remember(folder)
+                return self._prepare(index)
+        self.index_from_cache = False
+        if self._encoder is None:
+            raise SkillsightError(f"tool search is unavailable: the encoder could not be loaded "
+                                  f"({self._encoder_error or 'unknown error'})")
         texts = [s.text for s in skills]
         new = list(dict.fromkeys(t for t in texts if t not in self._vectors))
         if new:
             self._vectors.update(zip(new, self._encoder.encode(new)))
         embeddings = np.stack([self._vectors[t] for t in texts]).astype(np.float32)
-        return SkillIndex.from_embeddings(skills, embeddings, IndexConfig(), model_id=self._encoder.model_id,
-                                          model_checksum=self._encoder.checksum, encoder=self._encoder)
+        index = SkillIndex.from_embeddings(skills, embeddings, config, model_id=self._encoder.model_id,
+                                           model_checksum=self._encoder.checksum, encoder=self._encoder)
+        if folder is not None:
+            self._save_cached(index, folder, tools)
+        return self._prepare(index)
+
+    def _model_ident(self) -> tuple[str, str] | None:
+        """(model id, checksum) of the encoder the proxy indexes with, known without loading a
+        registry model; None if it is unknown until loaded."""
+        if self._encoder is not None:
+            return str(self._encoder.model_id), str(self._encoder.checksum)
+        from skillsight_fast.config import IndexConfig
+        from skillsight_fast.models.registry import get_spec
+
+        spec = get_spec(IndexConfig().model)
+        return (spec.name, spec.sha256) if spec is not None else None
+
+    def _servers_pointer(self) -> Any:
+        """The cache file naming the last index of this set of servers (configs, pins, tool text)."""
+        import hashlib
+
+        rows = sorted([c.name, c.command, list(c.args), sorted(c.env.items()), c.url]
+                      for c in (up.config for up in self.upstreams.values()))
+        blob = json.dumps({"format": INDEX_CACHE_FORMAT, "servers": rows, "pins": sorted(self.pins),
+                           "tool_text": self.tool_text}, sort_keys=True, default=str)
+        return self.index_cache / f"servers-{hashlib.sha256(blob.encode()).hexdigest()[:32]}"
+
+    def _remember(self, folder: Any) -> None:
+        """Point this set of servers at ``folder`` (the index of their current tool lists)."""
+        from skillsight_fast.files import atomic_write_bytes
+
+        try:
+            atomic_write_bytes(self._servers_pointer(), folder.name.encode())
+        except OSError as exc:
+            logger.warning("tool proxy: cannot write %s (%s)", self._servers_pointer(), _detail(exc))
+
+    def _prepare(self, index: Any) -> Any:
+        """Engine, shared task encoder and a warm-up search, so the first real search is quick."""
+        if len(index) <= NUMPY_ENGINE_MAX_TOOLS:
+            index.engine = "numpy"
+        if self._query_encoder is not None:
+            index.query_encoder = self._query_encoder
+        else:
+            self._query_encoder = index.query_encoder
+        find_skills(index, ["warm up"], 1, collapse=False)
+        return index
+
+    async def _preload(self) -> None:
+        """Answer searches from the index last built for these servers until they have listed."""
+        import anyio
+
+        if self.index_cache is None:
+            return
+        try:
+            found = await anyio.to_thread.run_sync(self._preload_sync)
+        except Exception as exc:  # a damaged cache costs only the wait for the servers
+            logger.warning("tool proxy: not using the remembered index (%s)", _detail(exc))
+            return
+        if found is not None and self._index is None:
+            self._preloaded_folder, self._index, self._index_tools = found
+            self.preloaded = True
+            self._first_index.set()
+            logger.info("tool proxy: answering from the remembered index of %d tools (%s)",
+                        len(self._index_tools), self._preloaded_folder)
+
+    def _preload_sync(self) -> tuple[Any, Any, dict[str, tuple[Upstream, Any]]] | None:
+        from types import SimpleNamespace
+
+        from skillsight_fast.engine.index import SkillIndex
+
+        ident = self._model_ident()
+        pointer = self._servers_pointer()
+        if ident is None or not pointer.is_file():
+            return None
+        folder = self.index_cache / pointer.read_text(encoding="utf-8").strip()
+        if not (folder / "manifest.json").is_file() or not (folder / _TOOLS_FILE).is_file():
+            return None
+        index = SkillIndex.load(folder, encoder=self._encoder)
+        if (index.model_id, index.model_checksum) != ident:
+            return None
+        entries: dict[str, tuple[Upstream, Any]] = {}
+        for rec in json.loads((folder / _TOOLS_FILE).read_text(encoding="utf-8")):
+            up = self.upstreams.get(rec["server"])
+            if up is None:
+                return None
+            entries[f"{up.name}/{rec['name']}"] = (up, SimpleNamespace(
+                name=rec["name"], title=rec.get("title", ""), description=rec.get("description", ""),
+                inputSchema=rec.get("inputSchema", {})))
+        if list(entries) != index.ids:
+            return None
+        return folder, self._prepare(index), entries
+
+    def _load_cached(self, folder: Any, skills: list[Any]) -> Any:
+        """The index saved in ``folder`` if it holds exactly the tools ``skills``, else None."""
+        import os
+
+        from skillsight_fast.engine.index import SkillIndex
+
+        if not (folder / "manifest.json").is_file():
+            return None
+        try:
+            index = SkillIndex.load(folder, encoder=self._encoder)
+            if index.ids != [sk.id for sk in skills]:
+                raise SkillsightError("its tools differ from the listed ones")
+            os.utime(folder)  # least recently used is removed first
+        except (OSError, SkillsightError) as exc:
+            logger.warning("tool proxy: not using the cached index %s (%s)", folder, _detail(exc))
+            return None
+        # a later re-index (a server's tools changed) encodes only new texts
+        self._vectors.update(zip((sk.text for sk in skills), np.asarray(index.embeddings)))
+        self.index_from_cache = True
+        logger.info("tool proxy: loaded the index of %d tools from %s", len(index), folder)
+        return index
+
+    def _save_cached(self, index: Any, folder: Any, tools: Sequence[Tool]) -> None:
+        """Save ``index`` (and the tool records) into the cache, point this set of servers at it, and
+        drop the least recently used folders beyond the limit."""
+        import shutil
+
+        records = [{"server": t.server, "name": t.name, "title": t.title, "description": t.description,
+                    "inputSchema": t.input_schema} for t in tools]
+        try:
+            index.save(folder, extra_files={_TOOLS_FILE: json.dumps(records, ensure_ascii=False).encode()})
+            self._remember(folder)
+            kept = sorted((p for p in folder.parent.iterdir() if (p / "manifest.json").is_file()),
+                          key=lambda p: p.stat().st_mtime, reverse=True)
+            for old in kept[INDEX_CACHE_KEEP:]:
+                shutil.rmtree(old, ignore_errors=True)
+            for pointer in folder.parent.glob("servers-*"):  # pointers to removed indexes
+                target = folder.parent / pointer.read_text(encoding="utf-8").strip() if pointer.is_file() else None
+                if target is not None and not target.is_dir():
+                    pointer.unlink(missing_ok=True)
+        except (OSError, SkillsightError) as exc:
+            logger.warning("tool proxy: cannot save the index into %s (%s)", folder, _detail(exc))
 
     # ------------------------------------------------------------------ the two tools
     async def search(self, task: Any, k: Any = 5) -> dict[str, Any]:
-        """``{query, abstention, tools: [...], unavailable: [...]}`` for one task.
+        """``{query, abstention, tools: [...], servers: [...], unavailable: [...]}`` for one task.
+
+        ``remembered: true`` marks an answer given from the index cache before the servers have
+        listed their tools (a restart): the tools of their last listing.
 
         Each tool has ``name`` (``server/tool``, what :meth:`call` takes), ``server``, ``title``,
-        ``description``, ``inputSchema``, ``score`` and ``evidence``.
+        ``description``, ``inputSchema``, ``score`` and ``evidence``. ``servers`` groups the same
+        tools by server: ``[{server, tools: [names, best first]}]``, servers in the order of their
+        best tool. Two servers' tools of one name are two results, never folded as copies.
 
         Raises
         ------
@@ -450,14 +673,19 @@ class ToolProxy:
             raise QueryError("'task' must be a string")
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
             raise QueryError(f"'k' must be an integer from 1 to {MAX_K}, got {k!r}")
-        await self.wait_ready()
-        if self._encoder is None:
-            raise SkillsightError(f"tool search is unavailable: the encoder could not be loaded "
-                                  f"({self._encoder_error or 'unknown error'})")
-        await self._ensure_index()
+        if self._first_index is None:
+            raise SkillsightError("the tool proxy is not running (use `async with proxy.running()`)")
+        await self._first_index.wait()  # the remembered index, or the one built once every server was tried
+        if self._ready.is_set():
+            if self._encoder is None and self._index is None:
+                raise SkillsightError(f"tool search is unavailable: the encoder could not be loaded "
+                                      f"({self._encoder_error or 'unknown error'})")
+            await self._ensure_index()
         index, entries = self._index, self._index_tools
         rule = self.abstention.to_dict() if self.abstention else None
         out: dict[str, Any] = {"query": task, "abstention": rule, "tools": []}
+        if self.preloaded and self._index_version < 0:  # the servers have not listed yet
+            out["remembered"] = True
         if index is not None:
             answer = await anyio.to_thread.run_sync(
                 # collapse=False: two servers' tools of one name are different tools, not copies
@@ -469,6 +697,12 @@ class ToolProxy:
                     "name": hit.id, "server": up.name, "title": getattr(t, "title", None) or "",
                     "description": getattr(t, "description", None) or "", "inputSchema": _schema(t),
                     "score": round(hit.score, 4), "evidence": hit.evidence})
+        # the same tools grouped by server (servers in the order of their best tool), for a task
+        # that needs several tools of one server
+        groups: dict[str, list[str]] = {}
+        for tool in out["tools"]:
+            groups.setdefault(tool["server"], []).append(tool["name"])
+        out["servers"] = [{"server": srv, "tools": names} for srv, names in groups.items()]
         bad = [{"server": up.name, "state": up.state, "error": up.error}
                for up in self.upstreams.values() if up.state == "failed"]
         if bad:

@@ -47,7 +47,8 @@ def check(index: SkillIndex, qv: np.ndarray, texts: list[str], k: int, **knobs) 
     d = index.query_decisions(**knobs)
     ids, scores = ref.search_pipeline(
         qv, texts, k, **raw(index), side=d.lexical, candidates=d.candidates,
-        lexical_candidates=d.lexical_candidates, fusion=d.fusion, weight=d.lexical_weight, rrf_k=d.rrf_k)
+        lexical_candidates=d.lexical_candidates, fusion=d.fusion, weight=d.lexical_weight, rrf_k=d.rrf_k,
+        lexical_evidence=d.lexical_evidence)
     finite = np.isfinite(scores)
     assert np.array_equal(np.isfinite(res.scores), finite)
     np.testing.assert_allclose(res.scores[finite], scores[finite], rtol=1e-4, atol=1e-4)
@@ -73,6 +74,8 @@ CONFIGS = {
     "renormalised": IndexConfig(adaptive=False, renormalize=True, lexical="bm25"),
     "lexical candidates": IndexConfig(candidates=5, lexical_candidates=7),
     "few candidates": IndexConfig(candidates=5),
+    "bm25 over Q' only": IndexConfig(lexical_evidence="masked"),
+    "paper with bm25 over every token": IndexConfig(adaptive=False, lexical="bm25", lexical_evidence="all"),
 }
 
 

@@ -362,3 +362,24 @@ def test_ablations_run_on_tiny_dataset(tiny_dataset, monkeypatch):
     assert set(out["axes"]["fusion"]["results"]["tiny"]) == {"eq15 w=1", "eq15 w=0.5", "eq15 w=2"}
     assert len(out["axes"]["doc embedding"]["results"]["tiny"]) == 2
     assert out["chosen"]["fusion"]["setting"] in out["axes"]["fusion"]["results"]["tiny"]
+
+
+def test_depth_metrics_and_the_tool_rule():
+    """R@k / Completeness@k of multi-tool tasks, and the adoption rule against the best baseline."""
+    import numpy as np
+
+    from skillsight_fast.evaluation.tool_search import depth_metrics, not_worse, rule_check
+
+    ranked = np.full((2, 50), -1, np.int64)
+    ranked[0, :3] = [7, 1, 2]  # both tools of task 0 within the top 3
+    ranked[1, [0, 12]] = [5, 9]  # task 1: one tool at rank 1, the other at rank 13
+    m = depth_metrics(ranked, [frozenset({1, 2}), frozenset({5, 9})])
+    assert m["R@5"].tolist() == [1.0, 0.5] and m["C@10"].tolist() == [1.0, 0.0]
+    assert m["C@20"].tolist() == [1.0, 1.0] and m["R@50"].tolist() == [1.0, 1.0]
+    rng = np.random.default_rng(0)
+    good = {k: rng.random(400) for k in ("R@10", "nDCG@10", "R@50", "C@10")}
+    worse = {k: v - 0.2 for k, v in good.items()}
+    assert rule_check(good, {"dense": worse, "rrf": good})["pass"]  # equal to the best: not worse
+    out = rule_check(worse, {"dense": good, "bm25": worse})
+    assert not out["pass"] and out["R@10"]["best"] == "dense" and out["R@10"]["high"] < 0
+    assert not_worse(good, good)["pass"] and not not_worse(worse, good)["pass"]

@@ -160,13 +160,16 @@ def evidence_terms(texts, vocab, generic, min_len=2, max_len=40) -> list[list[in
 
 def search_pipeline(queries, texts, k, *, embeddings, basis, renormalize, vocab, doc_terms, doc_tf, doc_len,
                     generic, beta=1.0, side="bm25", candidates=300, lexical_candidates=0, fusion="eq15",
-                    weight=1.0, rrf_k=60.0, k1=1.2, b=0.75, min_len=2, max_len=40, namedesc=None):
+                    weight=1.0, rrf_k=60.0, k1=1.2, b=0.75, min_len=2, max_len=40, namedesc=None,
+                    lexical_evidence="masked"):
     """The whole SkillSight search, slowly, from the stored raw arrays (METHOD.md step by step).
 
     doc_terms: list of sets of term ids; doc_tf: list of dicts term id -> tf; vocab: list of terms;
     generic: bool mask T_g; namedesc: the name + description vectors of the ``text+namedesc``
     document vector (a document's dense score is then the mean of its two background-removed
-    cosines) or None. Background removal, the statistics (idf, LEC weights, BM25 idf and mean
+    cosines) or None. lexical_evidence: ``all`` = BM25 scores every known task token (generic ones
+    too), ``masked`` = only Q' (LEC always scores Q').
+    Background removal, the statistics (idf, LEC weights, BM25 idf and mean
     length) and every stage are recomputed here; nothing of the package runs but the tokenizer.
     Returns (ids, scores) as a search does: int64 / float (n, k), -1 / -inf padding.
     """
@@ -206,7 +209,9 @@ def search_pipeline(queries, texts, k, *, embeddings, basis, renormalize, vocab,
         cand = np.array([m + [-1] * (width - len(m)) for m in merged], np.int64)
     s_dense = np.where(cand >= 0, np.einsum("id,ikd->ik", q_perp, d_perp[np.maximum(cand, 0)]), -np.inf)
     if side == "bm25":
-        s_lex = score_bm25_candidates(cand, evidence, doc_tf, doc_len, bm25_idf, k1, b, avgdl)
+        scored = evidence_terms(texts, vocab, np.zeros(len(vocab), bool), min_len, max_len) \
+            if lexical_evidence == "all" else evidence
+        s_lex = score_bm25_candidates(cand, scored, doc_tf, doc_len, bm25_idf, k1, b, avgdl)
     else:
         s_lex = score_lexical_candidates(cand, evidence, doc_terms, lec_w)
     ids, scores, _ = fuse_topk(cand, s_dense, s_lex, k, mode=fusion, weight=weight, rrf_k=rrf_k)

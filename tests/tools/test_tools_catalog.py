@@ -85,3 +85,49 @@ def test_tool_docs_rewrites_bfcl_and_gorilla_records():
     assert [d.body for d in tool_docs(ds, "description").docs] == ["", "", ""]
     assert [d.body for d in tool_docs(ds, "schema").docs] == [bfcl.body, gorilla.body, ""]
     assert not has_schemas(Dataset("m", [plain], []))
+
+
+def test_same_tool_name_on_two_servers_is_never_folded_as_a_copy():
+    """find_skills' duplicate collapse folds copies of a skill, not two servers' tools of one name."""
+    from fakes import HashEncoder
+
+    from skillsight_fast import SkillIndex
+    from skillsight_fast.agents.find import find_skills, tool_server
+    from skillsight_fast.library.skills import Skill
+    from skillsight_fast.tools.catalog import Tool, tool_skill
+
+    schema = {"type": "object", "properties": {"query": {"type": "string", "description": "Words to find"}}}
+    tools = [Tool(server=s, name="search", description="Search the documents for words", input_schema=schema)
+             for s in ("docs", "wiki")]
+    skills = [tool_skill(t) for t in tools] + [
+        Skill(id="lib/search", name="search", description="Search the documents for words", body="x"),
+        Skill(id="copy/search", name="search", description="Search the documents for words", body="x",
+              path="/skills/copy/search/SKILL.md"),
+        Skill(id="tz", name="timezones", description="Convert times between time zones", body="y")]
+    assert [tool_server(m) for m in SkillIndex.build(skills, HashEncoder()).skills] == [
+        "docs", "wiki", "lib", None, None]
+    index = SkillIndex.build(skills, HashEncoder())
+    hits = find_skills(index, ["search the documents for words"], 5)[0].hits
+    ids = [h.id for h in hits]
+    # both servers' tools are hits of their own; a library copy of the same name is still folded
+    assert "docs/search" in ids and "wiki/search" in ids
+    assert "copy/search" not in ids
+    folded = {c for h in hits for c in h.copies}
+    assert "copy/search" in folded and not {"docs/search", "wiki/search"} & folded
+
+
+def test_tool_index_config_scores_every_task_token_and_keeps_a_choice():
+    from skillsight_fast import IndexConfig
+    from skillsight_fast.engine.state import Decisions
+    from skillsight_fast.tools.catalog import tool_index_config
+
+    assert IndexConfig().lexical_evidence_side == "masked"  # skill libraries keep Q'
+    assert tool_index_config().lexical_evidence_side == "all"
+    assert tool_index_config(IndexConfig(lexical_evidence="masked")).lexical_evidence == "masked"
+    assert tool_index_config(IndexConfig(int8=True)).int8
+    d = Decisions.of_config(tool_index_config())
+    assert Decisions.from_dict(d.to_dict()).lexical_evidence == "all"
+    old = {k: v for k, v in d.to_dict().items() if k != "lexical_evidence"}  # a manifest from before
+    assert Decisions.from_dict(old).lexical_evidence == "masked"
+    with pytest.raises(ValueError, match="lexical_evidence"):
+        IndexConfig(lexical_evidence="some")

@@ -30,7 +30,8 @@ def test_real_servers_are_indexed_as_server_slash_tool():
                              parse_server_arg(_server("mcp-server-git")),
                              parse_server_arg(f"fetch={_server('mcp-server-fetch')}")])
     ids = {s.id for s in skills}
-    assert {"time/get_current_time", "time/convert_time", "mcp-git/git_status", "fetch/fetch"} <= ids
+    # git has no configured name: the name it reports ("mcp-git") without the MCP affix
+    assert {"time/get_current_time", "time/convert_time", "git/git_status", "fetch/fetch"} <= ids
     tz = next(s for s in skills if s.id == "time/get_current_time")
     assert "timezone" in tz.body and tz.description.startswith("Get current time")
     index = SkillIndex.build(skills, HashEncoder())
@@ -45,3 +46,24 @@ def test_index_cli_with_mcp_and_a_broken_server(tmp_path, capsys, monkeypatch):
     assert "cannot list its tools" in capsys.readouterr().err
     assert main(["index", "-o", str(tmp_path / "i"), "-q"]) == 1
     assert "nothing to index" in capsys.readouterr().err
+
+
+def test_one_naming_rule_for_index_and_proxy():
+    """A server without a configured name is named alike by ``index --mcp`` and the proxy; a
+    configured name (``NAME=``, an ``mcpServers`` key) is kept as written by both."""
+    from skillsight_fast.tools.catalog import ServerConfig, parse_mcp_config, parse_server_arg
+    from skillsight_fast.tools.mcp_source import canonical_server_name, read_mcp_tools, server_name
+    from skillsight_fast.tools.proxy import Upstream
+
+    assert [canonical_server_name(n) for n in ("mcp-git", "mcp-server-git", "mcp_time", "github-mcp-server",
+                                               "Filesystem", "mcp", "a/b-server")] == [
+        "git", "git", "time", "github", "Filesystem", "mcp", "a-b"]
+    git = _server("mcp-server-git")
+    # unnamed: the reported name "mcp-git" and the command "mcp-server-git" both give "git",
+    # the key the documented servers.json uses for this server
+    assert {s.id.split("/")[0] for s in read_mcp_tools([parse_server_arg(git)])} == {"git"}
+    assert server_name(ServerConfig(command=git)) == "git"
+    configs = parse_mcp_config({"mcpServers": {"git": {"command": git}, "mcp-vcs": {"command": git}}})
+    assert [Upstream(c, None).name for c in configs] == ["git", "mcp-vcs"]  # keys kept as written
+    named = read_mcp_tools([parse_server_arg(f"mcp-vcs={git}")])
+    assert {s.id.split("/")[0] for s in named} == {"mcp-vcs"}

@@ -68,6 +68,8 @@ def test_index_cli_with_openapi_finds_an_operation(tmp_path, monkeypatch, capsys
                  "--openapi", f"patents={SPECS / 'uspto.yaml'}", "-o", str(out), "-q"]) == 0
     index = SkillIndex.load(out, encoder=HashEncoder())
     assert len(index) == 7 and "patents/perform-search" in index.ids
+    # a catalogue of tools only: the BM25 side scores every task token, recorded in the manifest
+    assert index.decisions.lexical_evidence == "all"
     hits = find_skills(index, ["delete a pet by its id"], k=3)[0].hits
     assert hits[0].id == "petstore-expanded/deletePet"
     assert main(["index", "--openapi", str(tmp_path / "nope.yaml"), "-o", str(out), "-q"]) == 1

@@ -100,6 +100,10 @@ def test_proxy_searches_calls_and_survives_a_killed_server(tmp_path):
                     assert names[0] == "time/get_current_time" and "time/convert_time" not in names  # pinned
                     assert "timezone" in found["tools"][0]["inputSchema"]["properties"]
                     assert [u["server"] for u in found["unavailable"]] == ["broken"]
+                    # grouped by server: every tool once, servers in the order of their best tool
+                    assert found["servers"][0]["server"] == "time"
+                    assert [n for g in found["servers"] for n in g["tools"]] == sorted(
+                        names, key=lambda n: [g["server"] for g in found["servers"]].index(n.split("/")[0]))
                     fetched = (await search("download a web page from a URL", 3))["tools"]
                     assert "fetch/fetch" in [t["name"] for t in fetched]
 
@@ -143,8 +147,9 @@ def test_proxy_reindexes_when_a_server_changes_its_tools():
     from skillsight_fast.tools.catalog import ServerConfig
     from skillsight_fast.tools.proxy import ToolProxy
 
+    # no index cache: a remembered index would answer with the tools of an earlier run's listing
     proxy = ToolProxy([ServerConfig(name="grow", command=sys.executable, args=(str(GROWING),))],
-                      encoder=HashEncoder())
+                      encoder=HashEncoder(), index_cache=False)
 
     async def run():
         async with proxy.running():
@@ -222,7 +227,8 @@ def test_proxy_over_streamable_http_upstream():
                 if time.monotonic() > deadline or server.poll() is not None:
                     pytest.fail("the HTTP MCP server did not start")
                 time.sleep(0.1)
-        proxy = ToolProxy([parse_server_arg(f"web=http://127.0.0.1:{port}/mcp")], encoder=HashEncoder())
+        proxy = ToolProxy([parse_server_arg(f"web=http://127.0.0.1:{port}/mcp")], encoder=HashEncoder(),
+                          index_cache=False)
 
         async def run():
             async with proxy.running():
@@ -238,3 +244,62 @@ def test_proxy_over_streamable_http_upstream():
     finally:
         server.terminate()
         server.wait(10)
+
+
+def test_restarted_proxy_loads_its_index_from_the_cache(tmp_path, caplog):
+    """A restart whose server lists the same tools loads the saved index (no tool is encoded again);
+    another tool list (here: the server under another name) gets its own entry; a damaged entry is
+    rebuilt, never an error."""
+    from skillsight_fast.tools.catalog import ServerConfig
+    from skillsight_fast.tools.proxy import ToolProxy
+
+    time_cmd = _server("mcp-server-time")
+    cache = tmp_path / "cache"
+
+    def start(name: str, encoder: HashEncoder) -> tuple[ToolProxy, dict]:
+        proxy = ToolProxy([ServerConfig(name=name, command=time_cmd, args=("--local-timezone", "UTC"))],
+                          encoder=encoder, index_cache=cache)
+
+        async def run() -> dict:
+            async with proxy.running():
+                first = await proxy.search("get the current time in a timezone", 2)
+                await proxy.wait_ready()  # the servers listed: the index is keyed by the live lists
+                again = await proxy.search("get the current time in a timezone", 2)
+                assert again["tools"] == first["tools"]
+                return first
+
+        return proxy, anyio.run(run)
+
+    def folders() -> list[Path]:
+        return [p for p in cache.iterdir() if p.is_dir()]
+
+    first_enc = HashEncoder()
+    first, res1 = start("time", first_enc)
+    # the tools (text, name + description), a warm-up task, two tasks
+    assert not first.index_from_cache and not first.preloaded and first_enc.calls == 5
+    assert res1["tools"][0]["name"] == "time/get_current_time" and "remembered" not in res1
+    assert len(folders()) == 1
+
+    again_enc = HashEncoder()
+    again, res2 = start("time", again_enc)
+    # answered from the index remembered for this server before it listed, then the same folder
+    # for its live list: a warm-up task and two tasks, no tool encoded
+    assert again.preloaded and again.index_from_cache and again_enc.calls == 3
+    assert again._index.decisions.lexical_evidence == "all"  # a tool catalogue's configuration
+    assert res2["remembered"] is True  # answered before the server listed: said so
+    ranked = [[(t["name"], t["score"]) for t in r["tools"]] for r in (res1, res2)]
+    assert ranked[0] == ranked[1]
+
+    other, res3 = start("clock", HashEncoder())  # other ids -> other key
+    assert not other.index_from_cache and res3["tools"][0]["name"] == "clock/get_current_time"
+    assert len(folders()) == 2
+
+    folder = min(folders(), key=lambda p: p.stat().st_mtime)  # the index of server 'time'
+    for f in folder.glob("*.npy"):
+        f.write_bytes(b"damaged")
+    damaged_enc = HashEncoder()
+    damaged, res4 = start("time", damaged_enc)
+    assert not damaged.index_from_cache and not damaged.preloaded and damaged_enc.calls == 5
+    assert "not using the remembered index" in caplog.text
+    assert res4["tools"][0]["name"] == "time/get_current_time"
+    assert start("time", HashEncoder())[0].index_from_cache  # rebuilt and saved again
