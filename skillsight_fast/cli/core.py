@@ -191,7 +191,7 @@ def _index_in_memory(args: argparse.Namespace, config) -> tuple:
     from skillsight_fast.errors import SkillFormatError
     from skillsight_fast.library.skills import LoadReport, load_skills
     from skillsight_fast.models import load_encoder
-    from skillsight_fast.progress import ProgressEncoder, progress_enabled
+    from skillsight_fast.progress import ProgressEncoder
 
     report = load_skills(args.sources, strict=args.strict) if args.sources else LoadReport()
     tools = _read_tools(args)
@@ -205,7 +205,7 @@ def _index_in_memory(args: argparse.Namespace, config) -> tuple:
         if not args.quiet:
             print(f"skipped {problem}", file=sys.stderr)
     encoder = load_encoder(config.model, int8=args.int8)
-    if progress_enabled(args.quiet):
+    if not args.quiet:  # a bar on a terminal, a line every few seconds elsewhere
         encoder = ProgressEncoder(encoder, desc=f"encoding {len(report.skills)} skills")
     return SkillIndex.build(report.skills, encoder, config), report
 
@@ -220,7 +220,7 @@ def _index_streaming(args: argparse.Namespace, config) -> tuple:
     from skillsight_fast.errors import SkillFormatError
     from skillsight_fast.library.skills import LoadReport, iter_skills
     from skillsight_fast.models import load_encoder
-    from skillsight_fast.progress import progress_enabled
+    from skillsight_fast.progress import LINE_EVERY, progress_enabled
 
     report = LoadReport()
     tools = _read_tools(args)
@@ -232,11 +232,16 @@ def _index_streaming(args: argparse.Namespace, config) -> tuple:
     workdir.mkdir(parents=True, exist_ok=True)
     chunk = args.chunk_size or DEFAULT_CHUNK
     t0 = time.perf_counter()
+    said = [t0]
 
     def progress(done: int) -> None:
+        now = time.perf_counter()
+        rate = done / max(now - t0, 1e-9)
         if progress_enabled(args.quiet):
-            rate = done / max(time.perf_counter() - t0, 1e-9)
             print(f"\rencoded {done} skills ({rate:.1f}/s)", end="", file=sys.stderr, flush=True)
+        elif not args.quiet and now - said[0] >= LINE_EVERY:  # not a terminal: a line every few seconds
+            said[0] = now
+            print(f"encoded {done} skills in {now - t0:,.0f} s ({rate:.1f}/s)", file=sys.stderr, flush=True)
 
     if args.ray is not None:
         from skillsight_fast.build.ray import ray_build
