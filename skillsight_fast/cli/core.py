@@ -46,7 +46,7 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
                    help="read, analyse and encode the sources in chunks, embeddings in a memory-mapped "
                         "file (memory grows with the outputs, not the texts; docs/BUILD.md)")
     p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
-                   help="encode the chunks on Ray workers (needs skillsight-fast[ray]): no ADDRESS starts "
+                   help="encode the chunks on Ray workers (needs the ray extra): no ADDRESS starts "
                         "Ray on this machine, 'auto' joins the running cluster, or HOST:PORT / ray://HOST:PORT")
     p.add_argument("--ray-workers", type=_positive, default=None, metavar="N",
                    help="Ray workers, one CPU each (default: the cluster's CPUs)")
@@ -83,7 +83,7 @@ def add_scan_args(p: argparse.ArgumentParser, default: str | None = "auto") -> N
     """``--scan`` and its parameters (``index`` and ``rescan``)."""
     p.add_argument("--scan", choices=SCAN_CHOICES, default=default,
                    help="dense candidate scan: exact float32, int8 matrix + exact re-scoring, faiss ivf "
-                        "(needs skillsight-fast[large]), or auto by library size (exact below 200k skills, "
+                        "(needs the large extra: faiss), or auto by library size (exact below 200k skills, "
                         "int8 from 200k, ivf from 2M; docs/LARGE.md)" + (" (default auto)" if default else ""))
     p.add_argument("--nlist", type=_positive, default=None, metavar="N", help="ivf: cells (default 4 sqrt(N))")
     p.add_argument("--nprobe", type=_positive, default=None, metavar="N",
