@@ -7,10 +7,12 @@ a long one is never silent. ``--quiet`` turns both off. No third-party dependenc
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
 import numpy as np
@@ -30,6 +32,29 @@ def progress_enabled(quiet: bool = False, stream: IO[str] | None = None) -> bool
         return bool(stream.isatty())
     except (AttributeError, ValueError):
         return False
+
+
+@contextlib.contextmanager
+def still(what: str, every: float = LINE_EVERY - 1.0) -> Iterator[None]:
+    """While the body runs, write ``still <what> (N s)…`` on stderr every ``every`` seconds (like the
+    bar, straight to the stream: a library the body calls may reconfigure logging): a one-time step
+    of several seconds is never silent. The default is a second under :data:`LINE_EVERY`: a busy
+    process wakes the thread late."""
+    done = threading.Event()
+    t0 = time.monotonic()
+
+    def beat() -> None:
+        while not done.wait(every):
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.write(f"still {what} ({time.monotonic() - t0:.0f} s)…\n")
+                sys.stderr.flush()
+
+    thread = threading.Thread(target=beat, name="skillsight-still", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
 
 
 def is_terminal(stream: IO[str] | None = None) -> bool:

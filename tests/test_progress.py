@@ -56,3 +56,14 @@ def test_the_encoder_wrapper_picks_lines_when_the_stream_is_not_a_terminal():
     assert wrapped.lines is True
     assert wrapped.encode(["a", "b", "c"]).shape == (3, 2)
     assert wrapped.bar(3, "table").lines is True
+
+
+def test_still_writes_a_line_while_a_slow_step_runs_and_stops_after(capsys):
+    import time as real_time
+
+    with progress.still("exporting the encoder", every=0.2):
+        real_time.sleep(0.5)
+    err = capsys.readouterr().err
+    assert err.count("still exporting the encoder (") >= 1
+    real_time.sleep(0.4)
+    assert capsys.readouterr().err == ""  # the thread ended with the block

@@ -28,6 +28,7 @@ _installed = False
 _said = False
 _active = 0  # compiles of our kernels under way (several threads may compile at once)
 _started = 0.0
+_last_seen = 0.0  # when a compile of ours last started or ended
 
 
 def _is_ours(event: Any) -> bool:
@@ -48,20 +49,24 @@ def _say_once() -> None:
 
 
 def _heartbeat() -> None:
-    """A line every EVERY seconds while a compile is under way (a daemon thread: it sleeps otherwise,
-    and a later compile in the same process is announced again)."""
+    """A line every EVERY seconds while kernels compile (one after another, with short gaps between
+    them); a daemon thread that otherwise sleeps, so a later compile in the process is announced too."""
+    last_line = time.monotonic()
     while True:
-        time.sleep(EVERY)
+        time.sleep(0.5)
+        now = time.monotonic()
         with _lock:
-            busy = _active > 0
-        if busy:
-            logger.warning("still compiling search kernels (%d s so far)…", time.monotonic() - _started)
+            busy = _active > 0 or now - _last_seen < 1.0
+        if busy and now - last_line >= EVERY:
+            last_line = now
+            logger.warning("still compiling search kernels (%d s so far)…", now - _started)
 
 
 def _count(step: int) -> None:
-    global _active
+    global _active, _last_seen
     with _lock:
         _active += step
+        _last_seen = time.monotonic()
 
 
 def install() -> None:
