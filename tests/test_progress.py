@@ -1,4 +1,5 @@
-"""Progress on stderr: a bar on a terminal, a plain line every few seconds elsewhere, nothing for short work."""
+"""Progress on stderr: a bar on a terminal, a plain line every few seconds elsewhere, nothing for short
+work."""
 
 from __future__ import annotations
 

@@ -30,7 +30,8 @@ def installed(tmp_path_factory) -> dict[str, Path]:
     src.mkdir()
     for name in ("pyproject.toml", "README.md", "LICENSE", "MANIFEST.in"):
         shutil.copy2(ROOT / name, src / name)
-    shutil.copytree(ROOT / "skillsight_fast", src / "skillsight_fast", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "skillsight_fast", src / "skillsight_fast",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     (src / "build_backend").mkdir()
     for name in ("skillsight_build.py", "__pycache__"):  # the placeholder file keeps bytecode out
         shutil.copy2(ROOT / "build_backend" / name, src / "build_backend" / name)
@@ -98,7 +99,8 @@ def test_the_wheel_carries_the_model_with_its_notice(installed):
     folder = "skillsight_fast/models/weights/all-MiniLM-L6-v2/"
     with zipfile.ZipFile(installed["wheel"]) as zf:
         names = set(zf.namelist())
-        assert {folder + f for f in ("config.json", "model.safetensors", "tokenizer.json", "NOTICE", "README.md")} <= names
+        files = ("config.json", "model.safetensors", "tokenizer.json", "NOTICE", "README.md")
+        assert {folder + f for f in files} <= names
         digest = hashlib.sha256(zf.read(folder + "model.safetensors")).hexdigest()
         notice = zf.read(folder + "NOTICE").decode()
         record = zf.read(next(n for n in names if n.endswith(".dist-info/RECORD"))).decode()
@@ -116,12 +118,14 @@ def test_index_and_search_work_from_the_wheel_alone(installed, tmp_path):
         (skills / name).mkdir(parents=True)
         (skills / name / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {desc}\n---\nBody.\n")
     where = run([str(installed["python"]), "-c",
-                 "from skillsight_fast.models import find_model_dir; print(find_model_dir('all-MiniLM-L6-v2'))"], home)
+                 "from skillsight_fast.models import find_model_dir; "
+                 "print(find_model_dir('all-MiniLM-L6-v2'))"], home)
     assert where.returncode == 0, where.stderr
     assert Path(where.stdout.strip()).is_relative_to(installed["purelib"])
     out = run([str(installed["script"]), "index", str(skills), "-o", str(home / "idx")], home)
     assert out.returncode == 0, out.stderr
-    out = run([str(installed["script"]), "search", "-i", str(home / "idx"), "merge two pdf files", "--json"], home)
+    out = run([str(installed["script"]), "search", "-i", str(home / "idx"), "merge two pdf files", "--json"],
+              home)
     assert out.returncode == 0, out.stderr
     import json
 

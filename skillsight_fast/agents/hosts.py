@@ -1,4 +1,5 @@
-"""``skillsight install HOST``: where each agent host reads a prompt hook and an MCP server, and what to write there.
+"""``skillsight install HOST``: where each agent host reads a prompt hook and an MCP server, and what
+to write there.
 
 Hosts and the files written (each merge adds or replaces only skillsight's own entries and keeps
 every other key; nothing is written into files a team commits unless asked with ``--project``):
@@ -33,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 from skillsight_fast._version import __version__
-from skillsight_fast.errors import SkillsightError
 from skillsight_fast.agents.install import (
     HOOK_TIMEOUT,
     SERVER_NAME,
@@ -47,6 +47,7 @@ from skillsight_fast.agents.install import (
     plan_claude_code,
     server_entry,
 )
+from skillsight_fast.errors import SkillsightError
 
 HOSTS = ("claude-code", "gemini")
 SCOPES = ("user", "local", "project")
@@ -58,7 +59,8 @@ DEFAULT_PLUGIN_DIR = Path(".skillsight") / "claude-plugin"
 #: Gemini CLI's hook timeout is in milliseconds.
 GEMINI_HOOK_TIMEOUT_MS = HOOK_TIMEOUT * 1000
 GEMINI_HOOK_MARK = "hook gemini"
-DESCRIPTION = "Skills from the local skill library that fit each prompt (skillsight-fast), and an MCP server to search it"
+DESCRIPTION = ("Skills from the local skill library that fit each prompt (skillsight-fast), and an MCP server "
+               "to search it")
 
 
 def _index_dir(index: str | os.PathLike[str]) -> Path:
@@ -83,9 +85,16 @@ def _merged(path: Path, merge: Any) -> Change:
 # --- Claude Code -------------------------------------------------------------------------------------
 
 
-def plan_claude_code_local(index: str | os.PathLike[str], *, project: str | os.PathLike[str] = ".",
-                           home: str | os.PathLike[str] | None = None, hook: bool = True, mcp: bool = True,
-                           watch: bool = False, prefix: list[str] | None = None) -> list[Change]:
+def plan_claude_code_local(
+    index: str | os.PathLike[str],
+    *,
+    project: str | os.PathLike[str] = ".",
+    home: str | os.PathLike[str] | None = None,
+    hook: bool = True,
+    mcp: bool = True,
+    watch: bool = False,
+    prefix: list[str] | None = None,
+) -> list[Change]:
     """Claude Code's local scope: the hook in ``<project>/.claude/settings.local.json`` (not committed),
     the server in ``~/.claude.json`` under ``projects.<project folder>.mcpServers``."""
     idx = _index_dir(index)
@@ -93,9 +102,14 @@ def plan_claude_code_local(index: str | os.PathLike[str], *, project: str | os.P
     home_dir = Path(home).expanduser() if home is not None else Path.home()
     changes = []
     if hook:
-        changes.append(_merged(root / ".claude" / "settings.local.json",
-                               lambda data: merge_hook(data, hook_command(idx, prefix))))
+        changes.append(
+            _merged(
+                root / ".claude" / "settings.local.json",
+                lambda data: merge_hook(data, hook_command(idx, prefix)),
+            )
+        )
     if mcp:
+
         def merge(data: dict[str, Any]) -> dict[str, Any]:
             out = copy.deepcopy(data)
             projects = out.setdefault("projects", {})
@@ -103,7 +117,9 @@ def plan_claude_code_local(index: str | os.PathLike[str], *, project: str | os.P
                 raise SkillsightError("~/.claude.json: 'projects' is not an object; nothing was changed")
             entry = projects.setdefault(str(root), {})
             if not isinstance(entry, dict):
-                raise SkillsightError(f"~/.claude.json: projects[{str(root)!r}] is not an object; nothing was changed")
+                raise SkillsightError(
+                    f"~/.claude.json: projects[{str(root)!r}] is not an object; nothing was changed"
+                )
             projects[str(root)] = merge_server(entry, server_entry(idx, prefix, watch))
             return out
 
@@ -111,9 +127,16 @@ def plan_claude_code_local(index: str | os.PathLike[str], *, project: str | os.P
     return changes
 
 
-def plan_claude_plugin(index: str | os.PathLike[str], folder: str | os.PathLike[str] | None = None, *,
-                       home: str | os.PathLike[str] | None = None, hook: bool = True, mcp: bool = True,
-                       watch: bool = False, prefix: list[str] | None = None) -> list[Change]:
+def plan_claude_plugin(
+    index: str | os.PathLike[str],
+    folder: str | os.PathLike[str] | None = None,
+    *,
+    home: str | os.PathLike[str] | None = None,
+    hook: bool = True,
+    mcp: bool = True,
+    watch: bool = False,
+    prefix: list[str] | None = None,
+) -> list[Change]:
     """The files of a Claude Code plugin (hook and MCP server) in a one-plugin marketplace folder.
 
     ``folder`` (default ``~/.skillsight/claude-plugin``) gets ``.claude-plugin/marketplace.json`` and
@@ -125,28 +148,63 @@ def plan_claude_plugin(index: str | os.PathLike[str], folder: str | os.PathLike[
     root = Path(folder).expanduser().absolute() if folder is not None else home_dir / DEFAULT_PLUGIN_DIR
     plugin = root / PLUGIN_NAME
     changes = [
-        _json_change(root / ".claude-plugin" / "marketplace.json", {
-            "name": MARKETPLACE_NAME,
-            "owner": {"name": "skillsight-fast"},
-            "plugins": [{"name": PLUGIN_NAME, "source": f"./{PLUGIN_NAME}", "description": DESCRIPTION,
-                         "version": __version__}],
-        }),
-        _json_change(plugin / ".claude-plugin" / "plugin.json", {
-            "name": PLUGIN_NAME, "version": __version__, "description": DESCRIPTION,
-            "author": {"name": "skillsight-fast"}, "license": "Apache-2.0",
-            "keywords": ["skills", "retrieval", "mcp"],
-        }),
+        _json_change(
+            root / ".claude-plugin" / "marketplace.json",
+            {
+                "name": MARKETPLACE_NAME,
+                "owner": {"name": "skillsight-fast"},
+                "plugins": [
+                    {
+                        "name": PLUGIN_NAME,
+                        "source": f"./{PLUGIN_NAME}",
+                        "description": DESCRIPTION,
+                        "version": __version__,
+                    }
+                ],
+            },
+        ),
+        _json_change(
+            plugin / ".claude-plugin" / "plugin.json",
+            {
+                "name": PLUGIN_NAME,
+                "version": __version__,
+                "description": DESCRIPTION,
+                "author": {"name": "skillsight-fast"},
+                "license": "Apache-2.0",
+                "keywords": ["skills", "retrieval", "mcp"],
+            },
+        ),
     ]
     if hook:
-        changes.append(_json_change(plugin / "hooks" / "hooks.json", {
-            "description": "skillsight: the skills that fit the prompt, or nothing",
-            "hooks": {"UserPromptSubmit": [{"hooks": [
-                {"type": "command", "command": hook_command(idx, prefix), "timeout": HOOK_TIMEOUT}]}]},
-        }))
+        changes.append(
+            _json_change(
+                plugin / "hooks" / "hooks.json",
+                {
+                    "description": "skillsight: the skills that fit the prompt, or nothing",
+                    "hooks": {
+                        "UserPromptSubmit": [
+                            {
+                                "hooks": [
+                                    {
+                                        "type": "command",
+                                        "command": hook_command(idx, prefix),
+                                        "timeout": HOOK_TIMEOUT,
+                                    }
+                                ]
+                            }
+                        ]
+                    },
+                },
+            )
+        )
     if mcp:
         entry = server_entry(idx, prefix, watch)
-        changes.append(_json_change(plugin / ".mcp.json", {
-            "mcpServers": {SERVER_NAME: {"command": entry["command"], "args": entry["args"]}}}))
+        changes.append(
+            _json_change(
+                plugin / ".mcp.json",
+                {"mcpServers": {SERVER_NAME: {"command": entry["command"], "args": entry["args"]}}},
+            )
+        )
     return changes
 
 
@@ -167,13 +225,23 @@ def merge_gemini_hook(settings: dict[str, Any], command: str) -> dict[str, Any]:
     groups = hooks.setdefault("BeforeAgent", [])
     if not isinstance(groups, list):
         raise SkillsightError("the settings' hooks.BeforeAgent is not a list; nothing was changed")
-    entry = {"name": "skillsight", "type": "command", "command": command, "timeout": GEMINI_HOOK_TIMEOUT_MS,
-             "description": "skills from the local skill library that fit the prompt"}
+    entry = {
+        "name": "skillsight",
+        "type": "command",
+        "command": command,
+        "timeout": GEMINI_HOOK_TIMEOUT_MS,
+        "description": "skills from the local skill library that fit the prompt",
+    }
     kept = []
     for group in groups:
         if isinstance(group, dict) and isinstance(group.get("hooks"), list):
-            own = [h for h in group["hooks"] if isinstance(h, dict) and GEMINI_HOOK_MARK in str(h.get("command", ""))
-                   and "skillsight" in str(h.get("command"))]
+            own = [
+                h
+                for h in group["hooks"]
+                if isinstance(h, dict)
+                and GEMINI_HOOK_MARK in str(h.get("command", ""))
+                and "skillsight" in str(h.get("command"))
+            ]
             if own:
                 group = {**group, "hooks": [h for h in group["hooks"] if not any(h is o for o in own)]}
                 if not group["hooks"]:
@@ -190,15 +258,26 @@ def gemini_server_entry(index: Path, prefix: list[str] | None = None, watch: boo
     return {"command": entry["command"], "args": entry["args"]}
 
 
-def plan_gemini(index: str | os.PathLike[str], *, scope: str = "user", project: str | os.PathLike[str] = ".",
-                home: str | os.PathLike[str] | None = None, hook: bool = True, mcp: bool = True,
-                watch: bool = False, prefix: list[str] | None = None) -> list[Change]:
-    """Gemini CLI's ``settings.json``: ``~/.gemini/settings.json`` (user) or ``<project>/.gemini/settings.json``."""
+def plan_gemini(
+    index: str | os.PathLike[str],
+    *,
+    scope: str = "user",
+    project: str | os.PathLike[str] = ".",
+    home: str | os.PathLike[str] | None = None,
+    hook: bool = True,
+    mcp: bool = True,
+    watch: bool = False,
+    prefix: list[str] | None = None,
+) -> list[Change]:
+    """Gemini CLI's ``settings.json``: ``~/.gemini/settings.json`` (user) or the project's
+    ``.gemini/settings.json``."""
     if scope not in ("user", "project"):
         raise SkillsightError(f"Gemini CLI has user and project settings, not {scope!r}")
     idx = _index_dir(index)
     home_dir = Path(home).expanduser() if home is not None else Path.home()
-    path = (home_dir if scope == "user" else Path(project).expanduser().absolute()) / ".gemini" / "settings.json"
+    path = (
+        (home_dir if scope == "user" else Path(project).expanduser().absolute()) / ".gemini" / "settings.json"
+    )
 
     def merge(data: dict[str, Any]) -> dict[str, Any]:
         if hook:
@@ -213,9 +292,18 @@ def plan_gemini(index: str | os.PathLike[str], *, scope: str = "user", project: 
 # --- one entry point for the CLI ---------------------------------------------------------------------
 
 
-def plan_install(host: str, index: str | os.PathLike[str], *, scope: str = "user", plugin: str | None = None,
-                 project: str | os.PathLike[str] = ".", home: str | os.PathLike[str] | None = None,
-                 hook: bool = True, mcp: bool = True, watch: bool = False) -> list[Change]:
+def plan_install(
+    host: str,
+    index: str | os.PathLike[str],
+    *,
+    scope: str = "user",
+    plugin: str | None = None,
+    project: str | os.PathLike[str] = ".",
+    home: str | os.PathLike[str] | None = None,
+    hook: bool = True,
+    mcp: bool = True,
+    watch: bool = False,
+) -> list[Change]:
     """The changes ``skillsight install HOST`` makes (nothing written yet).
 
     ``plugin`` (Claude Code only) is the marketplace folder of a plugin install ("" for the default).
@@ -242,7 +330,9 @@ def next_steps(host: str, changes: list[Change], plugin: str | None = None) -> s
         return "restart Gemini CLI (or run /hooks and /mcp) to load the hook and the skillsight MCP server"
     if plugin is not None:
         market = next(c.path for c in changes if c.path.name == "marketplace.json").parent.parent
-        return (f"in Claude Code run:  /plugin marketplace add {market}  then  "
-                f"/plugin install {PLUGIN_NAME}@{MARKETPLACE_NAME}   "
-                f"(or try it for one session: claude --plugin-dir {market / PLUGIN_NAME})")
+        return (
+            f"in Claude Code run:  /plugin marketplace add {market}  then  "
+            f"/plugin install {PLUGIN_NAME}@{MARKETPLACE_NAME}   "
+            f"(or try it for one session: claude --plugin-dir {market / PLUGIN_NAME})"
+        )
     return "restart Claude Code (or run /hooks and /mcp) to load the hook and the skillsight MCP server"

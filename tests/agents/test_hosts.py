@@ -40,9 +40,11 @@ GEMINI_HOOK_CONFIG = {"type", "command", "name", "timeout", "description"}
 @pytest.fixture(scope="module")
 def index(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("hosts")
-    for name, desc in (("pdf", "Extract text and tables from PDF files, fill PDF forms, merge PDF documents."),
-                       ("git", "Commit, branch, rebase and resolve merge conflicts with git."),
-                       ("docker", "Write Dockerfiles and run containers with docker compose.")):
+    for name, desc in (
+        ("pdf", "Extract text and tables from PDF files, fill PDF forms, merge PDF documents."),
+        ("git", "Commit, branch, rebase and resolve merge conflicts with git."),
+        ("docker", "Write Dockerfiles and run containers with docker compose."),
+    ):
         (root / "lib" / name).mkdir(parents=True)
         (root / "lib" / name / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {desc}\n---\nBody.\n")
     assert main(["index", str(root / "lib"), "-o", str(root / "idx"), "-q"]) == 0
@@ -63,13 +65,28 @@ def home(tmp_path, monkeypatch) -> Path:
 
 def run_shell(command: str, payload: dict, cwd: Path) -> subprocess.CompletedProcess:
     """A hook command as a host runs it: through the shell, the event JSON on stdin."""
-    return subprocess.run(command, shell=True, input=json.dumps(payload), capture_output=True, text=True,
-                          cwd=cwd, timeout=120, env=os.environ.copy(), check=False)
+    return subprocess.run(
+        command,
+        shell=True,
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+        env=os.environ.copy(),
+        check=False,
+    )
 
 
 def gemini_event(prompt: str, event: str = "BeforeAgent") -> dict:
-    return {"session_id": "s-1", "transcript_path": "/home/me/.gemini/tmp/s-1.json", "cwd": "/home/me/proj",
-            "hook_event_name": event, "timestamp": "2026-01-28T10:00:00.000Z", "prompt": prompt}
+    return {
+        "session_id": "s-1",
+        "transcript_path": "/home/me/.gemini/tmp/s-1.json",
+        "cwd": "/home/me/proj",
+        "hook_event_name": event,
+        "timestamp": "2026-01-28T10:00:00.000Z",
+        "prompt": prompt,
+    }
 
 
 def check_gemini_hooks(settings: dict) -> list[dict]:
@@ -80,7 +97,9 @@ def check_gemini_hooks(settings: dict) -> list[dict]:
         for d in defs:
             assert set(d) <= GEMINI_HOOK_DEF and isinstance(d["hooks"], list)
             for h in d["hooks"]:
-                assert set(h) <= GEMINI_HOOK_CONFIG and h["type"] == "command" and isinstance(h["command"], str)
+                assert (
+                    set(h) <= GEMINI_HOOK_CONFIG and h["type"] == "command" and isinstance(h["command"], str)
+                )
                 if "timeout" in h:
                     assert isinstance(h["timeout"], int) and h["timeout"] >= 1000  # milliseconds
                 if event == "BeforeAgent" and "hook gemini" in h["command"]:
@@ -89,9 +108,14 @@ def check_gemini_hooks(settings: dict) -> list[dict]:
 
 
 def test_install_gemini_merges_user_settings_in_the_documented_schema(index, home, tmp_path):
-    settings = {"theme": "GitHub", "mcpServers": {"git": {"command": "mcp-server-git", "args": []}},
-                "hooks": {"BeforeAgent": [{"matcher": "*", "hooks": [{"type": "command", "command": "echo {}"}]}],
-                          "AfterTool": [{"hooks": [{"type": "command", "command": "log.sh", "timeout": 5000}]}]}}
+    settings = {
+        "theme": "GitHub",
+        "mcpServers": {"git": {"command": "mcp-server-git", "args": []}},
+        "hooks": {
+            "BeforeAgent": [{"matcher": "*", "hooks": [{"type": "command", "command": "echo {}"}]}],
+            "AfterTool": [{"hooks": [{"type": "command", "command": "log.sh", "timeout": 5000}]}],
+        },
+    }
     (home / ".gemini").mkdir()
     path = home / ".gemini" / "settings.json"
     path.write_text(json.dumps(settings))
@@ -104,7 +128,13 @@ def test_install_gemini_merges_user_settings_in_the_documented_schema(index, hom
     assert new["hooks"]["BeforeAgent"][0] == settings["hooks"]["BeforeAgent"][0]
     (ours,) = check_gemini_hooks(new)
     server = new["mcpServers"]["skillsight"]
-    assert set(server) == {"command", "args"} and server["args"][-5:] == ["--mcp", "-i", str(index), "--endpoint", "-q"]
+    assert set(server) == {"command", "args"} and server["args"][-5:] == [
+        "--mcp",
+        "-i",
+        str(index),
+        "--endpoint",
+        "-q",
+    ]
     assert list(project.iterdir()) == []  # nothing in the project
     before = path.read_text()
     assert main(["install", "gemini", "-i", str(index)]) == 0
@@ -121,9 +151,11 @@ def test_install_gemini_merges_user_settings_in_the_documented_schema(index, hom
 
 def test_gemini_hook_with_nothing_to_add_prints_an_empty_json_object(index, home, tmp_path):
     cmd = shlex.join([sys.executable, "-m", "skillsight_fast.cli", "hook", "gemini", "-i"])
-    for payload, idx in ((gemini_event("merge pdf files", event="UserPromptSubmit"), index),  # not its event
-                         (gemini_event("   "), index),
-                         (gemini_event("merge pdf files"), tmp_path / "missing-index")):
+    for payload, idx in (
+        (gemini_event("merge pdf files", event="UserPromptSubmit"), index),  # not its event
+        (gemini_event("   "), index),
+        (gemini_event("merge pdf files"), tmp_path / "missing-index"),
+    ):
         done = run_shell(f"{cmd} {idx}", payload, tmp_path)
         assert done.returncode == 0 and json.loads(done.stdout) == {} and done.stderr == ""
 
@@ -181,8 +213,14 @@ def test_install_claude_code_plugin_in_the_documented_layout(index, home, tmp_pa
     assert set(servers["skillsight"]) == {"command", "args"}
     assert not list(tmp_path.glob("*.json")) and not (tmp_path / ".claude").exists()
 
-    event = {"session_id": "s", "transcript_path": "/t.jsonl", "cwd": str(tmp_path), "permission_mode": "default",
-             "hook_event_name": "UserPromptSubmit", "prompt": "resolve the merge conflicts in my git rebase"}
+    event = {
+        "session_id": "s",
+        "transcript_path": "/t.jsonl",
+        "cwd": str(tmp_path),
+        "permission_mode": "default",
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": "resolve the merge conflicts in my git rebase",
+    }
     done = run_shell(hook["command"], event, tmp_path)
     assert done.returncode == 0, done.stderr
     spec = json.loads(done.stdout)["hookSpecificOutput"]

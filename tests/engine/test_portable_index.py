@@ -36,8 +36,9 @@ def library(teacher, tmp_path_factory: pytest.TempPathFactory):
     texts = [s.text for s in skills] + tasks
     ids = sorted({i for e in teacher._tokenizer.encode_batch(texts, add_special_tokens=False) for i in e.ids})
     builder_home = tmp_path_factory.mktemp("builder")
-    folder = distill_to_folder(teacher, builder_home / ".cache" / "skillsight-fast" / "static" / "minilm-static",
-                               token_ids=ids)
+    folder = distill_to_folder(
+        teacher, builder_home / ".cache" / "skillsight-fast" / "static" / "minilm-static", token_ids=ids
+    )
     return skills, tasks, builder_home, folder
 
 
@@ -53,8 +54,14 @@ def search_as_another_user(index: Path, tasks: list[str], home: Path) -> list[li
     """A new process with another HOME and no cache settings: the other user's empty cache."""
     env = {k: v for k, v in os.environ.items() if k not in ("SKILLSIGHT_CACHE", "XDG_CACHE_HOME")}
     env.update(HOME=str(home), PYTHONPATH=str(ROOT))
-    out = subprocess.run([sys.executable, "-c", CODE, str(index), *tasks],
-                         capture_output=True, text=True, env=env, timeout=300, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", CODE, str(index), *tasks],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
