@@ -45,3 +45,34 @@ class IndexFormatError(SkillsightError):
 
 class QueryError(SkillsightError):
     """A query or a search argument is invalid (empty text, k <= 0, ...)."""
+
+
+def install_hint(extra: str) -> str:
+    """The pip command that installs an optional extra, one that works however the package was installed.
+
+    No package index serves ``skillsight-fast``, so ``pip install 'skillsight-fast[EXTRA]'`` fails; the
+    extra's own requirements (read from the installed package's metadata) always install. In a checkout
+    run in place (no metadata) the hint is the clone's own ``pip install '.[EXTRA]'``.
+
+    Parameters
+    ----------
+    extra : str
+        An optional-dependencies name of ``pyproject.toml``, e.g. ``"serve"``.
+
+    Returns
+    -------
+    str
+        E.g. ``"pip install 'mcp>=1.0'  (the [serve] extra)"``.
+    """
+    import re
+    from importlib import metadata
+
+    try:
+        requires = metadata.requires("skillsight-fast") or []
+    except metadata.PackageNotFoundError:
+        requires = []
+    marker = re.compile(r"""extra\s*==\s*["']""" + re.escape(extra) + r"""["']""")
+    wanted = [r.split(";")[0].strip() for r in requires if marker.search(r)]
+    if not wanted:
+        return f"pip install '.[{extra}]' (in the skillsight-fast clone)"
+    return "pip install " + " ".join(f"'{r.replace(' ', '')}'" for r in wanted) + f"  (the [{extra}] extra)"

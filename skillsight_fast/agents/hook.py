@@ -1,6 +1,9 @@
 """The prompt hook: put the skills that fit a prompt in front of the agent, or nothing at all.
 
-``skillsight hook claude-code -i IDX`` is a Claude Code ``UserPromptSubmit`` command hook. Claude
+``skillsight hook claude-code -i IDX`` is a Claude Code ``UserPromptSubmit`` command hook, and
+``skillsight hook gemini -i IDX`` a Gemini CLI ``BeforeAgent`` one (the same stdin fields and the same
+``hookSpecificOutput.additionalContext`` answer under that event's name; with nothing to add it prints
+``{}``, since Gemini CLI parses a successful hook's stdout as JSON). Claude
 Code runs it on every prompt with one JSON object on stdin (``session_id``, ``transcript_path``,
 ``cwd``, ``hook_event_name``, ``prompt``, ...); what it prints as
 ``{"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": ...}}`` is added
@@ -33,6 +36,10 @@ logger = logging.getLogger(__name__)
 
 #: Hook events whose context this hook answers (Claude Code).
 EVENT = "UserPromptSubmit"
+#: Each host's prompt event (the hook command's HOST argument -> the event it answers).
+HOST_EVENTS = {"claude-code": EVENT, "gemini": "BeforeAgent"}
+#: What a host gets when there is nothing to add ("" prints nothing).
+HOST_NOTHING = {"claude-code": "", "gemini": "{}"}
 #: Prompt characters searched (the encoder reads only the first few hundred tokens anyway).
 MAX_PROMPT_CHARS = 4000
 #: Largest stdin read (bytes); a bigger payload is not a prompt we can use.
@@ -146,27 +153,26 @@ def format_context(answer: dict[str, Any]) -> str:
             "applies, read its SKILL.md before starting:\n" + "\n".join(lines))
 
 
-def hook_output(context: str) -> str:
-    """The JSON a ``UserPromptSubmit`` hook prints to add ``context`` ("" prints nothing)."""
+def hook_output(context: str, event: str = EVENT) -> str:
+    """The JSON a prompt hook of ``event`` prints to add ``context`` ("" prints nothing)."""
     if not context:
         return ""
-    return json.dumps({"hookSpecificOutput": {"hookEventName": EVENT, "additionalContext": context}})
+    return json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}})
 
 
-def prompt_of(payload: str) -> str | None:
-    """The prompt of a hook's stdin JSON, trimmed, or None when there is nothing to search."""
+def prompt_of(payload: str, event: str = EVENT) -> str | None:
+    """The prompt of a hook's stdin JSON for ``event``, trimmed, or None when there is nothing to search."""
     data = json.loads(payload)
     if not isinstance(data, dict):
         return None
-    event = data.get("hook_event_name", EVENT)
     prompt = data.get("prompt")
-    if event != EVENT or not isinstance(prompt, str) or not prompt.strip():
+    if data.get("hook_event_name", event) != event or not isinstance(prompt, str) or not prompt.strip():
         return None
     return prompt.strip()[:MAX_PROMPT_CHARS]
 
 
 def answer_prompt(index: str, payload: str, *, k: int = 3, budget: float = 5.0, server_timeout: float = 0.5,
-                  cold: bool = True) -> str:
+                  cold: bool = True, event: str = EVENT) -> str:
     """What the hook prints for one stdin payload ("" for nothing); raises on errors.
 
     Parameters
@@ -183,9 +189,11 @@ def answer_prompt(index: str, payload: str, *, k: int = 3, budget: float = 5.0, 
         Seconds a warm server gets before the hook searches in-process.
     cold : bool
         Search in-process when no warm server answers (False: only ask a server).
+    event : str
+        The host's prompt event (:data:`HOST_EVENTS`): the one answered, named in the answer.
     """
     t0 = time.monotonic()
-    prompt = prompt_of(payload)
+    prompt = prompt_of(payload, event)
     if prompt is None:
         return ""
     answer = ask_server(index, prompt, k, min(server_timeout, budget))
@@ -207,12 +215,12 @@ def answer_prompt(index: str, payload: str, *, k: int = 3, budget: float = 5.0, 
         if isinstance(box[0], BaseException):
             raise box[0]
         answer = box[0]
-    return hook_output(format_context(answer or {}))
+    return hook_output(format_context(answer or {}), event)
 
 
 def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout: TextIO | None = None, *,
          hard_exit: bool = False) -> int:
-    """``skillsight hook claude-code -i IDX [-k K] [--budget S] [--server-timeout S] [--no-cold]``.
+    """``skillsight hook {claude-code,gemini} -i IDX [-k K] [--budget S] [--server-timeout S] [--no-cold]``.
 
     Always returns 0, whatever happens (bad arguments included); a failure is logged to stderr
     only with ``-v``. ``hard_exit`` (the command line) leaves the process at once with
@@ -223,13 +231,14 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
     stdin = stdin if stdin is not None else sys.stdin
     stdout = stdout if stdout is not None else sys.stdout
     verbose = False
+    nothing = ""
     try:
         class Parser(argparse.ArgumentParser):
             def error(self, message: str) -> NoReturn:  # silent: never argparse's usage text and status 2
                 raise ValueError(message)
 
         p = Parser(prog="skillsight hook", exit_on_error=False, add_help=False)
-        p.add_argument("host", choices=["claude-code"])
+        p.add_argument("host", choices=sorted(HOST_EVENTS))
         p.add_argument("-i", "--index", required=True)
         p.add_argument("-k", type=int, default=3)
         p.add_argument("--budget", type=float, default=5.0)
@@ -238,19 +247,26 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
         p.add_argument("-v", "--verbose", action="store_true")
         args = p.parse_args(list(argv) if argv is not None else None)
         verbose = args.verbose
+        nothing = HOST_NOTHING[args.host]
         if verbose:
             logging.basicConfig(level=logging.INFO, format="skillsight hook: %(message)s", stream=sys.stderr)
         payload = stdin.read(MAX_STDIN_BYTES + 1)
-        if len(payload) > MAX_STDIN_BYTES:
-            return 0
-        out = answer_prompt(os.path.expanduser(args.index), payload, k=max(1, min(args.k, 20)),
-                            budget=args.budget, server_timeout=args.server_timeout, cold=not args.no_cold)
+        out = "" if len(payload) > MAX_STDIN_BYTES else answer_prompt(
+            os.path.expanduser(args.index), payload, k=max(1, min(args.k, 20)), budget=args.budget,
+            server_timeout=args.server_timeout, cold=not args.no_cold, event=HOST_EVENTS[args.host])
         if out:
             stdout.write(out + "\n")
             stdout.flush()
+            nothing = ""
     except BaseException as exc:  # noqa: BLE001 - a hook must never break its host
         if verbose:
             print(f"skillsight hook: no answer ({type(exc).__name__}: {exc})", file=sys.stderr)
+    if nothing:
+        import contextlib
+
+        with contextlib.suppress(OSError, ValueError):  # a closed stdout: nothing to say anyway
+            stdout.write(nothing + "\n")
+            stdout.flush()
     if hard_exit:
         try:
             stdout.flush()

@@ -3,18 +3,45 @@
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
+from skillsight_fast._version import __version__
 from skillsight_fast.agents.live import UnknownSkillError
 from skillsight_fast.agents.service import SkillService
-from skillsight_fast.errors import SkillsightError
+from skillsight_fast.errors import SkillsightError, install_hint
 
 logger = logging.getLogger(__name__)
+
+
+class OneLineFormatter(logging.Formatter):
+    """A log record on one line (its message's line breaks folded), so a host's log of the server's
+    stderr gets one line per event."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return " | ".join(line for line in super().format(record).splitlines() if line.strip())
+
+
+def one_line_logging() -> None:
+    """Log to stderr one line per record, at WARNING, unless logging is already set up.
+
+    The SDK's server otherwise installs a rich handler on the root logger that draws every ordinary
+    tool error (an unknown skill id, an empty task) as a multi-line block; with a handler already
+    there it leaves logging alone.
+    """
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(OneLineFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
 
 
 def build_mcp_server(service: SkillService) -> Any:
     """An MCP server (official SDK; v2 ``MCPServer`` or v1 ``FastMCP``) with the two tools and the
     skills as resources (``skill://<id>/SKILL.md`` listed, any file of a skill folder readable)."""
+    one_line_logging()
     try:
         from mcp.server.mcpserver import MCPServer as Server
         from mcp.server.mcpserver.exceptions import ResourceError, ToolError
@@ -24,7 +51,7 @@ def build_mcp_server(service: SkillService) -> Any:
             from mcp.server.fastmcp.exceptions import ResourceError, ToolError
         except ImportError:
             raise SkillsightError(
-                "the MCP server needs the official MCP SDK: pip install 'skillsight-fast[serve]'"
+                "the MCP server needs the official MCP SDK: " + install_hint("serve")
             ) from None
     try:
         from mcp.server.mcpserver.exceptions import ResourceNotFoundError
@@ -55,17 +82,21 @@ def build_mcp_server(service: SkillService) -> Any:
                 raise ResourceError(str(exc)) from None
             return [ReadResourceContents(content=content, mime_type=mime)]
 
-    server = SkillServer(
-        "skillsight",
-        log_level="WARNING",  # the SDK configures the root logger when nothing has yet: no INFO chatter
-        instructions=(
-            "Skill search over a local library of agent skills. Call find_skills with the user's task "
-            "to get the best-fitting skills (an empty list means no skill fits), then get_skill(id) "
-            "to read the chosen skill's SKILL.md before following it; get_skill(id, path) reads a file "
-            "the SKILL.md refers to (scripts/..., references/...). Every skill is also the resource "
-            "skill://<id>/SKILL.md."
-        ),
+    instructions = (
+        "Skill search over a local library of agent skills. Call find_skills with the user's task "
+        "to get the best-fitting skills (an empty list means no skill fits), then get_skill(id) "
+        "to read the chosen skill's SKILL.md before following it; get_skill(id, path) reads a file "
+        "the SKILL.md refers to (scripts/..., references/...). Every skill is also the resource "
+        "skill://<id>/SKILL.md."
     )
+    # log_level: no INFO chatter (the SDK configures the root logger only when nothing has yet)
+    try:  # serverInfo.version: the package's version, not an empty string
+        server = SkillServer("skillsight", instructions=instructions, version=__version__,
+                             log_level="WARNING")
+    except TypeError:  # mcp 1.x FastMCP takes no version: set it on its low-level server
+        server = SkillServer("skillsight", instructions=instructions, log_level="WARNING")
+        if getattr(server, "_mcp_server", None) is not None:
+            server._mcp_server.version = __version__
 
     @server.tool()
     async def find_skills(task: str, k: int = 5, tags: list[str] | None = None, source: str | None = None,

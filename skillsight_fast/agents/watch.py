@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skillsight_fast.errors import SkillsightError
+from skillsight_fast.errors import SkillsightError, install_hint
 
 if TYPE_CHECKING:
     from skillsight_fast.agents.service import SkillService
@@ -105,7 +105,7 @@ class LiveIndexWatcher:
             import watchfiles  # noqa: F401
         except ImportError:
             raise SkillsightError("serve --watch needs the watchfiles package: "
-                                  "pip install 'skillsight-fast[watch]'") from None
+                                  + install_hint("watch")) from None
         if not sources:
             raise SkillsightError("nothing to watch: give the library's sources")
         self.service = service

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from skillsight_fast.errors import SkillsightError
+from skillsight_fast.errors import SkillsightError, install_hint
 
 if TYPE_CHECKING:
     from skillsight_fast.engine.index import SkillIndex
@@ -101,7 +101,7 @@ def write_report(index: "SkillIndex", queries: Sequence["Task"] | None, out_dir:
         import matplotlib.pyplot as plt
     except ImportError:
         raise SkillsightError("the analysis report needs matplotlib: "
-                              "pip install 'skillsight-fast[plot]'") from None
+                              + install_hint("plot")) from None
     from skillsight_fast.engine.abstention import sample
 
     t0 = time.perf_counter()

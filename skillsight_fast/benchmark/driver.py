@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from skillsight_fast.errors import install_hint
+
 logger = logging.getLogger(__name__)
 
 REPORT_KEYS = ("cpu", "threads", "sizes")
@@ -315,7 +317,7 @@ def plot(report: dict[str, Any], out: str | Path) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:  # pragma: no cover - optional extra
-        raise SystemExit("the plot needs matplotlib: pip install 'skillsight-fast[plot]'") from exc
+        raise SystemExit("the plot needs matplotlib: " + install_hint("plot")) from exc
     rows = [e for e in report["sizes"] if e["dtype"] == "float32"]
     n = [e["n_docs"] for e in rows]
     fig, ax = plt.subplots(figsize=(10, 5))

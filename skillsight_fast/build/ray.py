@@ -9,7 +9,7 @@ chunks and hands them round-robin to ``workers`` Ray actors. Each actor loads th
 flight, and assembles the index exactly as the single-machine streaming build does, so both write
 the same index (tests/build/test_build_ray.py).
 
-Ray is an optional dependency: ``pip install 'skillsight-fast[ray]'``. On a cluster every node
+Ray is an optional dependency: the ``ray`` extra (``pip install '.[ray]'`` in the clone). On a cluster every node
 needs skillsight-fast and the model files at the same path.
 """
 
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from skillsight_fast.build.shard import Shard, encode_shard
 from skillsight_fast.build.stream import DEFAULT_CHUNK, StreamBuilder, chunks
 from skillsight_fast.config import IndexConfig
-from skillsight_fast.errors import SkillsightError
+from skillsight_fast.errors import SkillsightError, install_hint
 from skillsight_fast.library.skills import Skill
 from skillsight_fast.types import Encoder
 
@@ -47,7 +47,7 @@ def import_ray() -> Any:
         import ray
     except ImportError:
         raise RayNotInstalledError(
-            "the Ray build needs ray: pip install 'skillsight-fast[ray]'") from None
+            "the Ray build needs ray: " + install_hint("ray")) from None
     return ray
 
 

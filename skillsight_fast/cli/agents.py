@@ -260,14 +260,14 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 def cmd_update(args: argparse.Namespace) -> int:
     from skillsight_fast.engine.update import update_index
     from skillsight_fast.library.skills import load_skills
-    from skillsight_fast.progress import ProgressEncoder, progress_enabled
+    from skillsight_fast.progress import ProgressEncoder
 
     report = load_skills(args.sources, strict=args.strict)
     if not args.quiet:
         for problem in report.problems:
             print(f"skipped {problem}", file=sys.stderr)
     wrap = None
-    if progress_enabled(args.quiet):
+    if not args.quiet:  # a bar on a terminal, a line every few seconds elsewhere
         def wrap(encoder):
             return ProgressEncoder(encoder, desc="encoding changed skills")
     result = update_index(args.index, report.skills, dry_run=args.dry_run, wrap_encoder=wrap, roots=report.roots)

@@ -46,7 +46,7 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
                    help="read, analyse and encode the sources in chunks, embeddings in a memory-mapped "
                         "file (memory grows with the outputs, not the texts; docs/BUILD.md)")
     p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
-                   help="encode the chunks on Ray workers (needs skillsight-fast[ray]): no ADDRESS starts "
+                   help="encode the chunks on Ray workers (needs the ray extra): no ADDRESS starts "
                         "Ray on this machine, 'auto' joins the running cluster, or HOST:PORT / ray://HOST:PORT")
     p.add_argument("--ray-workers", type=_positive, default=None, metavar="N",
                    help="Ray workers, one CPU each (default: the cluster's CPUs)")
@@ -83,7 +83,7 @@ def add_scan_args(p: argparse.ArgumentParser, default: str | None = "auto") -> N
     """``--scan`` and its parameters (``index`` and ``rescan``)."""
     p.add_argument("--scan", choices=SCAN_CHOICES, default=default,
                    help="dense candidate scan: exact float32, int8 matrix + exact re-scoring, faiss ivf "
-                        "(needs skillsight-fast[large]), or auto by library size (exact below 200k skills, "
+                        "(needs the large extra: faiss), or auto by library size (exact below 200k skills, "
                         "int8 from 200k, ivf from 2M; docs/LARGE.md)" + (" (default auto)" if default else ""))
     p.add_argument("--nlist", type=_positive, default=None, metavar="N", help="ivf: cells (default 4 sqrt(N))")
     p.add_argument("--nprobe", type=_positive, default=None, metavar="N",
@@ -191,7 +191,7 @@ def _index_in_memory(args: argparse.Namespace, config) -> tuple:
     from skillsight_fast.errors import SkillFormatError
     from skillsight_fast.library.skills import LoadReport, load_skills
     from skillsight_fast.models import load_encoder
-    from skillsight_fast.progress import ProgressEncoder, progress_enabled
+    from skillsight_fast.progress import ProgressEncoder
 
     report = load_skills(args.sources, strict=args.strict) if args.sources else LoadReport()
     tools = _read_tools(args)
@@ -205,7 +205,7 @@ def _index_in_memory(args: argparse.Namespace, config) -> tuple:
         if not args.quiet:
             print(f"skipped {problem}", file=sys.stderr)
     encoder = load_encoder(config.model, int8=args.int8)
-    if progress_enabled(args.quiet):
+    if not args.quiet:  # a bar on a terminal, a line every few seconds elsewhere
         encoder = ProgressEncoder(encoder, desc=f"encoding {len(report.skills)} skills")
     return SkillIndex.build(report.skills, encoder, config), report
 
@@ -220,7 +220,7 @@ def _index_streaming(args: argparse.Namespace, config) -> tuple:
     from skillsight_fast.errors import SkillFormatError
     from skillsight_fast.library.skills import LoadReport, iter_skills
     from skillsight_fast.models import load_encoder
-    from skillsight_fast.progress import progress_enabled
+    from skillsight_fast.progress import LINE_EVERY, progress_enabled
 
     report = LoadReport()
     tools = _read_tools(args)
@@ -232,11 +232,16 @@ def _index_streaming(args: argparse.Namespace, config) -> tuple:
     workdir.mkdir(parents=True, exist_ok=True)
     chunk = args.chunk_size or DEFAULT_CHUNK
     t0 = time.perf_counter()
+    said = [t0]
 
     def progress(done: int) -> None:
+        now = time.perf_counter()
+        rate = done / max(now - t0, 1e-9)
         if progress_enabled(args.quiet):
-            rate = done / max(time.perf_counter() - t0, 1e-9)
             print(f"\rencoded {done} skills ({rate:.1f}/s)", end="", file=sys.stderr, flush=True)
+        elif not args.quiet and now - said[0] >= LINE_EVERY:  # not a terminal: a line every few seconds
+            said[0] = now
+            print(f"encoded {done} skills in {now - t0:,.0f} s ({rate:.1f}/s)", file=sys.stderr, flush=True)
 
     if args.ray is not None:
         from skillsight_fast.build.ray import ray_build

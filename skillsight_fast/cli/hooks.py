@@ -16,7 +16,7 @@ from skillsight_fast.cli._common import emit_json
 def register(sub: argparse._SubParsersAction) -> None:
     """Add hook and install to the ``skillsight`` parser."""
     p = sub.add_parser("hook", help="prompt hook for an agent host: the skills that fit the prompt, or nothing")
-    p.add_argument("host", choices=["claude-code"], help="the host whose hook protocol to speak")
+    p.add_argument("host", choices=["claude-code", "gemini"], help="the host whose hook protocol to speak")
     p.add_argument("-i", "--index", required=True, metavar="DIR")
     p.add_argument("-k", type=int, default=3, help="most skills listed (default 3)")
     p.add_argument("--budget", type=float, default=5.0, metavar="S",
@@ -26,15 +26,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-cold", action="store_true", help="only ask a warm server; never load the model here")
     p.set_defaults(func=cmd_hook)
 
-    p = sub.add_parser("install", help="merge the prompt hook and the MCP server into an agent host's settings")
-    p.add_argument("host", choices=["claude-code"])
+    p = sub.add_parser("install", help="put the prompt hook and the MCP server where an agent host reads them")
+    p.add_argument("host", choices=["claude-code", "gemini"])
     p.add_argument("-i", "--index", required=True, metavar="DIR")
     scope = p.add_mutually_exclusive_group()
-    scope.add_argument("--project", dest="scope", action="store_const", const="project",
-                       help="this project: .claude/settings.json and .mcp.json (default)")
     scope.add_argument("--user", dest="scope", action="store_const", const="user",
-                       help="every project: ~/.claude/settings.json and ~/.claude.json")
-    p.add_argument("--dir", default=".", metavar="PROJECT", help="the project root for --project (default: .)")
+                       help="your own settings, every project (default): Claude Code ~/.claude/settings.json and "
+                            "~/.claude.json; Gemini CLI ~/.gemini/settings.json")
+    scope.add_argument("--local", dest="scope", action="store_const", const="local",
+                       help="Claude Code, this project, uncommitted: .claude/settings.local.json and this "
+                            "project's entry of ~/.claude.json")
+    scope.add_argument("--project", dest="scope", action="store_const", const="project",
+                       help="the team's files of this project: .claude/settings.json and .mcp.json (Claude Code), "
+                            ".gemini/settings.json (Gemini CLI)")
+    scope.add_argument("--plugin", nargs="?", const="", default=None, metavar="DIR",
+                       help="Claude Code: write a plugin (hook + MCP server) in a local marketplace folder "
+                            "(default ~/.skillsight/claude-plugin) to add with /plugin")
+    p.add_argument("--dir", default=".", metavar="PROJECT", help="the project root for --local/--project (default: .)")
     p.add_argument("--no-hook", action="store_true", help="do not install the prompt hook")
     p.add_argument("--no-mcp", action="store_true", help="do not install the MCP server")
     p.add_argument("--watch", action="store_true", help="start the MCP server with --watch (live catalog)")
@@ -52,10 +60,11 @@ def cmd_hook(args: argparse.Namespace) -> int:  # pragma: no cover - main() disp
 
 
 def cmd_install(args: argparse.Namespace) -> int:
-    from skillsight_fast.agents.install import apply, plan_claude_code
+    from skillsight_fast.agents.hosts import next_steps, plan_install
+    from skillsight_fast.agents.install import apply
 
-    changes = plan_claude_code(args.index, scope=args.scope or "project", project=args.dir,
-                               hook=not args.no_hook, mcp=not args.no_mcp, watch=args.watch)
+    changes = plan_install(args.host, args.index, scope=args.scope or "user", plugin=args.plugin,
+                           project=args.dir, hook=not args.no_hook, mcp=not args.no_mcp, watch=args.watch)
     written = [] if args.dry_run else apply(changes)
     if args.json:
         emit_json({"dry_run": args.dry_run, "files": [
@@ -67,6 +76,6 @@ def cmd_install(args: argparse.Namespace) -> int:
             sys.stdout.write(c.diff() if c.changed else f"# {c.path}: already up to date\n")
         else:
             print(f"{'updated' if c.changed else 'unchanged'} {c.path}")
-    if not args.dry_run and any(c.changed for c in changes):
-        print("restart Claude Code (or run /hooks and /mcp) to load the hook and the skillsight MCP server")
+    if not args.dry_run and (any(c.changed for c in changes) or args.plugin is not None):
+        print(next_steps(args.host, changes, args.plugin))
     return 0

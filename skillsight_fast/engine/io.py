@@ -196,7 +196,7 @@ def _save_unlocked(state: IndexState, directory: Path, extra_files: dict[str, by
             "model": {"id": state.model.id, "checksum": state.model.checksum, "dim": state.stats.dim,
                       **({"query": {"id": state.model.query_id, "checksum": state.model.query_checksum}}
                          if state.model.query_id else {})},
-            "config": state.config.to_dict(),
+            "config": _carry_static_model(state.config, tmp).to_dict(),
             "decisions": state.decisions.to_dict(),
             "stats": state.stats.to_dict(),
             "n_skills": len(state.skills),
@@ -216,10 +216,59 @@ def _save_unlocked(state: IndexState, directory: Path, extra_files: dict[str, by
         raise
 
 
+#: The folder inside an index holding its static model (the static tiers' tokenizer and token table),
+#: so the index does not depend on the builder's cache: the manifest's config names it relatively.
+STATIC_MODEL_DIR = "static_model"
+
+
+def _carry_static_model(config: IndexConfig, folder: Path) -> IndexConfig:
+    """Put the static tiers' model files into ``folder/static_model`` (hard links where the file
+    system allows, else copies) and return the config that names that folder relatively.
+
+    A transformer-only config (no ``query_model``) is returned unchanged.
+    """
+    if not config.query_model:
+        return config
+    src = Path(config.query_model)
+    dest = folder / STATIC_MODEL_DIR
+    dest.mkdir()
+    for f in sorted(src.iterdir()):
+        if f.is_file() and not f.name.startswith("."):
+            try:
+                os.link(f, dest / f.name)
+            except OSError:
+                shutil.copy2(f, dest / f.name)
+    changes: dict[str, Any] = {"query_model": STATIC_MODEL_DIR}
+    if config.model and Path(config.model).expanduser().absolute() == src.expanduser().absolute():
+        changes["model"] = STATIC_MODEL_DIR  # the static tier encodes the skills with it too
+    return config.replace(**changes)
+
+
+def _resolve_static_model(config: IndexConfig, directory: Path) -> IndexConfig:
+    """The loaded config with its static model's folder made absolute: the index's own copy; for an
+    index from before the copy, the recorded folder, or else the folder of the same name in this
+    user's cache (the model's checksum, kept in the manifest, is checked when it loads)."""
+    if not config.query_model:
+        return config
+    recorded = Path(config.query_model)
+    if not recorded.is_absolute():
+        folder = str(directory.absolute() / recorded)
+    elif recorded.is_dir():
+        return config
+    else:
+        from skillsight_fast.models.encoder import cache_root
+
+        folder = str(cache_root() / "static" / recorded.name)
+    changes: dict[str, Any] = {"query_model": folder}
+    if config.model == config.query_model:
+        changes["model"] = folder
+    return config.replace(**changes)
+
+
 def _check_side_file_name(name: str) -> None:
     """A side file must be a plain name that no part of the index format uses."""
     if (not name or "/" in name or "\\" in name or name.startswith((".", "scan_")) or name.endswith(".npy")
-            or name in (MANIFEST, "vocab.json", "skills.jsonl", TEXTS)):
+            or name in (MANIFEST, "vocab.json", "skills.jsonl", TEXTS, STATIC_MODEL_DIR)):
         raise ValueError(f"extra file name {name!r} is not a plain, free file name")
 
 
@@ -542,6 +591,7 @@ def load_index(directory: Path, *, mmap: bool = False, verify: bool = True
                     time.sleep(0.01 * (attempt + 1))
                     continue
             if locked or pinned is not None or _identity(directory) == before:
+                state.config = _resolve_static_model(state.config, directory)
                 return state, directory, texts_sha256
     raise AssertionError("unreachable: the locked attempt returns or raises")  # pragma: no cover
 

@@ -68,7 +68,12 @@ def contextual_table_of(skills: Sequence[Skill] | Sequence[SkillMeta], texts: Se
     if encoder is None or getattr(getattr(encoder, "inner", encoder), "hidden_states", None) is None:
         raise SkillsightError("the contextual tier needs the transformer's token states: build it with "
                               "SkillIndex.build and the ONNX encoder (or pass query_table)")
-    return contextual_table(*token_state_sums(encoder, list(texts)))
+    texts = list(texts)
+    bar = getattr(encoder, "bar", None)  # a progress wrapper (skillsight_fast.progress.ProgressEncoder)
+    if bar is None:
+        return contextual_table(*token_state_sums(encoder, texts))
+    with bar(len(texts), "contextual token table") as shown:
+        return contextual_table(*token_state_sums(encoder, texts, progress=shown.update))
 
 
 

@@ -13,7 +13,7 @@ float32 inner products ``q⊥ · d⊥`` of the returned documents. Everything af
             (:mod:`skillsight_fast.kernels.compressed`). Approximate only in which survivors it keeps.
 ``ivf``     faiss ``IndexIVFFlat`` over the background-removed matrix: k-means cells, a query visits
             the ``nprobe`` nearest cells. Scores are exact for what it finds; recall depends on
-            ``nprobe / nlist``. Needs faiss (``pip install 'skillsight-fast[large]'``).
+            ``nprobe / nlist``. Needs faiss (the ``large`` extra).
 ==========  =========================================================================================
 
 ``auto`` (:func:`resolve_scan`) picks ``exact`` below :data:`AUTO_INT8_FROM` skills, ``int8`` from
@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from skillsight_fast.config import SCAN_CHOICES
-from skillsight_fast.errors import IndexFormatError, SkillsightError
+from skillsight_fast.errors import IndexFormatError, SkillsightError, install_hint
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ def _require_faiss() -> Any:
         import faiss
     except ImportError:
         raise SkillsightError(
-            "the ivf scan needs faiss: pip install 'skillsight-fast[large]' (or use --scan exact / int8)"
+            f"the ivf scan needs faiss: {install_hint('large')} (or use --scan exact / int8)"
         ) from None
     return faiss
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from skillsight_fast.agents.find import Hit, find_skills
 from skillsight_fast.engine.abstention import Abstention
-from skillsight_fast.errors import SkillsightError
+from skillsight_fast.errors import SkillsightError, install_hint
 
 
 def require(module: str, extra: str) -> Any:
@@ -30,7 +30,7 @@ def require(module: str, extra: str) -> Any:
         return importlib.import_module(module)
     except ImportError:
         raise SkillsightError(f"this adapter needs {module.split('.')[0].replace('_', '-')}: "
-                              f"pip install 'skillsight-fast[{extra}]'") from None
+                              + install_hint(extra)) from None
 
 
 def as_index(index: Any) -> Any:

@@ -158,7 +158,12 @@ def parse_front_matter(text: str, *, source: str = "SKILL.md") -> tuple[dict[str
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 2})" if mark is not None else ""
-        raise SkillFormatError(f"{source}: invalid YAML in front matter{where}") from None
+        hint = ""
+        if "mapping values are not allowed" in str(getattr(exc, "problem", "")) and mark is not None:
+            key = lines[1 + mark.line].split(":", 1)[0].strip() if 1 + mark.line < end else ""
+            hint = (f": a ': ' inside an unquoted value; quote the value, e.g. {key or 'description'}: "
+                    "\"...: ...\"")
+        raise SkillFormatError(f"{source}: invalid YAML in front matter{where}{hint}") from None
     except (ValueError, TypeError, RecursionError) as exc:  # e.g. `date: 2001-13-01`, deep nesting
         raise SkillFormatError(f"{source}: invalid YAML in front matter ({type(exc).__name__}: "
                                f"{str(exc)[:80]})") from None

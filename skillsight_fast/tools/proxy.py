@@ -55,7 +55,7 @@ import numpy as np
 
 from skillsight_fast.agents.find import find_skills
 from skillsight_fast.engine.abstention import Abstention
-from skillsight_fast.errors import SkillFormatError, SkillsightError
+from skillsight_fast.errors import SkillFormatError, SkillsightError, install_hint
 from skillsight_fast.tools.catalog import DEFAULT_TOOL_TEXT, ServerConfig, Tool, tool_skill
 from skillsight_fast.tools.mcp_source import _sdk, list_all_tools, open_session, server_name, tool_of
 
@@ -833,7 +833,7 @@ def _sdk_v2() -> Any:
 
     if int(version("mcp").split(".")[0]) < 2:
         raise SkillsightError(f"the tool proxy needs the MCP SDK 2.x (installed: {version('mcp')}): "
-                              "pip install 'skillsight-fast[proxy]'")
+                              + install_hint("proxy"))
     return mcp
 
 
@@ -883,7 +883,9 @@ def build_proxy_server(proxy: ToolProxy) -> Any:
             logger.exception("tool proxy: %s failed", name)
             return _error_result(f"{name} failed: {_detail(exc)}")
 
-    return Server("skillsight-proxy", instructions=INSTRUCTIONS, lifespan=lifespan,
+    from skillsight_fast._version import __version__
+
+    return Server("skillsight-proxy", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan,
                   on_list_tools=list_tools, on_call_tool=call_tool)
 
 

@@ -154,6 +154,7 @@ def test_mcp_server_over_stdio_with_the_sdk_client(tmp_path):
     mcp = pytest.importorskip("mcp")
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
+    from skillsight_fast._version import __version__
     from skillsight_fast.cli import main
 
     lib = _library(tmp_path / "lib")
@@ -164,15 +165,18 @@ def test_mcp_server_over_stdio_with_the_sdk_client(tmp_path):
             command=sys.executable,
             args=["-m", "skillsight_fast.cli", "serve", "--mcp", "-i", str(tmp_path / "idx"), "-q"],
         )
-        async with stdio_client(params) as (read, write):
-            async with mcp.ClientSession(read, write) as session:
-                await session.initialize()
-                tools = {t.name for t in (await session.list_tools()).tools}
-                found = await session.call_tool("find_skills", {"task": "merge two PDF files into one", "k": 2})
-                text = await session.call_tool("get_skill", {"id": "pdf"})
-                unknown = await session.call_tool("get_skill", {"id": "../../etc/passwd"})
-                empty = await session.call_tool("find_skills", {"task": "  "})
-                return tools, found, text, unknown, empty
+        with open(tmp_path / "serve.log", "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with mcp.ClientSession(read, write) as session:
+                    init = await session.initialize()
+                    info = getattr(init, "server_info", None) or init.serverInfo
+                    assert (info.name, info.version) == ("skillsight", __version__)  # never an empty version
+                    tools = {t.name for t in (await session.list_tools()).tools}
+                    found = await session.call_tool("find_skills", {"task": "merge two PDF files into one", "k": 2})
+                    text = await session.call_tool("get_skill", {"id": "pdf"})
+                    unknown = await session.call_tool("get_skill", {"id": "../../etc/passwd"})
+                    empty = await session.call_tool("find_skills", {"task": "  "})
+                    return tools, found, text, unknown, empty
 
     tools, found, text, unknown, empty = asyncio.run(asyncio.wait_for(session_calls(), 120))
 
@@ -185,4 +189,7 @@ def test_mcp_server_over_stdio_with_the_sdk_client(tmp_path):
     assert hits[0]["id"] == "pdf" and hits[0]["path"].endswith("pdf/SKILL.md") and "pdf" in hits[0]["evidence"]
     assert not is_error(text) and text.content[0].text.startswith("---\nname: pdf")
     assert is_error(unknown) and "unknown skill id" in unknown.content[0].text
+    # an ordinary tool error is no multi-line block on the server's stderr (rich's wrapped lines)
+    log = (tmp_path / "serve.log").read_text().splitlines()
+    assert not any(line.startswith(" ") for line in log) and "Traceback" not in "\n".join(log), log
     assert is_error(empty) and "empty query" in empty.content[0].text

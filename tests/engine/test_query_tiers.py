@@ -182,7 +182,9 @@ def test_cli_index_info_search_and_eval_with_tiers(real, tmp_path: Path, monkeyp
         results[tier] = obj["results"]["skillsight"]["recall@10"]
         assert obj["notes"]["query_encoder"]["tier"] == tier
     man = json.loads((tmp_path / "idx-static" / "manifest.json").read_text())
-    assert man["model"]["id"] == folder.name and man["config"]["model"] == str(folder)
+    # the static model travels inside the index (io.STATIC_MODEL_DIR), named relatively in the manifest
+    assert man["model"]["id"] == folder.name and man["config"]["model"] == man["config"]["query_model"] == "static_model"
+    assert (tmp_path / "idx-static" / "static_model" / "model.safetensors").is_file()
     assert all(0.0 <= r <= 1.0 for r in results.values())
     assert main(["index", str(data), "-o", str(tmp_path / "bad"), "--query-encoder", "static-mapped",
                  "--query-model", str(tmp_path), "-q"]) != 0

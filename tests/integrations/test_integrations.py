@@ -112,5 +112,5 @@ def test_missing_framework_names_the_extra(monkeypatch):
     from skillsight_fast.integrations import require
 
     monkeypatch.setitem(sys.modules, "llama_index.core.retrievers", None)  # as if not installed
-    with pytest.raises(SkillsightError, match=r"pip install 'skillsight-fast\[llamaindex\]'"):
+    with pytest.raises(SkillsightError, match=r"\(the \[llamaindex\] extra\)|'\.\[llamaindex\]'"):
         require("llama_index.core.retrievers", "llamaindex")

@@ -33,6 +33,7 @@ def test_yaml_front_matter_with_quotes_and_lists():
         ("# no front matter\n", "no YAML front matter"),
         ("---\nname: x\ndescription: y\n", "not closed"),
         ("---\nname: [unclosed\ndescription: y\n---\n", "invalid YAML"),
+        ("---\nname: x\ndescription: Use it: to merge\n---\n", "a ': ' inside an unquoted value; quote the value"),
         ("---\ndescription: y\n---\n", "'name'"),
         ("---\nname: x\ndescription: 3\n---\n", "'description'"),
         ("---\n- a\n- b\n---\n", "not a mapping"),

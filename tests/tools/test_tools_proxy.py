@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from fakes import HashEncoder
+from skillsight_fast._version import __version__
 
 pytest.importorskip("mcp")
 anyio = pytest.importorskip("anyio")
@@ -86,7 +87,9 @@ def test_proxy_searches_calls_and_survives_a_killed_server(tmp_path):
         with open(tmp_path / "proxy.log", "w") as errlog:
             async with stdio_client(params, errlog=errlog) as (read, write):
                 async with ClientSession(read, write) as session:
-                    await session.initialize()
+                    init = await session.initialize()
+                    info = getattr(init, "server_info", None) or init.serverInfo
+                    assert (info.name, info.version) == ("skillsight-proxy", __version__)
                     listed = {t.name for t in (await session.list_tools()).tools}
                     assert listed == {"search_tools", "call_tool", "convert_time"}  # one pinned tool
 
