@@ -152,8 +152,8 @@ def test_hook_asks_the_warm_server(calibrated, runtime):
     idx, rows = calibrated
     task = next(r for r in rows if ON_TOPIC_GOLD in r["gold"])
     server = subprocess.Popen([sys.executable, "-m", "skillsight_fast.cli", "serve", "--http", "-i", str(idx),
-                               "--port", "0", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              env=os.environ.copy())
+                               "--port", "0", "--json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              env=os.environ.copy())  # an unread stderr pipe could fill up and block it
     try:
         ready = json.loads(server.stdout.readline())
         record = endpoint.lookup(idx)
@@ -212,10 +212,12 @@ def test_hook_asks_the_mcp_server_the_host_started(calibrated, runtime):
     assert endpoint.lookup(idx) is None
 
 
-def test_serve_withdraws_its_endpoint_when_stopped(calibrated, runtime):
+def test_serve_withdraws_its_endpoint_when_stopped(calibrated, runtime, tmp_path):
     idx, _ = calibrated
+    # stderr goes to a file: an unread pipe fills up (compile notices, warnings) and blocks the server
+    log = (tmp_path / "serve.log").open("wb")
     server = subprocess.Popen([sys.executable, "-m", "skillsight_fast.cli", "serve", "--http", "-i", str(idx),
-                               "--port", "0", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               "--port", "0", "--json"], stdout=subprocess.PIPE, stderr=log,
                               env=os.environ.copy())
     try:
         json.loads(server.stdout.readline())
@@ -227,6 +229,7 @@ def test_serve_withdraws_its_endpoint_when_stopped(calibrated, runtime):
         if server.poll() is None:
             server.kill()
             server.wait(30)
+        log.close()
 
 
 # ---------------------------------------------------------------------- failure modes: never break the host
