@@ -130,7 +130,7 @@ def _depth(obj: Any, max_depth: int) -> bool:
 
 
 def load_json(data: str | bytes, *, error: type[SkillsightError], what: str, max_depth: int = MAX_JSON_DEPTH,
-              allow_constants: bool = False) -> Any:
+              allow_constants: bool = False, parse_float: Callable[[str], Any] | None = None) -> Any:
     """Parse one JSON document or raise ``error("<what>: ...")`` (never another exception).
 
     Parameters
@@ -145,6 +145,9 @@ def load_json(data: str | bytes, *, error: type[SkillsightError], what: str, max
     allow_constants : bool
         Accept ``NaN``/``Infinity`` and overflowing floats (the manifest stores an infinite
         Otsu threshold); otherwise they are refused.
+    parse_float : callable, optional
+        Called with the text of each JSON number that has a fraction or exponent, instead of the
+        finite-float check (a rewriter that must keep ``1e400`` as written).
     """
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
@@ -155,6 +158,8 @@ def load_json(data: str | bytes, *, error: type[SkillsightError], what: str, max
     if not allow_constants:
         hooks["parse_float"] = _parse_float
         hooks["parse_constant"] = _refuse_constant
+    if parse_float is not None:
+        hooks["parse_float"] = parse_float
     try:
         obj = json.loads(text, **hooks)  # type: ignore[arg-type]
     except (ValueError, TypeError, RecursionError) as exc:
