@@ -147,7 +147,7 @@ def lookup(index: str | os.PathLike[str]) -> dict[str, Any] | None:
 
 
 def _alive(pid: int) -> bool:
-    if pid <= 0:
+    if not 0 < pid < 2**31:  # 0 and -1 name process groups; larger ones are no pid (os.kill overflows)
         return False
     try:
         os.kill(pid, 0)
@@ -155,6 +155,6 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    except OSError:
+    except (OSError, OverflowError):
         return False
     return True
