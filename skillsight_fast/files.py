@@ -88,6 +88,21 @@ def write_durable_chunks(path: str | os.PathLike[str], chunks: Iterable[bytes]) 
     return h.hexdigest()
 
 
+def umask_mode(mode: int = 0o777) -> int:
+    """``mode`` with this process's umask applied: what ``mkdir`` would give a folder (temporary folders
+    from :func:`tempfile.mkdtemp` are 0700; an index renamed from one must look like any other folder)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:  # no race with other threads
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return mode & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mode & ~mask
+
+
 def fsync_dir(path: str | os.PathLike[str]) -> None:
     """fsync a folder so renames inside it are durable (ignored where unsupported)."""
     try:
