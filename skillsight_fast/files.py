@@ -184,7 +184,7 @@ def open_text(path: str | os.PathLike[str]) -> IO[str]:
             raise OSError(errno.EINVAL, "not a regular file (a FIFO, device or socket)", str(path))
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
-        raw = open(fd, "rb")
+        raw = open(fd, "rb")  # noqa: SIM115 - returned to the caller, who closes it
     except BaseException:
         os.close(fd)
         raise

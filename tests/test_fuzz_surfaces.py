@@ -7,17 +7,16 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import socket
 import tempfile
 import threading
 from pathlib import Path
 
 import pytest
+from fakes import HashEncoder
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fakes import HashEncoder, toy_skills
 from skillsight_fast import SkillIndex
 from skillsight_fast.errors import SkillFormatError, SkillsightError
 
@@ -145,9 +144,10 @@ def test_install_merges_or_refuses_and_what_it_writes_is_strict_json(text):
 
 @pytest.fixture(scope="module")
 def catalog(tmp_path_factory):
+    from test_skills import write_skill
+
     from skillsight_fast.catalog import Catalog
     from skillsight_fast.skills import load_skills
-    from test_skills import write_skill
 
     root = tmp_path_factory.mktemp("uris")
     for rel in ("pdf", "team/csv", "a b/%41"):

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from fakes import HashEncoder, toy_skills
+
 from skillsight_fast import SkillIndex
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -38,15 +38,15 @@ def _hook(idx, *args, prompt="merge two pdf files", timeout=HOOK_TIMEOUT):
     payload = json.dumps({"hook_event_name": "UserPromptSubmit", "prompt": prompt})
     return subprocess.run([sys.executable, "-m", "skillsight_fast.cli", "hook", "claude-code", "-i", str(idx),
                            "--no-cold", "--server-timeout", "2", *args], input=payload.encode(),
-                          capture_output=True, timeout=timeout, env=os.environ.copy())
+                          capture_output=True, timeout=timeout, env=os.environ.copy(), check=False)
 
 
 def _lookup_in_child(idx, limit_mb=400):
     """``endpoint.lookup`` in a child with its address space capped: (returncode, stdout, stderr)."""
-    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (%d << 20, %d << 20)); "
-            "from skillsight_fast import endpoint; print(endpoint.lookup(sys.argv[1]))") % (limit_mb, limit_mb)
+    code = (f"import resource, sys; resource.setrlimit(resource.RLIMIT_AS, ({limit_mb} << 20, {limit_mb} << 20)); "
+            "from skillsight_fast import endpoint; print(endpoint.lookup(sys.argv[1]))")
     done = subprocess.run([sys.executable, "-c", code, str(idx)], capture_output=True, text=True,
-                          timeout=HOOK_TIMEOUT, env=os.environ.copy())
+                          timeout=HOOK_TIMEOUT, env=os.environ.copy(), check=False)
     return done.returncode, done.stdout.strip(), done.stderr
 
 
@@ -75,7 +75,7 @@ class _Server:
         owner = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - stdlib name
+            def do_POST(self):
                 self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 owner.seen.append(dict(self.headers))
                 body = json.dumps({"hits": hits}).encode()
@@ -188,8 +188,10 @@ def test_what_reaches_the_prompt_is_cut_and_screened(idx, runtime):
 def test_a_token_file_server_is_used_by_the_hook_and_sigterm_withdraws_it(runtime, tmp_path):
     """A server started with --token-file is asked by the hook (with the record's secret, not the token),
     and SIGTERM on it removes its endpoint record."""
-    from test_hook import calibrated  # noqa: F401 - the real library, indexed and calibrated
-    from test_hook import write_library
+    from test_hook import (
+        calibrated,  # noqa: F401 - the real library, indexed and calibrated
+        write_library,
+    )
 
     from skillsight_fast.cli import main
 

@@ -3,7 +3,6 @@ leftovers, index folder permissions, the bearer scheme's case, HEAD requests, an
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -11,13 +10,12 @@ import stat
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-
 from fakes import HashEncoder, toy_skills
+
 from skillsight_fast import SkillIndex
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,7 +76,7 @@ def test_a_killed_stream_build_leaves_nothing_behind_after_the_next_build(tmp_pa
             "from skillsight_fast.config import IndexConfig; b = StreamBuilder(IndexConfig(), sys.argv[1]); "
             "print(b._dir, flush=True); os.kill(os.getpid(), 9)")
     killed = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
-                            timeout=60, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                            timeout=60, env=dict(os.environ, PYTHONPATH=str(ROOT)), check=False)
     left = Path(killed.stdout.strip())
     assert killed.returncode == -9 and left.is_dir() and left.parent == tmp_path
     assert left.name.startswith(".")  # hidden while it exists
@@ -156,7 +154,7 @@ def test_head_is_answered_like_get_without_a_body(http_server):
     head = _raw(port, b"HEAD /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200"), head[:200]
     head_headers, _, head_body = head.partition(b"\r\n\r\n")
-    get_headers, _, get_body = get.partition(b"\r\n\r\n")
+    _, _, get_body = get.partition(b"\r\n\r\n")
     assert head_body == b"" and get_body
     length = [h for h in head_headers.split(b"\r\n") if h.lower().startswith(b"content-length:")]
     assert length and int(length[0].split(b":")[1]) == len(get_body)
@@ -169,10 +167,11 @@ def test_head_is_answered_like_get_without_a_body(http_server):
 
 def test_watch_logs_a_skipped_skill_once_not_on_every_refresh(tmp_path, caplog):
     pytest.importorskip("watchfiles")
+    from test_skills import write_skill
+
     from skillsight_fast.serve import SkillService
     from skillsight_fast.skills import load_skills
     from skillsight_fast.watch import CatalogWatcher
-    from test_skills import write_skill
 
     lib = tmp_path / "lib"
     write_skill(lib, "pdf", name="pdf", description="Merge PDF files.")

@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from fakes import HashEncoder
 
 pytest.importorskip("mcp")

@@ -6,13 +6,13 @@ from __future__ import annotations
 import os
 
 import pytest
+from fakes import HashEncoder
+from test_skills import write_skill
 
 import skillsight_fast.catalog as catalog_mod
-from fakes import HashEncoder
 from skillsight_fast import SkillIndex
 from skillsight_fast.catalog import Catalog, SkillFileError, UnknownSkillError
 from skillsight_fast.skills import load_skills
-from test_skills import write_skill
 
 
 @pytest.fixture

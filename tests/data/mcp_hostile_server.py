@@ -33,7 +33,7 @@ def deep(n):
 
 def tools():
     if MODE == "many":
-        words = "alpha beta gamma delta epsilon zeta eta theta iota kappa ".split()
+        words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
         return [ECHO] + [{"name": f"tool_{i}", "description": " ".join(words[(i + j) % 10] for j in range(800)),
                           "inputSchema": {"type": "object"}} for i in range(N)]
     if MODE == "malformed":
@@ -67,8 +67,8 @@ for line in sys.stdin:
     elif method == "tools/call":
         name, args = msg["params"]["name"], msg["params"].get("arguments") or {}
         if MODE == "deep" and name != "echo":
-            sys.stdout.write('{"jsonrpc": "2.0", "id": %s, "result": %s%s}\n' % (
-                json.dumps(mid), '{"a": ' * 100_000, "1" + "}" * 100_000))
+            nested = '{"a": ' * 100_000 + "1" + "}" * 100_000
+            sys.stdout.write(f'{{"jsonrpc": "2.0", "id": {json.dumps(mid)}, "result": {nested}}}\n')
             sys.stdout.flush()
             continue
         if name == "hang":
