@@ -48,7 +48,7 @@ HOSTILE_TEXT = st.one_of(
 @FUZZ
 @given(HOSTILE_TEXT, st.one_of(st.none(), HOSTILE_TEXT, JSONISH))
 def test_hook_stdin_never_breaks_the_host(tmp_path, text, prompt):
-    from skillsight_fast.hook import main
+    from skillsight_fast.agents.hook import main
 
     payloads = [text, json.dumps({"hook_event_name": "UserPromptSubmit", "prompt": prompt})]
     for payload in payloads:
@@ -67,7 +67,7 @@ HITS = st.lists(st.one_of(JSONISH, st.fixed_dictionaries(
 @FUZZ
 @given(st.one_of(JSONISH, st.fixed_dictionaries({"hits": st.one_of(HITS, JSONISH)})))
 def test_any_answer_gives_a_bounded_context(answer):
-    from skillsight_fast.hook import MAX_HITS, format_context, hook_output
+    from skillsight_fast.agents.hook import MAX_HITS, format_context, hook_output
 
     ctx = format_context(answer if isinstance(answer, dict) else {"hits": answer})
     assert isinstance(ctx, str) and len(ctx.splitlines()) <= MAX_HITS + 1 and len(ctx) < 20_000
@@ -106,8 +106,8 @@ def raw_server():
 @given(st.one_of(st.binary(max_size=500), JSONISH.map(lambda o: (
     b"HTTP/1.1 200 OK\r\nX-Skillsight-Proof: 00\r\n\r\n" + json.dumps(o).encode()))))
 def test_warm_server_answers_are_refused_unless_proven(raw_server, raw):
-    from skillsight_fast.endpoint import new_secret
-    from skillsight_fast.hook import post_json
+    from skillsight_fast.agents.endpoint import new_secret
+    from skillsight_fast.agents.hook import post_json
 
     url, queue = raw_server
     queue.append(raw)
@@ -121,7 +121,7 @@ def test_warm_server_answers_are_refused_unless_proven(raw_server, raw):
 @FUZZ
 @given(HOSTILE_TEXT)
 def test_install_merges_or_refuses_and_what_it_writes_is_strict_json(text):
-    from skillsight_fast.install import plan_claude_code
+    from skillsight_fast.agents.install import plan_claude_code
 
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
@@ -144,10 +144,10 @@ def test_install_merges_or_refuses_and_what_it_writes_is_strict_json(text):
 
 @pytest.fixture(scope="module")
 def catalog(tmp_path_factory):
-    from test_skills import write_skill
+    from skill_files import write_skill
 
-    from skillsight_fast.catalog import Catalog
-    from skillsight_fast.skills import load_skills
+    from skillsight_fast.agents.live import LiveIndex as Catalog
+    from skillsight_fast.library.skills import load_skills
 
     root = tmp_path_factory.mktemp("uris")
     for rel in ("pdf", "team/csv", "a b/%41"):
@@ -167,7 +167,7 @@ URI_PARTS = st.sampled_from(["pdf", "team", "csv", "a%20b", "%2541", "..", ".", 
 @given(st.one_of(st.text(max_size=200), st.lists(URI_PARTS, max_size=40).map(lambda p: "skill://" + "/".join(p)),
                  st.integers(1, 20_000).map(lambda n: "skill://" + "/".join(["x"] * n))))
 def test_resource_uris_resolve_inside_the_library_or_are_refused(catalog, uri):
-    from skillsight_fast.catalog import SkillFileError, UnknownSkillError
+    from skillsight_fast.agents.live import SkillFileError, UnknownSkillError
 
     try:
         sid, rel = catalog.parse_uri(uri)

@@ -109,14 +109,14 @@ def surfaces(tmp: Path, idx: Path) -> dict[str, tuple[Path, bool, list[str]]]:
                      [*CLI, "install", "claude-code", "--project", "--dir", str(proj), "-i", str(idx), "--no-hook"]),
         "token-file": (tmp / "token", False, [*CLI, "serve", "--http", "-i", str(idx), "--token-file", str(tmp / "token")]),
         "calibration": (idx / "calibration.json", False,
-                        _api(f"from skillsight_fast.calibrate import resolve_abstention\nresolve_abstention({str(idx)!r})")),
+                        _api(f"from skillsight_fast.engine.abstention import resolve_abstention\nresolve_abstention({str(idx)!r})")),
         "queries": (tmp / "queries.jsonl", False,
-                    _api(f"from skillsight_fast.queries import read_queries\nread_queries({str(tmp / 'queries.jsonl')!r})")),
+                    _api(f"from skillsight_fast.library.queries import read_queries\nread_queries({str(tmp / 'queries.jsonl')!r})")),
         "triggers": (tmp / "triggers.json", False,
-                     _api(f"from skillsight_fast.triggers import read_triggers\n"
+                     _api(f"from skillsight_fast.authoring.triggers import read_triggers\n"
                           f"read_triggers({str(tmp / 'triggers.json')!r})")),
         "manifest": (tmp / "idx2" / "manifest.json", False,
-                     _api(f"from pathlib import Path\nfrom skillsight_fast.io import read_manifest\nread_manifest(Path({str(tmp / 'idx2')!r}))")),
+                     _api(f"from pathlib import Path\nfrom skillsight_fast.engine.io import read_manifest\nread_manifest(Path({str(tmp / 'idx2')!r}))")),
         "endpoint-record": (None, False,  # placed by the test: its path depends on the runtime folder
                             [*CLI, "hook", "claude-code", "-i", str(idx), "--no-cold"]),
     }
@@ -148,7 +148,7 @@ def test_a_hostile_file_gets_a_clear_error_or_a_bounded_answer(world, surface, k
     tmp, idx, env = world
     where, front, argv = surfaces(tmp, idx)[surface]
     if surface == "endpoint-record":
-        from skillsight_fast import endpoint
+        from skillsight_fast.agents import endpoint
 
         old = os.environ.get("XDG_RUNTIME_DIR")
         os.environ["XDG_RUNTIME_DIR"] = env["XDG_RUNTIME_DIR"]

@@ -108,7 +108,8 @@ def test_an_index_folder_gets_the_mode_the_umask_gives(tmp_path):
 
 @pytest.fixture
 def http_server(tmp_path):
-    from skillsight_fast.serve import SkillService, make_http_server
+    from skillsight_fast.agents.http import make_http_server
+    from skillsight_fast.agents.service import SkillService
 
     SkillIndex.build(toy_skills(), HashEncoder()).save(tmp_path / "idx")
     service = SkillService(tmp_path / "idx", index=SkillIndex.load(tmp_path / "idx", encoder=HashEncoder()))
@@ -167,11 +168,11 @@ def test_head_is_answered_like_get_without_a_body(http_server):
 
 def test_watch_logs_a_skipped_skill_once_not_on_every_refresh(tmp_path, caplog):
     pytest.importorskip("watchfiles")
-    from test_skills import write_skill
+    from skill_files import write_skill
 
-    from skillsight_fast.serve import SkillService
-    from skillsight_fast.skills import load_skills
-    from skillsight_fast.watch import CatalogWatcher
+    from skillsight_fast.agents.service import SkillService
+    from skillsight_fast.library.skills import load_skills
+    from skillsight_fast.agents.watch import LiveIndexWatcher as CatalogWatcher
 
     lib = tmp_path / "lib"
     write_skill(lib, "pdf", name="pdf", description="Merge PDF files.")
@@ -180,7 +181,7 @@ def test_watch_logs_a_skipped_skill_once_not_on_every_refresh(tmp_path, caplog):
     service.warm()
     watcher = CatalogWatcher(service, [lib], rule=lambda d: None)
     write_skill(lib, "bad", raw=b"\xff\xfe not utf8")
-    with caplog.at_level(logging.INFO, logger="skillsight_fast.watch"):
+    with caplog.at_level(logging.INFO, logger="skillsight_fast.agents.watch"):
         for i in range(5):
             write_skill(lib, f"new{i}", name=f"new{i}", description=f"Skill number {i}.")
             watcher.refresh()

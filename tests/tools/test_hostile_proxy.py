@@ -18,8 +18,8 @@ from fakes import HashEncoder
 
 pytest.importorskip("mcp")
 anyio = pytest.importorskip("anyio")
-HOSTILE = Path(__file__).parent / "data" / "mcp_hostile_server.py"
-ROOT = Path(__file__).resolve().parents[1]
+HOSTILE = Path(__file__).resolve().parents[1] / "data" / "mcp_hostile_server.py"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _proxy(*servers, **options):
@@ -118,7 +118,7 @@ def test_upstreams_die_with_the_proxy(tmp_path):
     script = tmp_path / "run_proxy.py"
     script.write_text(textwrap.dedent(f"""
         import sys, anyio
-        sys.path.insert(0, {str(ROOT / "tests")!r})
+        sys.path.insert(0, {str(ROOT / "tests" / "support")!r})
         from fakes import HashEncoder
         from skillsight_fast.tools.catalog import ServerConfig
         from skillsight_fast.tools.proxy import ToolProxy

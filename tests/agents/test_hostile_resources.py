@@ -7,12 +7,12 @@ import os
 
 import pytest
 from fakes import HashEncoder
-from test_skills import write_skill
+from skill_files import write_skill
 
-import skillsight_fast.catalog as catalog_mod
+import skillsight_fast.agents.live as catalog_mod
 from skillsight_fast import SkillIndex
-from skillsight_fast.catalog import Catalog, SkillFileError, UnknownSkillError
-from skillsight_fast.skills import load_skills
+from skillsight_fast.agents.live import LiveIndex as Catalog, SkillFileError, UnknownSkillError
+from skillsight_fast.library.skills import load_skills
 
 
 @pytest.fixture

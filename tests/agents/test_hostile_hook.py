@@ -14,8 +14,8 @@ import threading
 
 import pytest
 
-from skillsight_fast import endpoint
-from skillsight_fast.hook import MAX_DESCRIPTION, MAX_HITS, MAX_NAME, format_context
+from skillsight_fast.agents import endpoint
+from skillsight_fast.agents.hook import MAX_DESCRIPTION, MAX_HITS, MAX_NAME, format_context
 
 HOOK_TIMEOUT = 20.0
 
@@ -44,7 +44,7 @@ def _hook(idx, *args, prompt="merge two pdf files", timeout=HOOK_TIMEOUT):
 def _lookup_in_child(idx, limit_mb=400):
     """``endpoint.lookup`` in a child with its address space capped: (returncode, stdout, stderr)."""
     code = (f"import resource, sys; resource.setrlimit(resource.RLIMIT_AS, ({limit_mb} << 20, {limit_mb} << 20)); "
-            "from skillsight_fast import endpoint; print(endpoint.lookup(sys.argv[1]))")
+            "from skillsight_fast.agents import endpoint; print(endpoint.lookup(sys.argv[1]))")
     done = subprocess.run([sys.executable, "-c", code, str(idx)], capture_output=True, text=True,
                           timeout=HOOK_TIMEOUT, env=os.environ.copy(), check=False)
     return done.returncode, done.stdout.strip(), done.stderr
