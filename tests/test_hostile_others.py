@@ -171,8 +171,8 @@ def test_watch_logs_a_skipped_skill_once_not_on_every_refresh(tmp_path, caplog):
     from skill_files import write_skill
 
     from skillsight_fast.agents.service import SkillService
-    from skillsight_fast.library.skills import load_skills
     from skillsight_fast.agents.watch import LiveIndexWatcher as CatalogWatcher
+    from skillsight_fast.library.skills import load_skills
 
     lib = tmp_path / "lib"
     write_skill(lib, "pdf", name="pdf", description="Merge PDF files.")

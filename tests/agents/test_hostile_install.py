@@ -13,8 +13,8 @@ import pytest
 from fakes import HashEncoder, toy_skills
 
 from skillsight_fast import SkillIndex
-from skillsight_fast.cli import main
 from skillsight_fast.agents.install import apply, plan_claude_code
+from skillsight_fast.cli import main
 
 
 @pytest.fixture

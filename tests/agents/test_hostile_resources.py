@@ -11,7 +11,8 @@ from skill_files import write_skill
 
 import skillsight_fast.agents.live as catalog_mod
 from skillsight_fast import SkillIndex
-from skillsight_fast.agents.live import LiveIndex as Catalog, SkillFileError, UnknownSkillError
+from skillsight_fast.agents.live import LiveIndex as Catalog
+from skillsight_fast.agents.live import SkillFileError, UnknownSkillError
 from skillsight_fast.library.skills import load_skills
 
 
