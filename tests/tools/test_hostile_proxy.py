@@ -28,7 +28,7 @@ def _proxy(*servers, **options):
 
     configs = [ServerConfig(name=name, command=sys.executable, args=(str(HOSTILE), *map(str, args)))
                for name, *args in servers]
-    return ToolProxy(configs, encoder=HashEncoder(), errlog=open(os.devnull, "w"), **options)
+    return ToolProxy(configs, encoder=HashEncoder(), errlog=open(os.devnull, "w"), index_cache=False, **options)
 
 
 def _text(result) -> str:
@@ -123,7 +123,8 @@ def test_upstreams_die_with_the_proxy(tmp_path):
         from skillsight_fast.tools.catalog import ServerConfig
         from skillsight_fast.tools.proxy import ToolProxy
         proxy = ToolProxy([ServerConfig(name="s", command=sys.executable, args=({str(HOSTILE)!r}, "stuck", "0",
-                                                                              {marker!r}))], encoder=HashEncoder())
+                                                                              {marker!r}))], encoder=HashEncoder(),
+                          index_cache=False)
         async def main():
             async with proxy.running():
                 await proxy.wait_ready()
