@@ -248,7 +248,8 @@ def _yaml_depth(text: str, max_depth: int, error: type[SkillsightError], what: s
             depth -= 1
 
 
-def _yaml_expansion(root: Any, error: type[SkillsightError], what: str, max_nodes: int, max_chars: int) -> None:
+def _yaml_expansion(root: Any, error: type[SkillsightError], what: str, max_nodes: int,
+                    max_chars: int) -> None:
     """Refuse a composed YAML node graph whose aliases expand it past the budgets, or that holds a cycle.
 
     Each node's expanded size (nodes, scalar characters) is computed once (post-order, iterative);

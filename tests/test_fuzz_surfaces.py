@@ -20,13 +20,25 @@ from hypothesis import strategies as st
 from skillsight_fast import SkillIndex
 from skillsight_fast.errors import SkillFormatError, SkillsightError
 
-FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                       HealthCheck.function_scoped_fixture])
-SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=False, allow_infinity=False),
-                    st.text(max_size=40))
-JSONISH = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=5),
-                                                        st.dictionaries(st.text(max_size=10), inner, max_size=5)),
-                       max_leaves=30)
+FUZZ = settings(
+    max_examples=120,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=40),
+)
+JSONISH = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=5), st.dictionaries(st.text(max_size=10), inner, max_size=5)
+    ),
+    max_leaves=30,
+)
 
 
 def _deep(n: int, leaf: str = "1") -> str:
@@ -34,11 +46,27 @@ def _deep(n: int, leaf: str = "1") -> str:
 
 
 HOSTILE_TEXT = st.one_of(
-    st.text(max_size=300), st.binary(max_size=300).map(lambda b: b.decode("latin-1")),
-    JSONISH.map(json.dumps), st.integers(1, 5000).map(_deep),
-    st.sampled_from(['{"a": 1e400}', '{"a": -1e400, "b": 1E+999}', "NaN", '{"a": Infinity}', "\ufeff{}",
-                     '{"hooks": []}', '{"hooks": {"UserPromptSubmit": {}}}', '{"mcpServers": 5}', "[]", '"x"',
-                     '{"a": ' + "1" * 5000 + "}", "{" * 100, '{"a": "\\ud800"}']),
+    st.text(max_size=300),
+    st.binary(max_size=300).map(lambda b: b.decode("latin-1")),
+    JSONISH.map(json.dumps),
+    st.integers(1, 5000).map(_deep),
+    st.sampled_from(
+        [
+            '{"a": 1e400}',
+            '{"a": -1e400, "b": 1E+999}',
+            "NaN",
+            '{"a": Infinity}',
+            "\ufeff{}",
+            '{"hooks": []}',
+            '{"hooks": {"UserPromptSubmit": {}}}',
+            '{"mcpServers": 5}',
+            "[]",
+            '"x"',
+            '{"a": ' + "1" * 5000 + "}",
+            "{" * 100,
+            '{"a": "\\ud800"}',
+        ]
+    ),
 )
 
 
@@ -53,15 +81,33 @@ def test_hook_stdin_never_breaks_the_host(tmp_path, text, prompt):
     payloads = [text, json.dumps({"hook_event_name": "UserPromptSubmit", "prompt": prompt})]
     for payload in payloads:
         out = io.StringIO()
-        assert main(["claude-code", "-i", str(tmp_path / "none"), "--no-cold"], stdin=io.StringIO(payload),
-                    stdout=out) == 0
+        assert (
+            main(
+                ["claude-code", "-i", str(tmp_path / "none"), "--no-cold"],
+                stdin=io.StringIO(payload),
+                stdout=out,
+            )
+            == 0
+        )
         assert out.getvalue() == ""  # no server, no cold search: nothing, whatever the input
 
 
-HITS = st.lists(st.one_of(JSONISH, st.fixed_dictionaries(
-    {"id": st.text(max_size=50)}, optional={"name": JSONISH, "path": JSONISH, "uri": JSONISH,
-                                            "description": st.one_of(JSONISH, st.text(max_size=3000)),
-                                            "evidence": JSONISH})), max_size=30)
+HITS = st.lists(
+    st.one_of(
+        JSONISH,
+        st.fixed_dictionaries(
+            {"id": st.text(max_size=50)},
+            optional={
+                "name": JSONISH,
+                "path": JSONISH,
+                "uri": JSONISH,
+                "description": st.one_of(JSONISH, st.text(max_size=3000)),
+                "evidence": JSONISH,
+            },
+        ),
+    ),
+    max_size=30,
+)
 
 
 @FUZZ
@@ -103,8 +149,12 @@ def raw_server():
 
 
 @FUZZ
-@given(st.one_of(st.binary(max_size=500), JSONISH.map(lambda o: (
-    b"HTTP/1.1 200 OK\r\nX-Skillsight-Proof: 00\r\n\r\n" + json.dumps(o).encode()))))
+@given(
+    st.one_of(
+        st.binary(max_size=500),
+        JSONISH.map(lambda o: b"HTTP/1.1 200 OK\r\nX-Skillsight-Proof: 00\r\n\r\n" + json.dumps(o).encode()),
+    )
+)
 def test_warm_server_answers_are_refused_unless_proven(raw_server, raw):
     from skillsight_fast.agents.endpoint import new_secret
     from skillsight_fast.agents.hook import post_json
@@ -159,13 +209,40 @@ def catalog(tmp_path_factory):
     return Catalog.of(index, None, root / "idx")
 
 
-URI_PARTS = st.sampled_from(["pdf", "team", "csv", "a%20b", "%2541", "..", ".", "", "SKILL.md", "notes.txt",
-                             "%2F", "%00", "~", "\\", "?", "#", "%", "%zz", "/etc/passwd", "a" * 50])
+URI_PARTS = st.sampled_from(
+    [
+        "pdf",
+        "team",
+        "csv",
+        "a%20b",
+        "%2541",
+        "..",
+        ".",
+        "",
+        "SKILL.md",
+        "notes.txt",
+        "%2F",
+        "%00",
+        "~",
+        "\\",
+        "?",
+        "#",
+        "%",
+        "%zz",
+        "/etc/passwd",
+        "a" * 50,
+    ]
+)
 
 
 @FUZZ
-@given(st.one_of(st.text(max_size=200), st.lists(URI_PARTS, max_size=40).map(lambda p: "skill://" + "/".join(p)),
-                 st.integers(1, 20_000).map(lambda n: "skill://" + "/".join(["x"] * n))))
+@given(
+    st.one_of(
+        st.text(max_size=200),
+        st.lists(URI_PARTS, max_size=40).map(lambda p: "skill://" + "/".join(p)),
+        st.integers(1, 20_000).map(lambda n: "skill://" + "/".join(["x"] * n)),
+    )
+)
 def test_resource_uris_resolve_inside_the_library_or_are_refused(catalog, uri):
     from skillsight_fast.agents.live import SkillFileError, UnknownSkillError
 
@@ -185,11 +262,20 @@ def test_resource_uris_resolve_inside_the_library_or_are_refused(catalog, uri):
 # ---------------------------------------------------------------------- OpenAPI specs
 
 
-SPEC = st.fixed_dictionaries({"openapi": st.sampled_from(["3.0.0", "3.1.0", 3, "2.0"]),
-                              "paths": st.one_of(JSONISH, st.dictionaries(st.text(max_size=20), st.dictionaries(
-                                  st.sampled_from(["get", "post", "parameters", "$ref"]), JSONISH, max_size=3),
-                                  max_size=4))},
-                             optional={"components": JSONISH})
+SPEC = st.fixed_dictionaries(
+    {
+        "openapi": st.sampled_from(["3.0.0", "3.1.0", 3, "2.0"]),
+        "paths": st.one_of(
+            JSONISH,
+            st.dictionaries(
+                st.text(max_size=20),
+                st.dictionaries(st.sampled_from(["get", "post", "parameters", "$ref"]), JSONISH, max_size=3),
+                max_size=4,
+            ),
+        ),
+    },
+    optional={"components": JSONISH},
+)
 
 
 @FUZZ
@@ -205,9 +291,36 @@ def test_any_parsed_spec_gives_tools_or_a_clear_error(spec):
 
 
 @FUZZ
-@given(st.one_of(st.text(max_size=400), st.lists(st.sampled_from(
-    ["a: &a [1, 2]\n", "b: *a\n", "c: [*a, *a, *a]\n", "- ", "? ", "!!python/object:os.system\n", "x: !!binary zz\n",
-     "&r [*r]\n", "{", "}", "[", "]", ": ", "\t", "'", '"', "d: 2001-13-01\n", "e: 1e400\n"]), max_size=40).map("".join)))
+@given(
+    st.one_of(
+        st.text(max_size=400),
+        st.lists(
+            st.sampled_from(
+                [
+                    "a: &a [1, 2]\n",
+                    "b: *a\n",
+                    "c: [*a, *a, *a]\n",
+                    "- ",
+                    "? ",
+                    "!!python/object:os.system\n",
+                    "x: !!binary zz\n",
+                    "&r [*r]\n",
+                    "{",
+                    "}",
+                    "[",
+                    "]",
+                    ": ",
+                    "\t",
+                    "'",
+                    '"',
+                    "d: 2001-13-01\n",
+                    "e: 1e400\n",
+                ]
+            ),
+            max_size=40,
+        ).map("".join),
+    )
+)
 def test_any_yaml_text_loads_or_gives_a_clear_error(text):
     from skillsight_fast.limits import load_yaml
 
@@ -220,16 +333,31 @@ def test_any_yaml_text_loads_or_gives_a_clear_error(text):
 # ---------------------------------------------------------------------- proxy upstream answers
 
 
-TOOL = st.one_of(JSONISH, st.fixed_dictionaries({"name": JSONISH}, optional={
-    "description": st.one_of(JSONISH, st.text(max_size=10_000)), "title": JSONISH,
-    "inputSchema": st.one_of(JSONISH, st.integers(1, 300).map(lambda n: json.loads(
-        '{"a": ' * n + "1" + "}" * n)))}))
+TOOL = st.one_of(
+    JSONISH,
+    st.fixed_dictionaries(
+        {"name": JSONISH},
+        optional={
+            "description": st.one_of(JSONISH, st.text(max_size=10_000)),
+            "title": JSONISH,
+            "inputSchema": st.one_of(
+                JSONISH, st.integers(1, 300).map(lambda n: json.loads('{"a": ' * n + "1" + "}" * n))
+            ),
+        },
+    ),
+)
 
 
 @FUZZ
-@given(st.one_of(HOSTILE_TEXT, st.lists(TOOL, max_size=10).map(lambda tools: json.dumps(
-    {"jsonrpc": "2.0", "id": 1, "result": {"tools": tools}})), JSONISH.map(lambda r: json.dumps(
-        {"jsonrpc": "2.0", "id": 7, "result": r}))))
+@given(
+    st.one_of(
+        HOSTILE_TEXT,
+        st.lists(TOOL, max_size=10).map(
+            lambda tools: json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"tools": tools}})
+        ),
+        JSONISH.map(lambda r: json.dumps({"jsonrpc": "2.0", "id": 7, "result": r})),
+    )
+)
 def test_any_upstream_line_becomes_a_message_or_an_error_value(line):
     pytest.importorskip("mcp")
     from skillsight_fast.tools import guard

@@ -29,9 +29,13 @@ def _tiny_onnx(path: Path) -> None:
     from onnx import TensorProto, helper, numpy_helper
 
     w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32), "w")
-    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "tiny",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])], [w])
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])],
+        [w],
+    )
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
 
 
@@ -53,11 +57,24 @@ def test_quantizing_never_writes_beside_its_input(tmp_path):
 def test_two_quantizations_of_one_model_at_once_both_succeed(tmp_path):
     pytest.importorskip("onnxruntime")
     _tiny_onnx(tmp_path / "model.onnx")
-    code = ("import sys; from skillsight_fast.models.export import quantize_onnx_int8; "
-            "quantize_onnx_int8(sys.argv[1], sys.argv[2])")
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "model.onnx"),
-                               str(tmp_path / f"out{i}" / "model.int8.onnx")], stderr=subprocess.PIPE,
-                              env=dict(os.environ, PYTHONPATH=str(ROOT))) for i in range(4)]
+    code = (
+        "import sys; from skillsight_fast.models.export import quantize_onnx_int8; "
+        "quantize_onnx_int8(sys.argv[1], sys.argv[2])"
+    )
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                code,
+                str(tmp_path / "model.onnx"),
+                str(tmp_path / f"out{i}" / "model.int8.onnx"),
+            ],
+            stderr=subprocess.PIPE,
+            env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        )
+        for i in range(4)
+    ]
     for p in procs:
         _, err = p.communicate(timeout=120)
         assert p.returncode == 0, err.decode()[-2000:]
@@ -72,11 +89,19 @@ def test_a_killed_stream_build_leaves_nothing_behind_after_the_next_build(tmp_pa
     from skillsight_fast.build.stream import StreamBuilder
     from skillsight_fast.config import IndexConfig
 
-    code = ("import os, sys; from skillsight_fast.build.stream import StreamBuilder; "
-            "from skillsight_fast.config import IndexConfig; b = StreamBuilder(IndexConfig(), sys.argv[1]); "
-            "print(b._dir, flush=True); os.kill(os.getpid(), 9)")
-    killed = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
-                            timeout=60, env=dict(os.environ, PYTHONPATH=str(ROOT)), check=False)
+    code = (
+        "import os, sys; from skillsight_fast.build.stream import StreamBuilder; "
+        "from skillsight_fast.config import IndexConfig; b = StreamBuilder(IndexConfig(), sys.argv[1]); "
+        "print(b._dir, flush=True); os.kill(os.getpid(), 9)"
+    )
+    killed = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        check=False,
+    )
     left = Path(killed.stdout.strip())
     assert killed.returncode == -9 and left.is_dir() and left.parent == tmp_path
     assert left.name.startswith(".")  # hidden while it exists
@@ -141,11 +166,21 @@ def _raw(port, request: bytes) -> bytes:
 def test_the_bearer_scheme_is_case_insensitive(http_server, scheme):
     token = "s3cret-token-" + "x" * 30
     port = http_server(token=token)
-    out = _raw(port, (f"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {scheme} {token}\r\n"
-                      "Connection: close\r\n\r\n").encode())
+    out = _raw(
+        port,
+        (
+            f"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {scheme} {token}\r\n"
+            "Connection: close\r\n\r\n"
+        ).encode(),
+    )
     assert out.startswith(b"HTTP/1.1 200"), out[:200]
-    out = _raw(port, (f"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {scheme} wrong\r\n"
-                      "Connection: close\r\n\r\n").encode())
+    out = _raw(
+        port,
+        (
+            f"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {scheme} wrong\r\n"
+            "Connection: close\r\n\r\n"
+        ).encode(),
+    )
     assert out.startswith(b"HTTP/1.1 401")
 
 

@@ -80,8 +80,8 @@ def publish(index: str | os.PathLike[str], url: str, secret: str | None = None) 
     """
     path = endpoint_file(index)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    record = {"url": url, "pid": os.getpid(), "index": os.path.realpath(os.fspath(index)), "started": time.time(),
-              "secret": secret}
+    record = {"url": url, "pid": os.getpid(), "index": os.path.realpath(os.fspath(index)),
+              "started": time.time(), "secret": secret}
     atomic_write_bytes(path, json.dumps(record).encode("utf-8"), mode=0o600)
     return path
 
@@ -89,7 +89,8 @@ def publish(index: str | os.PathLike[str], url: str, secret: str | None = None) 
 def _read(path: Path) -> Any:
     from skillsight_fast.limits import load_json, read_regular_file
 
-    raw = read_regular_file(path, MAX_RECORD_BYTES, error=SkillsightError, what="endpoint record", private=True)
+    raw = read_regular_file(path, MAX_RECORD_BYTES, error=SkillsightError, what="endpoint record",
+                            private=True)
     return load_json(raw, error=SkillsightError, what=str(path), max_depth=2)
 
 
@@ -141,7 +142,8 @@ def lookup(index: str | os.PathLike[str]) -> dict[str, Any] | None:
     if not record["url"].startswith(("http://127.0.0.1:", "http://localhost:", "http://[::1]:")):
         return None  # only loopback servers are asked
     secret = record.get("secret")
-    if not (isinstance(secret, str) and len(secret) == SECRET_CHARS and secret.isascii() and secret.isalnum()):
+    if not (isinstance(secret, str) and len(secret) == SECRET_CHARS and secret.isascii()
+            and secret.isalnum()):
         return None  # no proof possible: do not trust whatever answers on that port
     return record
 

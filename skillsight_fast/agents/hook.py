@@ -182,9 +182,9 @@ def format_context(answer: dict[str, Any]) -> str:
             continue
         sid = _cut(hit["id"], MAX_WHERE)
         where = _cut(hit.get("path"), MAX_WHERE) or _cut(hit.get("uri"), MAX_WHERE) or f"skill id {sid}"
-        raw_evidence = hit.get("evidence")
-        evidence = [w for w in (_cut(e, MAX_EVIDENCE_WORD) for e in (raw_evidence if isinstance(raw_evidence, list)
-                                                                      else [])[:MAX_EVIDENCE]) if w]
+        raw = hit.get("evidence")
+        words = raw[:MAX_EVIDENCE] if isinstance(raw, list) else []
+        evidence = [w for w in (_cut(e, MAX_EVIDENCE_WORD) for e in words) if w]
         why = (f"the prompt's words {', '.join(evidence)} are distinctive in it" if evidence
                else "close in meaning to the prompt")
         desc = _cut(hit.get("description"), MAX_DESCRIPTION)

@@ -238,7 +238,8 @@ def apply(changes: list[Change]) -> list[Path]:
             new = ch.new
             if current != ch.old:
                 if ch.remake is None:
-                    raise SkillsightError(f"{ch.path}: changed while installing; nothing was written, run again")
+                    raise SkillsightError(f"{ch.path}: changed while installing; nothing was written, "
+                                          "run again")
                 new = ch.remake(current)
                 if new == current:
                     continue

@@ -140,7 +140,8 @@ class LiveIndex:
         if not isinstance(uri, str) or not uri.startswith(SCHEME):
             raise UnknownSkillError(f"not a {SCHEME} URI: {str(uri)[:200]!r}")
         if len(uri) > MAX_URI_CHARS:
-            raise UnknownSkillError(f"a {SCHEME} URI of {len(uri):,} characters is over the {MAX_URI_CHARS:,} limit")
+            raise UnknownSkillError(f"a {SCHEME} URI of {len(uri):,} characters is over the "
+                                    f"{MAX_URI_CHARS:,} limit")
         parts = uri[len(SCHEME):].split("?", 1)[0].split("#", 1)[0].split("/")
         # only as many leading segments as the deepest id has are tried (linear in the URI's length)
         for cut in range(min(len(parts) - 1, self._id_depth), 0, -1):

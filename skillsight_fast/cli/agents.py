@@ -147,7 +147,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server = build_mcp_server(service)
         ready = service.start()
         secret = endpoint.new_secret()
-        side = make_http_server(service, "127.0.0.1", 0, mcp=False, endpoint_secret=secret) if args.endpoint else None
+        side = (make_http_server(service, "127.0.0.1", 0, mcp=False, endpoint_secret=secret)
+                if args.endpoint else None)
         if side is not None:
             endpoint.withdraw_on_signals(args.index)  # SIGTERM/SIGHUP remove the endpoint file too
 

@@ -50,7 +50,9 @@ def check_tool(tool: Any) -> tuple[dict[str, Any] | None, str]:
         return None, "a tool that is not an object"
     name = tool.get("name")
     if not isinstance(name, str) or not name or len(name) > MAX_NAME_CHARS:
-        return None, f"a tool whose name is not a string of 1..{MAX_NAME_CHARS} characters ({str(name)[:60]!r})"
+        return None, (
+            f"a tool whose name is not a string of 1..{MAX_NAME_CHARS} characters ({str(name)[:60]!r})"
+        )
     schema = tool.get("inputSchema", {})
     if schema is None:
         schema = {}
@@ -67,8 +69,9 @@ def check_tool(tool: Any) -> tuple[dict[str, Any] | None, str]:
             out[key] = None
         elif isinstance(value, str) and len(value) > limit:
             out[key] = value[: limit - 1] + "…"
-    if "outputSchema" in out and not (isinstance(out["outputSchema"], dict)
-                                      and _depth(out["outputSchema"], MAX_SCHEMA_DEPTH)):
+    if "outputSchema" in out and not (
+        isinstance(out["outputSchema"], dict) and _depth(out["outputSchema"], MAX_SCHEMA_DEPTH)
+    ):
         del out["outputSchema"]  # not used by the proxy; never a reason to lose the tool
     return out, ""
 
@@ -80,8 +83,10 @@ def clean_tools(tools: list[Any]) -> list[dict[str, Any]]:
     kept: list[dict[str, Any]] = []
     for tool in tools:
         if len(kept) > MAX_TOOLS_PER_SERVER:
-            logger.warning("an MCP server listed more than %d tools on one page; the rest are left out",
-                           MAX_TOOLS_PER_SERVER)
+            logger.warning(
+                "an MCP server listed more than %d tools on one page; the rest are left out",
+                MAX_TOOLS_PER_SERVER,
+            )
             break
         good, reason = check_tool(tool)
         if good is None:
@@ -94,8 +99,11 @@ def clean_tools(tools: list[Any]) -> list[dict[str, Any]]:
 def _error(mid: Any, message: str) -> Any:
     from mcp.client import stdio
 
-    return stdio.SessionMessage(stdio.types.jsonrpc_message_adapter.validate_python(
-        {"jsonrpc": "2.0", "id": mid, "error": {"code": -32700, "message": message}}, by_name=False))
+    return stdio.SessionMessage(
+        stdio.types.jsonrpc_message_adapter.validate_python(
+            {"jsonrpc": "2.0", "id": mid, "error": {"code": -32700, "message": message}}, by_name=False
+        )
+    )
 
 
 def _recover_id(line: str) -> Any:
@@ -117,7 +125,9 @@ def parse_line(line: str) -> Any:
     except (ValueError, RecursionError) as exc:
         mid = _recover_id(line)
         reason = "nested too deeply" if isinstance(exc, RecursionError) else "not JSON"
-        logger.warning("an MCP server sent a message that cannot be read (%s, %d characters)", reason, len(line))
+        logger.warning(
+            "an MCP server sent a message that cannot be read (%s, %d characters)", reason, len(line)
+        )
         if mid is not None:
             return _error(mid, f"the server's answer cannot be read ({reason}, {len(line):,} characters)")
         return exc if isinstance(exc, ValueError) else ValueError(str(exc))
@@ -129,7 +139,8 @@ def parse_line(line: str) -> Any:
     except (ValueError, RecursionError) as exc:
         mid = obj.get("id") if isinstance(obj, dict) else None
         if isinstance(mid, (int, str)) and not isinstance(mid, bool) and ("result" in obj or "error" in obj):
-            return _error(mid, f"the server's answer is not a valid MCP message ({str(exc).splitlines()[0][:120]})")
+            first = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+            return _error(mid, f"the server's answer is not a valid MCP message ({first})")
         return exc if isinstance(exc, ValueError) else ValueError(str(exc))
 
 
@@ -145,17 +156,21 @@ def install() -> None:
     from mcp.client import stdio
 
     if not callable(getattr(stdio, "_parse_line", None)):
-        logger.warning("this MCP SDK has no stdio line parser to guard; upstream answers are parsed by the SDK")
+        logger.warning(
+            "this MCP SDK has no stdio line parser to guard; upstream answers are parsed by the SDK"
+        )
         return
     stdio._parse_line = parse_line
     _installed = True
 
 
 #: Run by the guard process: die with the parent (checked after the prctl: no race), then exec the server.
-_GUARD = ("import ctypes,os,signal,sys\n"
-          "ctypes.CDLL(None,use_errno=True).prctl(1,signal.SIGKILL,0,0,0)\n"
-          "os.getppid()==int(sys.argv[1]) or os._exit(1)\n"
-          "os.execvp(sys.argv[2],sys.argv[2:])")
+_GUARD = (
+    "import ctypes,os,signal,sys\n"
+    "ctypes.CDLL(None,use_errno=True).prctl(1,signal.SIGKILL,0,0,0)\n"
+    "os.getppid()==int(sys.argv[1]) or os._exit(1)\n"
+    "os.execvp(sys.argv[2],sys.argv[2:])"
+)
 
 
 def orphan_guard(command: str, args: list[str]) -> tuple[str, list[str]]:

@@ -63,7 +63,8 @@ def read_openapi(path: str | Path, name: str = "") -> list[Tool]:
     from skillsight_fast.limits import load_document
 
     p = Path(path).expanduser()
-    spec = load_document(p, MAX_SPEC_BYTES, error=SkillFormatError, what="OpenAPI spec", max_depth=MAX_SPEC_DEPTH)
+    spec = load_document(p, MAX_SPEC_BYTES, error=SkillFormatError, what="OpenAPI spec",
+                         max_depth=MAX_SPEC_DEPTH)
     return openapi_tools(spec, name or _slug(p.stem), source=str(p))
 
 
@@ -204,7 +205,9 @@ class _Resolver:
         self.budget -= 1
         self.total -= 1
         if self.budget < 0 or self.total < 0 or depth >= MAX_SCHEMA_DEPTH:
-            return {"description": "(cut: schema too large or too deep)"} if isinstance(node, (Mapping, list)) else None
+            if isinstance(node, (Mapping, list)):
+                return {"description": "(cut: schema too large or too deep)"}
+            return None
         if isinstance(node, Mapping):
             ref = node.get("$ref")
             if isinstance(ref, str) and ref.startswith("#/"):

@@ -16,16 +16,17 @@ two tools of its own instead of the whole catalog:
 
 Pinned tools (``pins``) are listed directly under their own names and left out of search results.
 
-Lifecycle: every server is started in the background when the proxy starts (the host's own
-handshake never waits for them, unless tools are pinned); the first search waits at most
+Lifecycle: every server is started in the background when the proxy starts (the host's own handshake
+never waits for them, unless tools are pinned); the first search waits at most
 :data:`FIRST_SEARCH_WAIT` seconds for them and answers from the servers that are ready (the others
-are named in ``starting``). A server that dies keeps its last tool list in the index and is restarted on the next
-call that needs it; a call that times out restarts its server (a server that answers one request
-at a time would otherwise stay stuck behind it); one that fails to start is retried after a growing pause
-(:data:`RETRY_MIN` .. :data:`RETRY_MAX` seconds) and reported in results meanwhile. A call cut
-off by a dying server gets an error result saying so (it is not re-sent: it may have run). When a
-server sends ``notifications/tools/list_changed`` its tools are listed again and the index is
-rebuilt (only new tool texts are encoded). No failure of a downstream server ends the proxy.
+are named in ``starting``). A server that dies keeps its last tool list in the index and is
+restarted on the next call that needs it; a call that times out restarts its server (a server that
+answers one request at a time would otherwise stay stuck behind it); one that fails to start is
+retried after a growing pause (:data:`RETRY_MIN` .. :data:`RETRY_MAX` seconds) and reported in
+results meanwhile. A call cut off by a dying server gets an error result saying so (it is not re-sent:
+it may have run). When a server sends ``notifications/tools/list_changed`` its tools are
+listed again and the index is rebuilt (only new tool texts are encoded). No failure of a downstream
+server ends the proxy.
 
 Index cache: every index the proxy builds is saved under ``index_cache`` (default
 ``<user cache>/skillsight-fast/proxy``) in a folder named by :func:`tool_list_key`, the sha256 of
@@ -265,7 +266,8 @@ class Upstream:
 
     def _set_tools(self, tools: Sequence[Any]) -> None:
         cap = guard.MAX_TOOLS_PER_SERVER
-        self.note = (f"lists more than {cap} tools; only its first {cap} are searched" if len(tools) > cap else "")
+        over = len(tools) > cap
+        self.note = f"lists more than {cap} tools; only its first {cap} are searched" if over else ""
         if self.note:
             logger.warning("MCP server %r %s", self.name, self.note)
         new = {str(t.name): t for t in list(tools)[:cap]}
@@ -739,7 +741,8 @@ class ToolProxy:
                 desc = _bounded(getattr(t, "description", None), guard.MAX_DESCRIPTION_CHARS)
                 found = screen_text(f"{hit.id}\n{title}\n{desc}")
                 if found:  # what reaches the agent passes the injection screen
-                    out.setdefault("withheld", []).append({"name": hit.id[:200], "reasons": [f.rule for f in found]})
+                    out.setdefault("withheld", []).append({"name": hit.id[:200],
+                                                           "reasons": [f.rule for f in found]})
                     continue
                 out["tools"].append({
                     "name": hit.id, "server": up.name, "title": title, "description": desc,
@@ -813,7 +816,8 @@ class ToolProxy:
                 return await session.call_tool(tool, arguments)
         except TimeoutError:
             up.restart()  # a server that answers one request at a time would stay stuck behind this one
-            return _error_result(f"server {up.name!r} did not answer {tool!r} within {self.call_timeout:g} s; "
+            return _error_result(f"server {up.name!r} did not answer {tool!r} within "
+                                 f"{self.call_timeout:g} s; "
                                  "it is restarted on the next call (this call may or may not have run)")
         except mcp.MCPError as exc:
             if not up.alive:

@@ -31,7 +31,9 @@ def _project(tmp_path, text):
 
 
 def test_a_huge_number_is_written_back_as_written_never_as_infinity(tmp_path, idx):
-    proj = _project(tmp_path, '{"weight": 1e400, "ratio": 1.50, "tiny": -2.5E-400, "n": 12345678901234567890}')
+    proj = _project(
+        tmp_path, '{"weight": 1e400, "ratio": 1.50, "tiny": -2.5E-400, "n": 12345678901234567890}'
+    )
     assert main(["install", "claude-code", "--project", "--dir", str(proj), "-i", str(idx), "--no-mcp"]) == 0
     text = (proj / ".claude" / "settings.json").read_text()
     assert "Infinity" not in text and "NaN" not in text
@@ -56,9 +58,25 @@ def test_a_symlinked_settings_file_is_written_through_to_its_target(tmp_path, id
 
 
 def _run_install(proj, idx, timeout=20):
-    return subprocess.run([sys.executable, "-m", "skillsight_fast.cli", "install", "claude-code", "--project",
-                           "--dir", str(proj), "-i", str(idx), "--no-mcp"],
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "skillsight_fast.cli",
+            "install",
+            "claude-code",
+            "--project",
+            "--dir",
+            str(proj),
+            "-i",
+            str(idx),
+            "--no-mcp",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def test_a_fifo_settings_file_is_refused_at_once(tmp_path, idx):

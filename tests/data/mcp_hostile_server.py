@@ -20,8 +20,11 @@ import time
 MODE = sys.argv[1] if len(sys.argv) > 1 else "many"
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 0
 
-ECHO = {"name": "echo", "description": "Repeat the given text back.",
-        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}
+ECHO = {
+    "name": "echo",
+    "description": "Repeat the given text back.",
+    "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
+}
 
 
 def deep(n):
@@ -34,15 +37,27 @@ def deep(n):
 def tools():
     if MODE == "many":
         words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
-        return [ECHO] + [{"name": f"tool_{i}", "description": " ".join(words[(i + j) % 10] for j in range(800)),
-                          "inputSchema": {"type": "object"}} for i in range(N)]
+        return [ECHO] + [
+            {
+                "name": f"tool_{i}",
+                "description": " ".join(words[(i + j) % 10] for j in range(800)),
+                "inputSchema": {"type": "object"},
+            }
+            for i in range(N)
+        ]
     if MODE == "malformed":
-        return [ECHO, {"name": "nulldesc_deep", "description": None, "inputSchema": deep(250)},  # 500 levels,
-                {"description": "no name", "inputSchema": {"type": "object"}},
-                {"name": 42, "inputSchema": {"type": "object"}},
-                {"name": "huge", "description": "weather forecast " * 60_000, "inputSchema": {"type": "object"}},
-                {"name": "weather", "description": "Get the weather forecast for a city.",
-                 "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+        return [
+            ECHO,
+            {"name": "nulldesc_deep", "description": None, "inputSchema": deep(250)},  # 500 levels,
+            {"description": "no name", "inputSchema": {"type": "object"}},
+            {"name": 42, "inputSchema": {"type": "object"}},
+            {"name": "huge", "description": "weather forecast " * 60_000, "inputSchema": {"type": "object"}},
+            {
+                "name": "weather",
+                "description": "Get the weather forecast for a city.",
+                "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}},
+            },
+        ]
     return [ECHO, {"name": "hang", "description": "Never returns.", "inputSchema": {"type": "object"}}]
 
 
@@ -59,9 +74,17 @@ for line in sys.stdin:
     if method == "initialize":
         if MODE == "slow":
             time.sleep(N)
-        send({"jsonrpc": "2.0", "id": mid, "result": {
-            "protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
-            "serverInfo": {"name": f"hostile-{MODE}", "version": "1"}}})
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": mid,
+                "result": {
+                    "protocolVersion": msg["params"]["protocolVersion"],
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": f"hostile-{MODE}", "version": "1"},
+                },
+            }
+        )
     elif method == "tools/list":
         send({"jsonrpc": "2.0", "id": mid, "result": {"tools": tools()}})
     elif method == "tools/call":
@@ -73,7 +96,13 @@ for line in sys.stdin:
             continue
         if name == "hang":
             time.sleep(3600)
-        send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": str(args.get("text"))}]}})
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": mid,
+                "result": {"content": [{"type": "text", "text": str(args.get("text"))}]},
+            }
+        )
     elif method == "ping":
         send({"jsonrpc": "2.0", "id": mid, "result": {}})
     else:

@@ -26,9 +26,13 @@ def _proxy(*servers, **options):
     from skillsight_fast.tools.catalog import ServerConfig
     from skillsight_fast.tools.proxy import ToolProxy
 
-    configs = [ServerConfig(name=name, command=sys.executable, args=(str(HOSTILE), *map(str, args)))
-               for name, *args in servers]
-    return ToolProxy(configs, encoder=HashEncoder(), errlog=open(os.devnull, "w"), index_cache=False, **options)
+    configs = [
+        ServerConfig(name=name, command=sys.executable, args=(str(HOSTILE), *map(str, args)))
+        for name, *args in servers
+    ]
+    return ToolProxy(
+        configs, encoder=HashEncoder(), errlog=open(os.devnull, "w"), index_cache=False, **options
+    )
 
 
 def _text(result) -> str:
@@ -116,7 +120,8 @@ def test_an_unreadable_answer_fails_its_call_at_once():
 def test_upstreams_die_with_the_proxy(tmp_path):
     marker = f"marker-{os.getpid()}-{time.monotonic_ns()}"
     script = tmp_path / "run_proxy.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import sys, anyio
         sys.path.insert(0, {str(ROOT / "tests" / "support")!r})
         from fakes import HashEncoder
@@ -131,9 +136,14 @@ def test_upstreams_die_with_the_proxy(tmp_path):
                 print("ready", flush=True)
                 await proxy.call("s/hang", {{}})
         anyio.run(main)
-    """))
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
-                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    """)
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     try:
         assert proc.stdout.readline().strip() == "ready"
         pids = _pids_with(marker)
