@@ -8,8 +8,10 @@ imports nothing else of the package.
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import hashlib
+import io
 import json
 import os
 import tempfile
@@ -88,6 +90,21 @@ def write_durable_chunks(path: str | os.PathLike[str], chunks: Iterable[bytes]) 
     return h.hexdigest()
 
 
+def umask_mode(mode: int = 0o777) -> int:
+    """``mode`` with this process's umask applied: what ``mkdir`` would give a folder (temporary folders
+    from :func:`tempfile.mkdtemp` are 0700; an index renamed from one must look like any other folder)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:  # no race with other threads
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return mode & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mode & ~mask
+
+
 def fsync_dir(path: str | os.PathLike[str]) -> None:
     """fsync a folder so renames inside it are durable (ignored where unsupported)."""
     try:
@@ -149,11 +166,31 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, mode: int = 0o
             fh.write(data)
 
 
+#: Longest line :func:`iter_lines` returns (characters); a longer one is an error, not a memory blow-up.
+MAX_LINE_CHARS = 16 << 20
+
+
 def open_text(path: str | os.PathLike[str]) -> IO[str]:
-    """Open a UTF-8 text file for reading, gunzipping ``*.gz``."""
+    """Open a regular UTF-8 text file for reading, gunzipping ``*.gz``.
+
+    The file is opened non-blocking and checked on the open descriptor: a FIFO, a device (a link
+    to ``/dev/zero``) or a socket raises ``OSError`` at once instead of hanging or filling memory.
+    """
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, device or socket)", str(path))
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        raw = open(fd, "rb")  # noqa: SIM115 - returned to the caller, who closes it
+    except BaseException:
+        os.close(fd)
+        raise
     if str(path).endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
+        return gzip.open(raw, "rt", encoding="utf-8")
+    return io.TextIOWrapper(raw, encoding="utf-8")
 
 
 def iter_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, str]]:
@@ -165,7 +202,9 @@ def iter_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, str]]:
     gzip stream can also raise ``zlib.error``).
     """
     with open_text(path) as fh:
-        for lineno, line in enumerate(fh, 1):
+        for lineno, line in enumerate(iter(lambda: fh.readline(MAX_LINE_CHARS + 1), ""), 1):
+            if len(line) > MAX_LINE_CHARS:
+                raise OSError(errno.EFBIG, f"line {lineno} is over {MAX_LINE_CHARS:,} characters", str(path))
             if lineno == 1:
                 line = line.removeprefix("\ufeff")
             if line.strip():

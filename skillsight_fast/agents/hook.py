@@ -48,34 +48,43 @@ MAX_STDIN_BYTES = 1 << 20
 MAX_ANSWER_BYTES = 4 << 20
 #: Longest description shown per hit (characters).
 MAX_DESCRIPTION = 160
+#: Longest skill name, location (path or URI) and evidence word shown per hit (characters).
+MAX_NAME, MAX_WHERE, MAX_EVIDENCE_WORD = 80, 300, 40
+#: Most evidence words shown per hit.
+MAX_EVIDENCE = 6
+#: Most hits put in the context, whatever the answer holds.
+MAX_HITS = 20
 
 
 def ask_server(index: str, task: str, k: int, timeout: float) -> dict[str, Any] | None:
     """The answer of a warm server of ``index``, or None (none running, timeout or any error)."""
     from skillsight_fast.agents.endpoint import lookup
 
-    record = lookup(index)
+    record = lookup(index)  # None unless the record is this user's, private, and names a secret
     if record is None or timeout <= 0:
         return None
     try:
-        out = post_json(record["url"], "/search", {"task": task, "k": k}, timeout)
+        out = post_json(record["url"], "/search", {"task": task, "k": k}, timeout, secret=record["secret"])
     except Exception as exc:  # noqa: BLE001 - any failure means: search in-process instead
         logger.info("warm server %s did not answer: %s", record["url"], exc)
         return None
     return out if isinstance(out, dict) and isinstance(out.get("hits"), list) else None
 
 
-def post_json(url: str, path: str, payload: Any, timeout: float) -> Any:
+def post_json(url: str, path: str, payload: Any, timeout: float, *, secret: str | None = None) -> Any:
     """POST ``payload`` as JSON to a loopback ``http://host:port`` and return the decoded 200 answer.
 
     A minimal HTTP/1.1 client over one socket (``Connection: close``): ``urllib``/``http.client``
     would add about 30 ms of imports to every prompt, and the hook only ever talks to its own
-    server on loopback. ``timeout`` bounds the whole exchange, not each read.
+    server on loopback. ``timeout`` bounds the whole exchange, not each read. With ``secret``
+    (the endpoint record's), the request carries it as its bearer token and a fresh nonce, and
+    the answer must carry the server's proof (:func:`skillsight_fast.agents.endpoint.proof`).
 
     Raises
     ------
     OSError, ValueError
-        No connection, a timeout, a status other than 200, or a body that is not JSON.
+        No connection, a timeout, a status other than 200, a missing or wrong proof, or a body
+        that is not JSON.
     """
     import socket
     from urllib.parse import urlsplit
@@ -85,8 +94,14 @@ def post_json(url: str, path: str, payload: Any, timeout: float) -> Any:
         raise ValueError(f"not a http://host:port URL: {url!r}")
     body = json.dumps(payload).encode("utf-8")
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    extra, nonce = "", ""
+    if secret is not None:
+        from skillsight_fast.agents.endpoint import NONCE_HEADER
+
+        nonce = os.urandom(16).hex()
+        extra = f"Authorization: Bearer {secret}\r\n{NONCE_HEADER}: {nonce}\r\n"
     head = (f"POST {path} HTTP/1.1\r\nHost: {host}:{parts.port}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode("ascii")
+            f"Content-Length: {len(body)}\r\n{extra}Connection: close\r\n\r\n").encode("ascii")
     deadline = time.monotonic() + timeout
     chunks: list[bytes] = []
     with socket.create_connection((parts.hostname, parts.port), timeout=timeout) as sock:
@@ -109,10 +124,20 @@ def post_json(url: str, path: str, payload: Any, timeout: float) -> Any:
     status = header.split(b"\r\n", 1)[0].split()
     if not sep or len(status) < 2 or status[1] != b"200":
         raise ValueError(f"{url} answered {header[:80]!r}")
+    signed = None
     for line in header.split(b"\r\n")[1:]:
         name, _, value = line.partition(b":")
         if name.strip().lower() == b"content-length" and int(value) != len(data):
             raise ValueError(f"truncated answer from {url} ({len(data)} of {int(value)} bytes)")
+        if name.strip().lower() == b"x-skillsight-proof":
+            signed = value.strip()
+    if secret is not None:
+        import hmac
+
+        from skillsight_fast.agents.endpoint import proof
+
+        if signed is None or not hmac.compare_digest(signed, proof(secret, nonce, data).encode("ascii")):
+            raise ValueError(f"{url} did not prove that it serves this index; its answer is not used")
     return json.loads(data)
 
 
@@ -132,25 +157,54 @@ def search_here(index: str, task: str, k: int) -> dict[str, Any]:
     return out
 
 
+def _cut(value: Any, limit: int) -> str:
+    """One line of at most ``limit`` characters from a string (anything else is no text): control
+    characters become spaces, whitespace runs collapse, a longer text ends in "…"."""
+    if not isinstance(value, str):
+        return ""
+    text = value[: 4 * limit]
+    text = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
 def format_context(answer: dict[str, Any]) -> str:
-    """The text added to the agent's context: one line per skill, or "" when there is no hit."""
+    """The text added to the agent's context: one line per skill, or "" when there is no hit.
+
+    Whatever the answer came from (the index, a warm server), each field is cut to a fixed length
+    (:data:`MAX_NAME`, :data:`MAX_WHERE`, :data:`MAX_DESCRIPTION`, :data:`MAX_EVIDENCE` words of
+    :data:`MAX_EVIDENCE_WORD`), at most :data:`MAX_HITS` lines are written, and a line that the
+    prompt-injection screen (:func:`skillsight_fast.library.screen.screen_text`) flags is left out.
+    """
+    hits = answer.get("hits") if isinstance(answer, dict) else None
     lines = []
-    for hit in answer.get("hits", []):
+    for hit in (hits if isinstance(hits, list) else [])[:MAX_HITS]:
         if not isinstance(hit, dict) or not isinstance(hit.get("id"), str):
             continue
-        where = hit.get("path") or hit.get("uri") or f"skill id {hit['id']}"
-        evidence = [str(e) for e in hit.get("evidence") or []][:6]
+        sid = _cut(hit["id"], MAX_WHERE)
+        where = _cut(hit.get("path"), MAX_WHERE) or _cut(hit.get("uri"), MAX_WHERE) or f"skill id {sid}"
+        raw = hit.get("evidence")
+        words = raw[:MAX_EVIDENCE] if isinstance(raw, list) else []
+        evidence = [w for w in (_cut(e, MAX_EVIDENCE_WORD) for e in words) if w]
         why = (f"the prompt's words {', '.join(evidence)} are distinctive in it" if evidence
                else "close in meaning to the prompt")
-        desc = " ".join(str(hit.get("description") or "").split())
-        if len(desc) > MAX_DESCRIPTION:
-            desc = desc[: MAX_DESCRIPTION - 1].rstrip() + "…"
-        line = f"- {hit.get('name') or hit['id']} ({where}): {why}"
-        lines.append(line + (f". {desc}" if desc else ""))
+        desc = _cut(hit.get("description"), MAX_DESCRIPTION)
+        line = f"- {_cut(hit.get('name'), MAX_NAME) or sid} ({where}): {why}" + (f". {desc}" if desc else "")
+        if _screened(line):
+            lines.append(line)
     if not lines:
         return ""
     return ("Skills from the local skill library that fit this prompt (skillsight, best first). If one "
             "applies, read its SKILL.md before starting:\n" + "\n".join(lines))
+
+
+def _screened(line: str) -> bool:
+    """True when the injection screen finds nothing in ``line`` (a flagged line is logged, not shown)."""
+    from skillsight_fast.library.screen import screen_text
+
+    found = screen_text(line)
+    if found:
+        logger.info("left out of the context (%s): %s", "; ".join(str(f) for f in found), line[:120])
+    return not found
 
 
 def hook_output(context: str, event: str = EVENT) -> str:

@@ -38,8 +38,7 @@ from skillsight_fast.agents.install import (
     HOOK_TIMEOUT,
     SERVER_NAME,
     Change,
-    _keep_if_same,
-    _read_json,
+    _change,
     command_prefix,
     hook_command,
     merge_hook,
@@ -78,8 +77,9 @@ def _json_change(path: Path, new: dict[str, Any]) -> Change:
 
 
 def _merged(path: Path, merge: Any) -> Change:
-    old, data = _read_json(path)
-    return Change(path, old, _keep_if_same(old, data, merge(data)))
+    """The change ``merge`` makes to a host's JSON file, read by the bounded reader; ``apply``
+    re-merges it under the lock when another writer changed the file meanwhile."""
+    return _change(path, merge)
 
 
 # --- Claude Code -------------------------------------------------------------------------------------

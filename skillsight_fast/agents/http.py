@@ -39,6 +39,7 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import urlsplit
 
+from skillsight_fast.agents.endpoint import NONCE_HEADER, PROOF_HEADER, proof
 from skillsight_fast.agents.live import SkillFileError, UnknownSkillError
 from skillsight_fast.agents.service import DEFAULT_MAX_CONNECTIONS, LOOPBACK, MAX_BODY_BYTES, SkillService
 from skillsight_fast.errors import QueryError, SkillsightError
@@ -320,11 +321,14 @@ class _Guard:
     """
 
     def __init__(self, app: Any, *, token: str | None, allowed_hosts: frozenset[str],
-                 max_body: int = MAX_BODY_BYTES) -> None:
+                 max_body: int = MAX_BODY_BYTES, endpoint_secret: str | None = None) -> None:
         self.app = app
         self.token = token.encode("utf-8") if token is not None else None
         self.allowed_hosts = allowed_hosts
         self.max_body = max_body
+        #: The secret of the endpoint record (:mod:`skillsight_fast.agents.endpoint`): accepted as a
+        #: bearer token, and the key of the proof header on every answer to a request with a nonce.
+        self.secret = endpoint_secret.encode("utf-8") if endpoint_secret else None
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -333,11 +337,45 @@ class _Guard:
         headers: list[tuple[bytes, bytes]] = scope["headers"]
         problem = self._check_access(scope, headers) or self._check_framing(scope, headers)
         if problem is None:
+            nonce = [v for k, v in headers if k == NONCE_HEADER.lower().encode()]
+            if self.secret is not None and len(nonce) == 1 and len(nonce[0]) <= 128:
+                send = self._signing(send, nonce[0].strip())
             await self.app(scope, receive, send)
             return
         status, message = problem
         extra = ((b"www-authenticate", b'Bearer realm="skillsight"'),) if status == 401 else ()
         await _send_json(send, status, {"error": message, "status": int(status)}, close=True, headers=extra)
+
+    def _signing(self, send: Any, nonce: bytes) -> Any:
+        """``send`` that holds the response until its body is whole, then adds the proof header
+        ``HMAC-SHA256(secret, nonce + "\\n" + body)`` (the prompt hook checks it)."""
+        held: list[dict[str, Any]] = []
+        body: list[bytes] = []
+
+        async def signed(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                held.append(message)
+                return
+            if message["type"] == "http.response.body" and held:
+                body.append(message.get("body", b""))
+                if message.get("more_body", False):
+                    return
+                data = b"".join(body)
+                start = dict(held.pop())
+                start["headers"] = [*start.get("headers", []),
+                                    (PROOF_HEADER.lower().encode(), proof(self.secret, nonce, data).encode())]
+                await send(start)
+                await send({"type": "http.response.body", "body": data, "more_body": False})
+                return
+            await send(message)
+
+        return signed
+
+    def _bearer(self, headers: list[tuple[bytes, bytes]]) -> bytes:
+        """The credentials of the one ``Authorization: Bearer ...`` header (scheme in any case), or b""."""
+        auth = [v for k, v in headers if k == b"authorization"]
+        scheme, _, given = auth[0].strip().partition(b" ") if len(auth) == 1 else (b"", b"", b"")
+        return given.strip(b" ") if scheme.lower() == b"bearer" else b""
 
     @staticmethod
     def _values(headers: list[tuple[bytes, bytes]], name: bytes) -> list[str]:
@@ -345,6 +383,8 @@ class _Guard:
 
     def _check_access(self, scope: dict[str, Any], headers: list[tuple[bytes, bytes]]
                       ) -> tuple[int, str] | None:
+        if self.secret is not None and hmac.compare_digest(self._bearer(headers), self.secret):
+            return None  # the prompt hook, with the secret of the endpoint record (private to this user)
         if self.token is not None:  # the token is the proof; Host and Origin do not matter then
             auth = [v for k, v in headers if k == b"authorization"]
             scheme, _, given = auth[0].strip().partition(b" ") if len(auth) == 1 else (b"", b"", b"")
@@ -387,7 +427,7 @@ class _Guard:
 # ---------------------------------------------------------------------------------------------- the app
 def build_app(service: SkillService, *, token: str | None = None,
               allowed_hosts: frozenset[str] = frozenset(LOOPBACK), limits: HTTPLimits = HTTPLimits(),
-              mcp: bool = True) -> Any:
+              mcp: bool = True, endpoint_secret: str | None = None) -> Any:
     """The ASGI app: the routes and ``/mcp`` behind :class:`_Guard`.
 
     Parameters
@@ -495,7 +535,7 @@ def build_app(service: SkillService, *, token: str | None = None,
             yield
 
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error}, lifespan=lifespan)
-    return _Guard(app, token=token, allowed_hosts=allowed_hosts)
+    return _Guard(app, token=token, allowed_hosts=allowed_hosts, endpoint_secret=endpoint_secret)
 
 
 # ---------------------------------------------------------------------------------------------- the server
@@ -509,7 +549,7 @@ class SkillHTTPServer:
 
     def __init__(self, address: tuple[str, int], service: SkillService, *, token: str | None = None,
                  allow_hosts: tuple[str, ...] = (), limits: HTTPLimits = HTTPLimits(),
-                 mcp: bool = True) -> None:
+                 mcp: bool = True, endpoint_secret: str | None = None) -> None:
         import uvicorn
 
         self.service = service
@@ -528,7 +568,8 @@ class SkillHTTPServer:
             self.socket.close()
             raise
         self.server_address = self.socket.getsockname()
-        self.app = build_app(service, token=token, allowed_hosts=self.allowed_hosts, limits=limits, mcp=mcp)
+        self.app = build_app(service, token=token, allowed_hosts=self.allowed_hosts, limits=limits, mcp=mcp,
+                             endpoint_secret=endpoint_secret)
         config = uvicorn.Config(
             self.app, http=functools.partial(_protocol_class(), limits=limits), ws="none", lifespan="on",
             loop="asyncio", interface="asgi3", log_config=None, access_log=False, proxy_headers=False,
@@ -611,7 +652,7 @@ def check_http_options(host: str, port: Any, token: str | None = None, max_conne
 def make_http_server(service: SkillService, host: str = "127.0.0.1", port: int = 8765, *,
                      token: str | None = None, allow_hosts: tuple[str, ...] = (),
                      max_connections: int | None = None, limits: HTTPLimits | None = None,
-                     mcp: bool = True) -> SkillHTTPServer:
+                     mcp: bool = True, endpoint_secret: str | None = None) -> SkillHTTPServer:
     """Bind (``port`` 0 picks a free one) without serving yet; call ``serve_forever()``.
 
     Parameters
@@ -632,6 +673,9 @@ def make_http_server(service: SkillService, host: str = "127.0.0.1", port: int =
         Clocks and caps (:class:`HTTPLimits`); default the class defaults.
     mcp : bool
         Also serve MCP's streamable HTTP transport at ``/mcp``.
+    endpoint_secret : str, optional
+        The secret published in the endpoint record for the prompt hook: accepted as a bearer
+        token, and answers to a request with a nonce carry a proof keyed by it.
 
     Raises
     ------
@@ -653,6 +697,6 @@ def make_http_server(service: SkillService, host: str = "127.0.0.1", port: int =
         logger.warning("serving on %s: reachable from other machines; every request needs the token", host)
     try:
         return SkillHTTPServer((host, port), service, token=token, allow_hosts=allow_hosts, limits=limits,
-                               mcp=mcp)
+                               mcp=mcp, endpoint_secret=endpoint_secret)
     except OSError as exc:
         raise SkillsightError(f"cannot listen on {host}:{port} ({exc.strerror or exc})") from None

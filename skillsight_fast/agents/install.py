@@ -10,12 +10,15 @@ server is kept as it was. Running it twice changes nothing; ``--dry-run`` prints
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import difflib
 import json
 import os
+import re
 import shlex
 import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +41,8 @@ class Change:
     path: Path
     old: str | None
     new: str
+    #: The new text for another old text (``apply`` re-merges when the file changed since it was read).
+    remake: Callable[[str | None], str] | None = None
 
     @property
     def changed(self) -> bool:
@@ -69,27 +74,55 @@ def server_entry(index: Path, prefix: list[str] | None = None, watch: bool = Fal
     return {"type": "stdio", "command": cmd[0], "args": cmd[1:], "env": {}}
 
 
-def _read_json(path: Path) -> tuple[str | None, dict[str, Any]]:
-    if not path.exists():
-        return None, {}
+#: Largest settings file read (bytes).
+MAX_SETTINGS_BYTES = 16 << 20
+#: Deepest nesting of a settings file (deeper ones are refused, never rewritten).
+MAX_SETTINGS_DEPTH = 64
+#: Stands for a number with a fraction or exponent while a settings file is merged; ``_dump``
+#: writes the number's original text back (``1e400`` stays ``1e400``, never ``Infinity``).
+_NUMBER_TAG = f"\x00skillsight-number-{os.urandom(6).hex()}:"
+_NUMBERS: list[str] = []
+
+
+def _keep_number(text: str) -> str:
+    _NUMBERS.append(text)
+    return f"{_NUMBER_TAG}{len(_NUMBERS) - 1}\x00"
+
+
+def _read_text(path: Path) -> str | None:
+    """The text of a settings file (None: it does not exist), through the bounded reader: a FIFO,
+    a device or a file over :data:`MAX_SETTINGS_BYTES` is refused with a message."""
+    from skillsight_fast.limits import read_text
+
+    if not os.path.lexists(path) or not os.path.exists(path):
+        return None  # missing, or a dangling symlink (written through to its target)
+    return read_text(path, MAX_SETTINGS_BYTES, error=SkillsightError, what="settings file")
+
+
+def _parse(path: Path, text: str | None) -> dict[str, Any]:
+    from skillsight_fast.limits import load_json
+
+    if text is None or not text.strip():
+        return {}
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SkillsightError(f"{path}: cannot read ({exc})") from None
-    if not text.strip():
-        return text, {}
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SkillsightError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno}); fix it first, "
-                              "nothing was changed") from None
+        data = load_json(text, error=SkillsightError, what=str(path), max_depth=MAX_SETTINGS_DEPTH,
+                         parse_float=_keep_number)
+    except SkillsightError as exc:
+        raise SkillsightError(f"{exc}; fix it first, nothing was changed") from None
     if not isinstance(data, dict):
         raise SkillsightError(f"{path}: the top level is not a JSON object; nothing was changed")
-    return text, data
+    return data
+
+
+def _read_json(path: Path) -> tuple[str | None, dict[str, Any]]:
+    text = _read_text(path)
+    return text, _parse(path, text)
 
 
 def _dump(data: dict[str, Any]) -> str:
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    pattern = re.escape(json.dumps(_NUMBER_TAG)[1:-1]) + r"(\d+)\\u0000"
+    return re.sub(f'"{pattern}"', lambda m: _NUMBERS[int(m.group(1))], text)
 
 
 def merge_hook(settings: dict[str, Any], command: str) -> dict[str, Any]:
@@ -164,12 +197,20 @@ def plan_claude_code(index: str | os.PathLike[str], *, scope: str = "project", p
         settings_path, mcp_path = home_dir / ".claude" / "settings.json", home_dir / ".claude.json"
     changes = []
     if hook:
-        old, data = _read_json(settings_path)
-        changes.append(Change(settings_path, old, _keep_if_same(old, data, merge_hook(data, hook_command(idx, prefix)))))
+        changes.append(_change(settings_path, lambda data: merge_hook(data, hook_command(idx, prefix))))
     if mcp:
-        old, data = _read_json(mcp_path)
-        changes.append(Change(mcp_path, old, _keep_if_same(old, data, merge_server(data, server_entry(idx, prefix, watch)))))
+        changes.append(_change(mcp_path, lambda data: merge_server(data, server_entry(idx, prefix, watch))))
     return changes
+
+
+def _change(path: Path, merge: Callable[[dict[str, Any]], dict[str, Any]]) -> Change:
+    """The change ``merge`` makes to the JSON file ``path``, able to redo itself on a newer text."""
+    def remake(old: str | None) -> str:
+        data = _parse(path, old)
+        return _keep_if_same(old, data, merge(data))
+
+    old = _read_text(path)
+    return Change(path, old, remake(old), remake)
 
 
 def _keep_if_same(old: str | None, before: dict[str, Any], after: dict[str, Any]) -> str:
@@ -180,12 +221,46 @@ def _keep_if_same(old: str | None, before: dict[str, Any], after: dict[str, Any]
 
 
 def apply(changes: list[Change]) -> list[Path]:
-    """Write the changed files atomically (same folder, then rename); returns what was written."""
+    """Write the changed files atomically (same folder, then rename); returns what was written.
+
+    A symlinked settings file is written through to its target (the link stays). Each file is
+    written under an exclusive ``fcntl`` lock of its folder (no lock file is left behind), and re-read under
+    that lock: when another writer changed it since it was planned, the merge is made again on
+    the new text (or, for a change that cannot redo itself, nothing is written and the error says so).
+    """
     written = []
     for ch in changes:
         if not ch.changed:
             continue
-        mode = ch.path.stat().st_mode & 0o777 if ch.path.exists() else 0o644
-        atomic_write_bytes(ch.path, ch.new.encode("utf-8"), mode)
+        target = Path(os.path.realpath(ch.path))
+        with _locked(target):
+            current = _read_text(target)
+            new = ch.new
+            if current != ch.old:
+                if ch.remake is None:
+                    raise SkillsightError(f"{ch.path}: changed while installing; nothing was written, "
+                                          "run again")
+                new = ch.remake(current)
+                if new == current:
+                    continue
+            mode = target.stat().st_mode & 0o777 if target.exists() else 0o644
+            atomic_write_bytes(target, new.encode("utf-8"), mode)
         written.append(ch.path)
     return written
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` of the folder of ``path`` (a no-op where ``fcntl`` is missing)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

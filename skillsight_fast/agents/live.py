@@ -13,6 +13,7 @@ from __future__ import annotations
 import mimetypes
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
 SCHEME = "skill://"
 #: Largest supporting file (scripts/, references/, ...) that get_skill or a resource read returns.
 MAX_SKILL_FILE_BYTES = 1024 * 1024
+#: Longest ``skill://`` URI parsed (characters); a longer one is refused before any work.
+MAX_URI_CHARS = 8192
 
 
 class UnknownSkillError(QueryError):
@@ -135,13 +138,22 @@ class LiveIndex:
             Not a skill URI, or no indexed skill matches it.
         """
         if not isinstance(uri, str) or not uri.startswith(SCHEME):
-            raise UnknownSkillError(f"not a {SCHEME} URI: {uri!r}")
+            raise UnknownSkillError(f"not a {SCHEME} URI: {str(uri)[:200]!r}")
+        if len(uri) > MAX_URI_CHARS:
+            raise UnknownSkillError(f"a {SCHEME} URI of {len(uri):,} characters is over the "
+                                    f"{MAX_URI_CHARS:,} limit")
         parts = uri[len(SCHEME):].split("?", 1)[0].split("#", 1)[0].split("/")
-        for cut in range(len(parts) - 1, 0, -1):
+        # only as many leading segments as the deepest id has are tried (linear in the URI's length)
+        for cut in range(min(len(parts) - 1, self._id_depth), 0, -1):
             sid = "/".join(unquote(p) for p in parts[:cut])
             if sid in self.row_of:
                 return sid, unquote("/".join(parts[cut:]))
-        raise UnknownSkillError(f"no indexed skill has the URI {uri!r}")
+        raise UnknownSkillError(f"no indexed skill has the URI {uri[:200]!r}")
+
+    @cached_property
+    def _id_depth(self) -> int:
+        """Most ``/``-separated segments of an indexed skill id."""
+        return 1 + max((sid.count("/") for sid in self.row_of), default=0)
 
     def resources(self) -> list[dict[str, Any]]:
         """One resource record (uri, name, description, mimeType) per indexed skill's SKILL.md.
@@ -207,16 +219,12 @@ class LiveIndex:
             raise SkillFileError(f"skill {skill_id!r} has no file {relpath!r}") from None
         if not target.is_relative_to(root) or target == root:
             raise SkillFileError(f"{relpath!r} leaves the folder of skill {skill_id!r}")
-        try:
-            if not target.is_file():
-                raise SkillFileError(f"skill {skill_id!r} has no file {relpath!r} (not a regular file)")
-            size = target.stat().st_size
-            if size > MAX_SKILL_FILE_BYTES:
-                raise SkillFileError(f"{relpath!r} of skill {skill_id!r} is {size} bytes, over the "
-                                     f"{MAX_SKILL_FILE_BYTES}-byte limit")
-            data = target.read_bytes()
-        except OSError as exc:
-            raise SkillFileError(f"cannot read {relpath!r} of skill {skill_id!r} ({exc.strerror})") from None
+        from skillsight_fast.limits import read_regular_file
+
+        # the bounded reader: a regular file within the limit, and one with a single link (a hard
+        # link in the folder may name any file of the same file system: resolving cannot tell)
+        data = read_regular_file(target, MAX_SKILL_FILE_BYTES, error=SkillFileError,
+                                 what=f"file {relpath!r} of skill {skill_id!r}", single_link=True)
         return data, mime_type(rel), target
 
 

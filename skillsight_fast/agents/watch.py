@@ -124,6 +124,8 @@ class LiveIndexWatcher:
         self._started = threading.Event()
         self._thread: threading.Thread | None = None
         self._index_dir = service.directory.expanduser().absolute()
+        #: The skipped files of the last refresh (each is logged once, when it first appears).
+        self._problems: set[str] = set()
 
     # ------------------------------------------------------------------ one update
     def refresh(self) -> "UpdateReport | None":
@@ -139,8 +141,12 @@ class LiveIndexWatcher:
 
         current = self.service.live()  # its texts were read with it, before the folder is rewritten
         loaded = load_skills(self.sources)
-        for problem in loaded.problems:
+        problems = {str(problem) for problem in loaded.problems}
+        for problem in sorted(problems - self._problems):  # only what changed, not every refresh
             logger.warning("watch: skipped %s", problem)
+        for problem in sorted(self._problems - problems):
+            logger.info("watch: no longer skipped: %s", problem)
+        self._problems = problems
         skills = loaded.skills
         # the document encoder, loaded only when a skill needs encoding (a served index that only
         # searched has its task encoder loaded, not this one), then kept for the next refresh

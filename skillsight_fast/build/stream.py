@@ -108,6 +108,69 @@ class DiskTexts(Sequence[str]):
                 buf = b""
 
 
+#: Name prefix of a build's temporary folder (hidden; a killed build's folder is removed by the next build).
+BUILD_PREFIX = ".skillsight-build-"
+#: Seconds after which a build folder without a lock file (older versions, or a killed build caught
+#: between creating its folder and its lock) counts as stale.
+STALE_UNLOCKED_S = 3600.0
+
+
+def _try_lock(path: Path) -> int | None:
+    """An fd holding an exclusive ``flock`` of ``path`` (created if missing), or None when another
+    process holds it."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def remove_stale_builds(workdir: str | os.PathLike[str] | None) -> int:
+    """Remove the temporary folders of builds that were killed (``kill -9``) in ``workdir``.
+
+    A live build holds an ``flock`` on its folder's ``.lock``; a folder whose lock can be taken has
+    no live owner. Returns how many folders were removed.
+    """
+    try:
+        import fcntl  # noqa: F401
+    except ImportError:  # pragma: no cover - Windows: no leftovers are removed
+        return 0
+    root = Path(workdir) if workdir is not None else Path(tempfile.gettempdir())
+    removed = 0
+    try:
+        candidates = [*root.glob(f"{BUILD_PREFIX}*"), *root.glob("skillsight-build-*")]  # old name too
+    except OSError:
+        return 0
+    for d in candidates:
+        if not d.is_dir() or d.is_symlink():
+            continue
+        lock = d / ".lock"
+        try:
+            if not lock.exists():
+                if time.time() - d.stat().st_mtime < STALE_UNLOCKED_S:
+                    continue
+                fd = None
+            else:
+                fd = _try_lock(lock)
+                if fd is None:
+                    continue  # a live build
+            try:
+                shutil.rmtree(d)
+                removed += 1
+            finally:
+                if fd is not None:
+                    os.close(fd)
+        except OSError as exc:
+            logger.debug("cannot remove the stale build folder %s: %s", d, exc)
+    if removed:
+        logger.info("removed %d folder(s) of killed builds in %s", removed, root)
+    return removed
+
+
 class StreamBuilder:
     """Accumulate shards in row order; :meth:`finish` assembles the index.
 
@@ -121,7 +184,13 @@ class StreamBuilder:
 
     def __init__(self, config: IndexConfig, workdir: str | os.PathLike[str] | None = None) -> None:
         self.config = config
-        self._dir = Path(tempfile.mkdtemp(prefix="skillsight-build-", dir=workdir))
+        remove_stale_builds(workdir)
+        self._dir = Path(tempfile.mkdtemp(prefix=BUILD_PREFIX, dir=workdir))
+        self._lock: int | None = None
+        try:
+            self._lock = _try_lock(self._dir / ".lock")  # held while this build lives
+        except (ImportError, OSError):  # pragma: no cover - no flock here
+            pass
         self._emb = open(self._dir / "embeddings.f32", "wb")
         self._namedesc = open(self._dir / "namedesc.f32", "wb")  # stays empty for the text vector
         self._n_namedesc = 0
@@ -261,6 +330,9 @@ class StreamBuilder:
             if not fh.closed:
                 fh.close()
         shutil.rmtree(self._dir, ignore_errors=True)
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
 
 
 def chunks(skills: Iterable[Skill], size: int) -> Iterator[list[Skill]]:

@@ -146,7 +146,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.mcp:
         server = build_mcp_server(service)
         ready = service.start()
-        side = make_http_server(service, "127.0.0.1", 0, mcp=False) if args.endpoint else None
+        secret = endpoint.new_secret()
+        side = (make_http_server(service, "127.0.0.1", 0, mcp=False, endpoint_secret=secret)
+                if args.endpoint else None)
+        if side is not None:
+            endpoint.withdraw_on_signals(args.index)  # SIGTERM/SIGHUP remove the endpoint file too
 
         def background() -> None:
             ready.join()
@@ -160,7 +164,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 print(f"skillsight: --watch disabled: {exc}", file=sys.stderr)
             if side is not None:
                 threading.Thread(target=side.serve_forever, daemon=True, name="skillsight-endpoint").start()
-                endpoint.publish(args.index, side.url)
+                endpoint.publish(args.index, side.url, secret)
 
         threading.Thread(target=background, daemon=True, name="skillsight-start").start()
         if not args.quiet:
@@ -179,11 +183,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 0
     service.warm()
     after_warm_up()
+    secret = endpoint.new_secret() if is_loopback(args.host) else None
     server = make_http_server(service, args.host, args.port, token=token, allow_hosts=tuple(args.allow_host),
-                              max_connections=args.max_connections)
+                              max_connections=args.max_connections, endpoint_secret=secret)
     try:  # publish inside the try: an interrupt right after start-up still withdraws the endpoint
-        if token is None and is_loopback(args.host):  # the prompt hook asks it (it has no token)
-            endpoint.publish(args.index, server.url)
+        if secret is not None:  # the prompt hook asks it with the record's secret (a --token-file server too)
+            endpoint.withdraw_on_signals(args.index)
+            endpoint.publish(args.index, server.url, secret)
         if args.json:
             emit_json({"url": server.url, "n_skills": len(service.index), "abstention": service.health()["abstention"],
                        "watching": [str(s) for s in watcher.sources] if watcher is not None else None})

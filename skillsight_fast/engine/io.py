@@ -57,6 +57,7 @@ from skillsight_fast.files import (
     sha256_bytes,
     sha256_file,
     sha256_files_in_background,
+    umask_mode,
     write_durable,
     write_durable_chunks,
 )
@@ -173,6 +174,7 @@ def _save_unlocked(state: IndexState, directory: Path, extra_files: dict[str, by
     from skillsight_fast.library.screen import SCREEN_VERSION
 
     tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-", dir=directory.parent))
+    os.chmod(tmp, umask_mode(0o777))  # mkdtemp's 0700 would stay on the index after the rename
     try:
         for name, data in extra_files.items():
             write_durable(tmp / name, data)

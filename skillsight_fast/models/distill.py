@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from skillsight_fast.errors import ModelError
+from skillsight_fast.files import umask_mode
 from skillsight_fast.models.static import StaticEncoder, is_static_model_dir, save_static_model
 
 logger = logging.getLogger(__name__)
@@ -164,6 +165,7 @@ def resolve_static_model(query_model: str | os.PathLike[str] | None, teacher_mod
         logger.warning("distilling a static encoder from %s into %s (once; about a minute)", teacher_model, folder)
         folder.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
+        os.chmod(tmp, umask_mode(0o777))  # a shared model cache stays readable as the user's umask says
         try:
             distill_to_folder(teacher if teacher is not None else load_encoder(teacher_model), tmp)
             try:

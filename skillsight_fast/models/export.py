@@ -11,6 +11,8 @@ import json
 import logging
 import math
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -326,6 +328,10 @@ def quantize_onnx_int8(fp32_path: str | os.PathLike[str], out_path: str | os.Pat
     atomically to ``out_path``. onnxruntime's ``quant_pre_process`` is not needed: the
     exported graph is already in the form it would produce (measured: identical int8 output).
 
+    onnxruntime writes a shape-inferred copy beside its input under a fixed name
+    (``<model>-inferred.onnx``): two first runs at once raced on it. The input is therefore linked
+    (or copied) into a private temporary folder beside ``out_path`` and quantized from there.
+
     Returns
     -------
     pathlib.Path
@@ -344,10 +350,17 @@ def quantize_onnx_int8(fp32_path: str | os.PathLike[str], out_path: str | os.Pat
         raise ModelError(f"{fp32_path} not found: nothing to quantize")
     advice = _DropPreprocessAdvice()  # quantize_dynamic's advice to pre-process: not needed (above)
     root.addFilter(advice)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    private = Path(tempfile.mkdtemp(prefix=f".{out.name}.quant-", dir=out.parent))
     try:
+        source = private / "model.onnx"
+        try:
+            os.link(fp32_path, source)
+        except OSError:  # another file system, or no hard links: a copy
+            shutil.copyfile(fp32_path, source)
         with atomic_output(out, suffix=".onnx") as tmp:
             quantize_dynamic(
-                str(fp32_path),
+                str(source),
                 str(tmp),
                 per_channel=True,
                 op_types_to_quantize=["MatMul"],
@@ -359,5 +372,6 @@ def quantize_onnx_int8(fp32_path: str | os.PathLike[str], out_path: str | os.Pat
         for handler in [h for h in root.handlers if h not in handlers]:
             root.removeHandler(handler)
         root.setLevel(level)
+        shutil.rmtree(private, ignore_errors=True)
     logger.info("quantized %s -> %s", fp32_path, out)
     return out

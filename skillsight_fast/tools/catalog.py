@@ -29,6 +29,8 @@ from skillsight_fast.library.skills import Skill
 TOOL_TEXTS = ("description", "params", "schema")
 #: The tool text used when none is asked for.
 DEFAULT_TOOL_TEXT = "schema"
+#: Largest MCP server configuration file read (bytes).
+MAX_CONFIG_BYTES = 4 << 20
 #: Nesting depth of object parameters that the ``params`` text lists (``a.b.c``).
 MAX_PARAM_DEPTH = 3
 
@@ -238,11 +240,10 @@ def read_mcp_config(path: str) -> list[ServerConfig]:
     """Read a JSON file holding an ``mcpServers`` block (see :func:`parse_mcp_config`)."""
     from pathlib import Path
 
+    from skillsight_fast.limits import load_json, read_text
+
     p = Path(path).expanduser()
-    try:
-        obj = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise SkillFormatError(f"{p}: cannot read ({exc.strerror or exc})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise SkillFormatError(f"{p}: not valid JSON ({exc})") from None
+    # the bounded reader: a FIFO or device is refused, size and nesting are limited
+    obj = load_json(read_text(p, MAX_CONFIG_BYTES, error=SkillFormatError, what="MCP server configuration"),
+                    error=SkillFormatError, what=str(p))
     return parse_mcp_config(obj, source=str(p))

@@ -37,11 +37,13 @@ def tool_of(server: str, t: Any) -> Tool:
 
 
 async def open_session(stack: AsyncExitStack, config: ServerConfig, *, message_handler: Any = None,
-                       errlog: Any = None, wrap_read: Any = None) -> Any:
+                       errlog: Any = None, wrap_read: Any = None, die_with_parent: bool = False) -> Any:
     """Start (stdio) or connect to (URL) one server inside ``stack``; the SDK session, not initialized.
 
     ``wrap_read`` may wrap the transport's read stream (the proxy uses it to notice a server that
-    went away); ``errlog`` receives a stdio server's stderr (default: discarded).
+    went away); ``errlog`` receives a stdio server's stderr (default: discarded);
+    ``die_with_parent`` starts a stdio server so that it is killed when this process dies
+    (:func:`skillsight_fast.tools.guard.orphan_guard`).
     """
     mcp = _sdk()
     if config.url:
@@ -51,8 +53,12 @@ async def open_session(stack: AsyncExitStack, config: ServerConfig, *, message_h
     else:
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
-        params = StdioServerParameters(command=config.command, args=list(config.args),
-                                       env=dict(config.env) or None)
+        command, args = config.command, list(config.args)
+        if die_with_parent:
+            from skillsight_fast.tools.guard import orphan_guard
+
+            command, args = orphan_guard(command, args)
+        params = StdioServerParameters(command=command, args=args, env=dict(config.env) or None)
         if errlog is None:
             errlog = stack.enter_context(open(os.devnull, "w"))
         streams = await stack.enter_async_context(stdio_client(params, errlog=errlog))

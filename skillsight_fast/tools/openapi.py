@@ -13,11 +13,17 @@ A tool's fields, from the operation:
 
 Local references (``#/components/...``) are resolved, a recursive schema is cut where it recurs;
 references to other files are kept as they are. Swagger 2.0 files are refused with a message.
+
+A spec is untrusted input: it is read by the bounded reader (:func:`skillsight_fast.limits.load_document`:
+a regular file of at most :data:`MAX_SPEC_BYTES`, nesting at most :data:`MAX_SPEC_DEPTH`, YAML aliases
+within a fixed expansion budget), only string summaries and descriptions are used (each cut to
+:data:`MAX_TEXT_CHARS`), and one operation's resolved input schema holds at most
+:data:`MAX_SCHEMA_NODES` values nested at most :data:`MAX_SCHEMA_DEPTH` deep (references that fan
+out, a "billion laughs" through ``$ref``, are cut with a note).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -32,6 +38,16 @@ METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 MAX_SPEC_BYTES = 32 * 1024 * 1024
 #: Deepest chain of references followed inside one schema.
 MAX_REF_DEPTH = 12
+#: Deepest nesting of objects and arrays read from a spec file.
+MAX_SPEC_DEPTH = 100
+#: Most values (objects, arrays, scalars) of one operation's resolved input schema.
+MAX_SCHEMA_NODES = 20_000
+#: Most values of all resolved input schemas of one spec together.
+MAX_SPEC_SCHEMA_NODES = 2_000_000
+#: Deepest nesting of one operation's resolved input schema (past it a note replaces the rest).
+MAX_SCHEMA_DEPTH = 48
+#: Longest summary or description kept (characters).
+MAX_TEXT_CHARS = 16_384
 
 
 def read_openapi(path: str | Path, name: str = "") -> list[Tool]:
@@ -44,31 +60,17 @@ def read_openapi(path: str | Path, name: str = "") -> list[Tool]:
     SkillFormatError
         The file cannot be read or parsed, is not OpenAPI 3, or has no operation.
     """
+    from skillsight_fast.limits import load_document
+
     p = Path(path).expanduser()
-    try:
-        if p.stat().st_size > MAX_SPEC_BYTES:
-            raise SkillFormatError(f"{p}: larger than {MAX_SPEC_BYTES // 2**20} MiB")
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SkillFormatError(f"{p}: cannot read ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise SkillFormatError(f"{p}: not UTF-8 text") from None
-    spec = _parse(text, str(p))
+    spec = load_document(p, MAX_SPEC_BYTES, error=SkillFormatError, what="OpenAPI spec",
+                         max_depth=MAX_SPEC_DEPTH)
     return openapi_tools(spec, name or _slug(p.stem), source=str(p))
 
 
-def _parse(text: str, source: str) -> Any:
-    if text.lstrip().startswith(("{", "[")):
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SkillFormatError(f"{source}: not valid JSON ({exc})") from None
-    import yaml
-
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise SkillFormatError(f"{source}: not valid YAML ({str(exc).splitlines()[0]})") from None
+def _text(value: Any) -> str:
+    """A summary or description: a string, whitespace collapsed and cut (anything else is no text)."""
+    return " ".join(value[: 2 * MAX_TEXT_CHARS].split())[:MAX_TEXT_CHARS] if isinstance(value, str) else ""
 
 
 def _slug(text: str) -> str:
@@ -98,14 +100,15 @@ def openapi_tools(spec: Any, server: str, *, source: str = "spec") -> list[Tool]
             op = item.get(method)
             if not isinstance(op, Mapping):
                 continue
-            name = _slug(str(op.get("operationId") or f"{method}_{route}"))
+            op_id = op.get("operationId")
+            name = _slug(str(op_id if isinstance(op_id, (str, int)) else f"{method}_{route}")[:200])
             base, n = name, 2
             while name in seen:
                 name, n = f"{base}_{n}", n + 1
             seen.add(name)
-            summary = " ".join(str(op.get("summary") or "").split())
-            desc = " ".join(str(op.get("description") or "").split()) or summary
-            http = f"HTTP: {method.upper()} {route}"
+            summary = _text(op.get("summary"))
+            desc = _text(op.get("description")) or summary
+            http = f"HTTP: {method.upper()} {str(route)[:1000]}"
             tools.append(Tool(server=server, name=name, title=summary,
                               description=f"{desc}\n{http}" if desc else http,
                               input_schema=_input_schema(resolver, [*shared, *(op.get("parameters") or [])],
@@ -116,6 +119,7 @@ def openapi_tools(spec: Any, server: str, *, source: str = "spec") -> list[Tool]
 
 
 def _input_schema(resolver: _Resolver, params: list[Any], body: Any) -> dict[str, Any]:
+    resolver.budget = MAX_SCHEMA_NODES
     props: dict[str, Any] = {}
     required: list[str] = []
     by_key: dict[tuple[str, str], Mapping[str, Any]] = {}
@@ -128,8 +132,8 @@ def _input_schema(resolver: _Resolver, params: list[Any], body: Any) -> dict[str
         if not schema and isinstance(p.get("content"), Mapping):
             schema = resolver.schema(_first_media(p["content"]))
         prop = dict(schema) if isinstance(schema, Mapping) else {}
-        if p.get("description"):
-            prop["description"] = " ".join(str(p["description"]).split())
+        if _text(p.get("description")):
+            prop["description"] = _text(p["description"])
         prop["x-in"] = where
         props[name] = prop
         if p.get("required") or where == "path":
@@ -138,8 +142,8 @@ def _input_schema(resolver: _Resolver, params: list[Any], body: Any) -> dict[str
     if isinstance(body, Mapping) and isinstance(body.get("content"), Mapping):
         schema = resolver.schema(_first_media(body["content"]))
         prop = dict(schema) if isinstance(schema, Mapping) else {}
-        if body.get("description"):
-            prop["description"] = " ".join(str(body["description"]).split())
+        if _text(body.get("description")):
+            prop["description"] = _text(body["description"])
         prop["x-in"] = "body"
         key = "body" if "body" not in props else "request_body"
         props[key] = prop
@@ -161,10 +165,18 @@ def _first_media(content: Mapping[str, Any]) -> Any:
 
 
 class _Resolver:
-    """Follows ``#/...`` references of one document, cutting cycles."""
+    """Follows ``#/...`` references of one document, cutting cycles, fan-out and depth."""
 
     def __init__(self, spec: Mapping[str, Any]) -> None:
         self.spec = spec
+        self.budget = MAX_SCHEMA_NODES  # reset per operation by _input_schema
+        self.total = MAX_SPEC_SCHEMA_NODES
+
+    def schema(self, node: Any) -> Any:
+        """A copy of a schema with its local references resolved, within the node budgets
+        (:data:`MAX_SCHEMA_NODES` per operation, :data:`MAX_SPEC_SCHEMA_NODES` per spec) and
+        :data:`MAX_SCHEMA_DEPTH` levels; what is past them becomes a note."""
+        return self._schema(node, (), 0)
 
     def lookup(self, ref: str) -> Any:
         node: Any = self.spec
@@ -189,18 +201,25 @@ class _Resolver:
             node, depth = target, depth + 1
         return node
 
-    def schema(self, node: Any, stack: tuple[str, ...] = ()) -> Any:
-        """A copy of a schema with its local references resolved (a recursion left as a note)."""
+    def _schema(self, node: Any, stack: tuple[str, ...], depth: int) -> Any:
+        self.budget -= 1
+        self.total -= 1
+        if self.budget < 0 or self.total < 0 or depth >= MAX_SCHEMA_DEPTH:
+            if isinstance(node, (Mapping, list)):
+                return {"description": "(cut: schema too large or too deep)"}
+            return None
         if isinstance(node, Mapping):
             ref = node.get("$ref")
             if isinstance(ref, str) and ref.startswith("#/"):
                 if ref in stack or len(stack) >= MAX_REF_DEPTH:
-                    return {"type": "object", "description": f"(recursive: {ref.rsplit('/', 1)[-1]})"}
+                    return {"type": "object", "description": f"(recursive: {ref.rsplit('/', 1)[-1][:100]})"}
                 target = self.lookup(ref)
-                return node if target is None else self.schema(target, (*stack, ref))
-            return {k: self.schema(v, stack) for k, v in node.items()}
+                return node if target is None else self._schema(target, (*stack, ref), depth)
+            return {str(k)[:200]: self._schema(v, stack, depth + 1) for k, v in node.items()}
         if isinstance(node, list):
-            return [self.schema(v, stack) for v in node]
+            return [self._schema(v, stack, depth + 1) for v in node]
+        if isinstance(node, str) and len(node) > MAX_TEXT_CHARS:
+            return node[:MAX_TEXT_CHARS]
         return node
 
 

@@ -16,14 +16,17 @@ two tools of its own instead of the whole catalog:
 
 Pinned tools (``pins``) are listed directly under their own names and left out of search results.
 
-Lifecycle: every server is started in the background when the proxy starts (the host's own
-handshake never waits for them, unless tools are pinned); a search waits for the first attempt
-of each. A server that dies keeps its last tool list in the index and is restarted on the next
-call that needs it; one that fails to start is retried after a growing pause
-(:data:`RETRY_MIN` .. :data:`RETRY_MAX` seconds) and reported in results meanwhile. A call cut
-off by a dying server gets an error result saying so (it is not re-sent: it may have run). When a
-server sends ``notifications/tools/list_changed`` its tools are listed again and the index is
-rebuilt (only new tool texts are encoded). No failure of a downstream server ends the proxy.
+Lifecycle: every server is started in the background when the proxy starts (the host's own handshake
+never waits for them, unless tools are pinned); the first search waits at most
+:data:`FIRST_SEARCH_WAIT` seconds for them and answers from the servers that are ready (the others
+are named in ``starting``). A server that dies keeps its last tool list in the index and is
+restarted on the next call that needs it; a call that times out restarts its server (a server that
+answers one request at a time would otherwise stay stuck behind it); one that fails to start is
+retried after a growing pause (:data:`RETRY_MIN` .. :data:`RETRY_MAX` seconds) and reported in
+results meanwhile. A call cut off by a dying server gets an error result saying so (it is not re-sent:
+it may have run). When a server sends ``notifications/tools/list_changed`` its tools are
+listed again and the index is rebuilt (only new tool texts are encoded). No failure of a downstream
+server ends the proxy.
 
 Index cache: every index the proxy builds is saved under ``index_cache`` (default
 ``<user cache>/skillsight-fast/proxy``) in a folder named by :func:`tool_list_key`, the sha256 of
@@ -38,6 +41,11 @@ server configurations (``servers-<sha256>`` points at its folder, which holds th
 listed their tools the index is keyed again by the live lists (the same folder when nothing changed).
 Catalogues of at most :data:`NUMPY_ENGINE_MAX_TOOLS` tools are searched by the NumPy stages (same
 ids and order as the kernels, no Numba start-up).
+
+Bounds (:mod:`skillsight_fast.tools.guard`): a stdio server's answers are parsed by the guard (a
+malformed tool is skipped, not its server; an unreadable answer fails its request at once), each
+server keeps at most :data:`~skillsight_fast.tools.guard.MAX_TOOLS_PER_SERVER` tools (search results
+say so in ``notes``), and on Linux every stdio server is killed when the proxy dies.
 """
 
 from __future__ import annotations
@@ -56,6 +64,7 @@ import numpy as np
 from skillsight_fast.agents.find import find_skills
 from skillsight_fast.engine.abstention import Abstention
 from skillsight_fast.errors import SkillFormatError, SkillsightError, install_hint
+from skillsight_fast.tools import guard
 from skillsight_fast.tools.catalog import DEFAULT_TOOL_TEXT, ServerConfig, Tool, tool_skill
 from skillsight_fast.tools.mcp_source import _sdk, list_all_tools, open_session, server_name, tool_of
 
@@ -65,6 +74,8 @@ logger = logging.getLogger(__name__)
 START_TIMEOUT = 60.0
 #: Seconds a forwarded tools/call may take.
 CALL_TIMEOUT = 300.0
+#: Most seconds a search waits for servers still starting (it then answers from the ready ones).
+FIRST_SEARCH_WAIT = 5.0
 #: Pause before the first retry of a server that failed to start, doubled per failure up to RETRY_MAX.
 RETRY_MIN, RETRY_MAX = 2.0, 60.0
 #: Most tools one search may return.
@@ -171,11 +182,13 @@ class Upstream:
         self._gone: Any = None
         self._stop: Any = None
         self._lock: Any = None
+        #: Why some of its tools are left out (the per-server cap), for search results.
+        self.note = ""
 
     def status(self) -> dict[str, Any]:
         """``{server, state, error, tools, starts}`` for reports."""
         return {"server": self.name, "state": self.state, "error": self.error, "tools": len(self.tools),
-                "starts": self.starts}
+                "starts": self.starts, "note": self.note}
 
     @property
     def alive(self) -> bool:
@@ -217,16 +230,16 @@ class Upstream:
         """Open the connection, list the tools, report ready, and hold it until it ends or is stopped."""
         import anyio
 
-        gone, started = anyio.Event(), False
+        gone, stop, started, session = anyio.Event(), anyio.Event(), False, None
         try:
             async with AsyncExitStack() as stack:
                 session = await open_session(
                     stack, self.config, message_handler=self._on_message, errlog=self.proxy.errlog,
-                    wrap_read=lambda stream: _WatchedStream(stream, gone))
+                    wrap_read=lambda stream: _WatchedStream(stream, gone), die_with_parent=True)
                 with anyio.fail_after(self.proxy.start_timeout):
                     await session.initialize()
                     tools = await list_all_tools(session)
-                self._session, self._gone, self._stop = session, gone, anyio.Event()
+                self._session, self._gone, self._stop = session, gone, stop
                 self._set_tools(tools)
                 self.state = "ready"
                 started = True
@@ -237,22 +250,27 @@ class Upstream:
                         await event.wait()
                         watch.cancel_scope.cancel()
                     watch.start_soon(stop_on, gone)
-                    watch.start_soon(stop_on, self._stop)
+                    watch.start_soon(stop_on, stop)
         except Exception as exc:
             if not started:
                 raise
             logger.warning("MCP server %r: connection ended with an error: %s", self.name, _detail(exc))
         finally:
-            if started:
+            if started and self._session is session:  # still the current connection (not restarted)
                 self._session = None
-                if self._stop is not None and self._stop.is_set():
+                if stop.is_set():
                     self.state = "stopped"
                 elif self.state == "ready":
                     self.state = "down"
                     logger.warning("MCP server %r went away; it is restarted on its next call", self.name)
 
     def _set_tools(self, tools: Sequence[Any]) -> None:
-        new = {str(t.name): t for t in tools}
+        cap = guard.MAX_TOOLS_PER_SERVER
+        over = len(tools) > cap
+        self.note = f"lists more than {cap} tools; only its first {cap} are searched" if over else ""
+        if self.note:
+            logger.warning("MCP server %r %s", self.name, self.note)
+        new = {str(t.name): t for t in list(tools)[:cap]}
         if _tools_key(new) != _tools_key(self.tools):
             self.tools = new
             self.proxy._catalog_changed()
@@ -278,6 +296,16 @@ class Upstream:
 
     async def stop(self) -> None:
         """Close the connection (the server process is stopped by the SDK transport)."""
+        if self._stop is not None:
+            self._stop.set()
+
+    def restart(self) -> None:
+        """Drop the connection now (its process is stopped in the background); the next use starts
+        the server again."""
+        if self._session is not None:
+            self._session = None
+            self.state = "down"
+            logger.warning("MCP server %r is restarted on its next call", self.name)
         if self._stop is not None:
             self._stop.set()
 
@@ -345,8 +373,10 @@ class ToolProxy:
     def __init__(self, configs: Sequence[ServerConfig], *, encoder: Any = None,
                  abstention: Abstention | None = None, pins: Sequence[str] = (),
                  tool_text: str = DEFAULT_TOOL_TEXT, start_timeout: float = START_TIMEOUT,
-                 call_timeout: float = CALL_TIMEOUT, errlog: Any = None, index_cache: Any = None) -> None:
+                 call_timeout: float = CALL_TIMEOUT, errlog: Any = None, index_cache: Any = None,
+                 first_wait: float = FIRST_SEARCH_WAIT) -> None:
         _sdk_v2()
+        guard.install()
         names = [c.name for c in configs]
         if not configs:
             raise SkillFormatError("the proxy needs at least one MCP server")
@@ -361,6 +391,8 @@ class ToolProxy:
         self.pins = list(dict.fromkeys(pins))
         self.tool_text = tool_text
         self.start_timeout, self.call_timeout = float(start_timeout), float(call_timeout)
+        self.first_wait = float(first_wait)
+        self._encoder_ready: Any = None
         self.errlog = errlog if errlog is not None else sys.stderr
         self._encoder = encoder
         self._encoder_error = ""
@@ -392,6 +424,9 @@ class ToolProxy:
         import anyio
 
         self._ready, self._index_lock, self._first_index = anyio.Event(), anyio.Lock(), anyio.Event()
+        self._encoder_ready = anyio.Event()
+        if self._encoder is not None:
+            self._encoder_ready.set()
         async with anyio.create_task_group() as tg:
             self._tg = tg
             tg.start_soon(self._start_all)
@@ -442,6 +477,8 @@ class ToolProxy:
         except Exception as exc:  # no model package, broken model: searches say so, calls still work
             self._encoder_error = _detail(exc)
             logger.error("tool proxy: cannot load the encoder: %s", self._encoder_error)
+        finally:
+            self._encoder_ready.set()
 
     async def wait_ready(self) -> None:
         """Wait until every server was tried once and the first index is built."""
@@ -675,12 +712,17 @@ class ToolProxy:
             raise QueryError(f"'k' must be an integer from 1 to {MAX_K}, got {k!r}")
         if self._first_index is None:
             raise SkillsightError("the tool proxy is not running (use `async with proxy.running()`)")
-        await self._first_index.wait()  # the remembered index, or the one built once every server was tried
-        if self._ready.is_set():
+        # the remembered index, or the one built once every server was tried; but never more than
+        # first_wait seconds: then the answer comes from the servers that have listed by now
+        with anyio.move_on_after(self.first_wait):
+            await self._first_index.wait()
+        if not self._first_index.is_set() or self._ready.is_set():
+            await self._encoder_ready.wait()
             if self._encoder is None and self._index is None:
                 raise SkillsightError(f"tool search is unavailable: the encoder could not be loaded "
                                       f"({self._encoder_error or 'unknown error'})")
-            await self._ensure_index()
+            if self._ready.is_set() or self._encoder is not None:
+                await self._ensure_index()
         index, entries = self._index, self._index_tools
         rule = self.abstention.to_dict() if self.abstention else None
         out: dict[str, Any] = {"query": task, "abstention": rule, "tools": []}
@@ -691,12 +733,20 @@ class ToolProxy:
                 # collapse=False: two servers' tools of one name are different tools, not copies
                 lambda: find_skills(index, [task], k, abstention=self.abstention, lock=self._search_lock,
                                     collapse=False)[0])
+            from skillsight_fast.library.screen import screen_text
+
             for hit in answer.hits:
                 up, t = entries[hit.id]
+                title = _bounded(getattr(t, "title", None), guard.MAX_TITLE_CHARS)
+                desc = _bounded(getattr(t, "description", None), guard.MAX_DESCRIPTION_CHARS)
+                found = screen_text(f"{hit.id}\n{title}\n{desc}")
+                if found:  # what reaches the agent passes the injection screen
+                    out.setdefault("withheld", []).append({"name": hit.id[:200],
+                                                           "reasons": [f.rule for f in found]})
+                    continue
                 out["tools"].append({
-                    "name": hit.id, "server": up.name, "title": getattr(t, "title", None) or "",
-                    "description": getattr(t, "description", None) or "", "inputSchema": _schema(t),
-                    "score": round(hit.score, 4), "evidence": hit.evidence})
+                    "name": hit.id, "server": up.name, "title": title, "description": desc,
+                    "inputSchema": _schema(t), "score": round(hit.score, 4), "evidence": hit.evidence})
         # the same tools grouped by server (servers in the order of their best tool), for a task
         # that needs several tools of one server
         groups: dict[str, list[str]] = {}
@@ -707,6 +757,12 @@ class ToolProxy:
                for up in self.upstreams.values() if up.state == "failed"]
         if bad:
             out["unavailable"] = bad
+        starting = [up.name for up in self.upstreams.values() if up.state in ("idle", "starting")]
+        if starting:
+            out["starting"] = starting
+        notes = [{"server": up.name, "note": up.note} for up in self.upstreams.values() if up.note]
+        if notes:
+            out["notes"] = notes
         return out
 
     def resolve(self, name: str) -> tuple[Upstream, str]:
@@ -759,7 +815,10 @@ class ToolProxy:
             with anyio.fail_after(self.call_timeout):
                 return await session.call_tool(tool, arguments)
         except TimeoutError:
-            return _error_result(f"server {up.name!r} did not answer {tool!r} within {self.call_timeout:g} s")
+            up.restart()  # a server that answers one request at a time would stay stuck behind this one
+            return _error_result(f"server {up.name!r} did not answer {tool!r} within "
+                                 f"{self.call_timeout:g} s; "
+                                 "it is restarted on the next call (this call may or may not have run)")
         except mcp.MCPError as exc:
             if not up.alive:
                 return _error_result(f"server {up.name!r} went away during the call to {tool!r} (it is "
@@ -791,6 +850,13 @@ class ToolProxy:
         if self.pins:
             await self.wait_ready()
         return [t for _, t in self.pinned().values()]
+
+
+def _bounded(value: Any, limit: int) -> str:
+    """A tool text for search results: a string cut to ``limit`` characters (anything else is "")."""
+    if not isinstance(value, str):
+        return ""
+    return value if len(value) <= limit else value[: limit - 1] + "…"
 
 
 def _error_result(message: str) -> Any:

@@ -349,7 +349,7 @@ def test_a_broken_server_falls_back_or_gives_nothing(calibrated, runtime, handle
     httpd.daemon_threads = True
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
-        endpoint.publish(idx, f"http://127.0.0.1:{httpd.server_address[1]}")  # this test process: alive
+        endpoint.publish(idx, f"http://127.0.0.1:{httpd.server_address[1]}", endpoint.new_secret())  # alive
         assert endpoint.lookup(idx) is not None
         assert_silent(run_hook(idx, host_json(task["text"]), "--no-cold", "--server-timeout", "0.5"))
         ctx = context_of(run_hook(idx, host_json(task["text"]), "--server-timeout", "0.5", "--budget", BUDGET))

@@ -60,7 +60,7 @@ def test_install_user_scope_and_bad_files(tmp_path, monkeypatch, capsys):
     assert (tmp_path / "home" / ".claude" / "settings.json").is_file()
     (tmp_path / "home" / ".claude.json").write_text("{broken")
     assert main(["install", "claude-code", "--user", "-i", str(idx)]) == 1
-    assert "not valid JSON" in capsys.readouterr().err
+    assert "invalid JSON" in capsys.readouterr().err
     assert (tmp_path / "home" / ".claude.json").read_text() == "{broken"
     assert main(["install", "claude-code", "-i", str(tmp_path / "missing"), "--dir", str(tmp_path)]) == 1
 

@@ -47,8 +47,8 @@ def test_recursive_and_bad_specs(tmp_path):
     (tmp_path / "s.json").write_text(json.dumps(spec))
     assert read_openapi(tmp_path / "s.json")[0].id == "s/post_nodes"
     for text, message in [("swagger: '2.0'\npaths: {}\n", "Swagger 2.0"), ("openapi: 3.0.0\n", "no 'paths'"),
-                          ("openapi: 3.0.0\npaths: {}\n", "no operation"), ("{not json", "not valid JSON"),
-                          ("a: [b\n", "not valid YAML")]:
+                          ("openapi: 3.0.0\npaths: {}\n", "no operation"), ("{not json", "invalid JSON"),
+                          ("a: [b\n", "invalid YAML")]:
         (tmp_path / "bad.yaml").write_text(text)
         with pytest.raises(SkillFormatError, match=message):
             read_openapi(tmp_path / "bad.yaml")

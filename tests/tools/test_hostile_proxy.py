@@ -1,0 +1,175 @@
+"""The tool-search proxy against hostile and clumsy upstream servers (tests/data/mcp_hostile_server.py,
+a real stdio MCP server): caps on tools and texts, malformed tools skipped alone, a first search that
+does not wait for a slow server, a stuck server restarted after a timeout, unreadable answers failing
+at once, and upstreams that die with the proxy."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from fakes import HashEncoder
+
+pytest.importorskip("mcp")
+anyio = pytest.importorskip("anyio")
+HOSTILE = Path(__file__).resolve().parents[1] / "data" / "mcp_hostile_server.py"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _proxy(*servers, **options):
+    from skillsight_fast.tools.catalog import ServerConfig
+    from skillsight_fast.tools.proxy import ToolProxy
+
+    configs = [
+        ServerConfig(name=name, command=sys.executable, args=(str(HOSTILE), *map(str, args)))
+        for name, *args in servers
+    ]
+    return ToolProxy(
+        configs, encoder=HashEncoder(), errlog=open(os.devnull, "w"), index_cache=False, **options
+    )
+
+
+def _text(result) -> str:
+    return "".join(getattr(c, "text", "") for c in result.content)
+
+
+def test_a_server_with_1000_tools_is_capped_with_a_note():
+    from skillsight_fast.tools.guard import MAX_DESCRIPTION_CHARS, MAX_TOOLS_PER_SERVER
+
+    proxy = _proxy(("many", "many", 1000))
+
+    async def run():
+        async with proxy.running():
+            out = await proxy.search("alpha beta gamma", 50)
+            assert proxy.status()[0]["state"] == "ready"
+            assert proxy.status()[0]["tools"] == MAX_TOOLS_PER_SERVER
+            assert out["notes"][0]["server"] == "many" and "only its first" in out["notes"][0]["note"]
+            assert len(out["tools"]) == 50
+            assert all(len(t["description"]) <= MAX_DESCRIPTION_CHARS for t in out["tools"])
+
+    anyio.run(run)
+
+
+def test_a_malformed_tool_is_skipped_not_its_server():
+    from skillsight_fast.tools.guard import MAX_DESCRIPTION_CHARS
+
+    proxy = _proxy(("bad", "malformed"), first_wait=30)
+
+    async def run():
+        async with proxy.running():
+            out = await proxy.search("weather forecast for a city", 10)
+            assert "unavailable" not in out and proxy.status()[0]["state"] == "ready"
+            names = {t["name"] for t in out["tools"]}
+            assert {"bad/weather", "bad/echo"} <= names and "bad/nulldesc_deep" not in names
+            huge = [t for t in out["tools"] if t["name"] == "bad/huge"]
+            assert huge and len(huge[0]["description"]) <= MAX_DESCRIPTION_CHARS
+            assert _text(await proxy.call("bad/echo", {"text": "hi"})) == "hi"
+
+    anyio.run(run)
+
+
+def test_the_first_search_answers_from_the_servers_that_are_ready():
+    proxy = _proxy(("fast", "malformed"), ("slow", "slow", 40), first_wait=3, start_timeout=60)
+
+    async def run():
+        async with proxy.running():
+            out = await proxy.search("weather forecast for a city", 5)
+            assert out["tools"] and out["tools"][0]["server"] == "fast"
+            assert out["starting"] == ["slow"]
+            for up in proxy.upstreams.values():
+                await up.stop()
+
+    anyio.run(run)
+
+
+def test_a_stuck_server_is_restarted_after_a_call_times_out():
+    proxy = _proxy(("one", "stuck"), call_timeout=2)
+
+    async def run():
+        async with proxy.running():
+            await proxy.wait_ready()
+            res = await proxy.call("one/hang", {})
+            assert res.is_error and "restarted" in _text(res)
+            res = await proxy.call("one/echo", {"text": "after"})  # stuck behind `hang` without a restart
+            assert not res.is_error and _text(res) == "after"
+            assert proxy.status()[0]["starts"] == 2
+
+    anyio.run(run)
+
+
+def test_an_unreadable_answer_fails_its_call_at_once():
+    proxy = _proxy(("deep", "deep"), call_timeout=120)
+
+    async def run():
+        async with proxy.running():
+            await proxy.wait_ready()
+            res = await proxy.call("deep/hang", {})
+            assert res.is_error and "cannot be read" in _text(res), _text(res)
+            assert _text(await proxy.call("deep/echo", {"text": "still here"})) == "still here"
+
+    anyio.run(run)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux only")
+def test_upstreams_die_with_the_proxy(tmp_path):
+    marker = f"marker-{os.getpid()}-{time.monotonic_ns()}"
+    script = tmp_path / "run_proxy.py"
+    script.write_text(
+        textwrap.dedent(f"""
+        import sys, anyio
+        sys.path.insert(0, {str(ROOT / "tests" / "support")!r})
+        from fakes import HashEncoder
+        from skillsight_fast.tools.catalog import ServerConfig
+        from skillsight_fast.tools.proxy import ToolProxy
+        proxy = ToolProxy([ServerConfig(name="s", command=sys.executable, args=({str(HOSTILE)!r}, "stuck", "0",
+                                                                              {marker!r}))], encoder=HashEncoder(),
+                          index_cache=False)
+        async def main():
+            async with proxy.running():
+                await proxy.wait_ready()
+                print("ready", flush=True)
+                await proxy.call("s/hang", {{}})
+        anyio.run(main)
+    """)
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        pids = _pids_with(marker)
+        assert pids
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        deadline = time.monotonic() + 10
+        while _pids_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _pids_with(marker)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for pid in _pids_with(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _pids_with(marker: str) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                cmd = (d / "cmdline").read_bytes()
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            if marker.encode() in cmd and ") Z " not in stat:
+                out.append(int(d.name))
+    return out
