@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -278,11 +279,23 @@ def collapse_rows(index: "SkillIndex", rows: Sequence[int], allowed: np.ndarray 
     return kept
 
 
+def duplicate_cosine_of(index: "SkillIndex") -> float:
+    """The cosine from which two skills of ``index`` are copies: the one derived at build for its
+    document encoder (``abstention.duplicate_cosine`` in the manifest; above 1 = only same-name
+    skills are copies), else :data:`DUPLICATE_COSINE` (an index built before the rule existed)."""
+    rule = getattr(index, "abstention", None)
+    if isinstance(rule, dict) and "duplicate_cosine" in rule:
+        value = rule["duplicate_cosine"]
+        return float(value) if isinstance(value, (int, float)) else math.inf
+    return DUPLICATE_COSINE
+
+
 def find_skills(index: "SkillIndex", tasks: str | Sequence[str], k: int = 5, *,
                 abstention: Abstention | None = None, lock: threading.Lock | None = None,
                 allow_flagged: bool = False, tags: Sequence[str] | None = None, source: str | None = None,
                 pins: Sequence[str] | None = None, cut: str = "task", collapse: bool = True,
-                max_k: int | None = None, **knobs: Any) -> list[Answer]:
+                max_k: int | None = None, duplicate_cosine: float | None = None,
+                **knobs: Any) -> list[Answer]:
     """Search, filter, collapse copies, apply the cut, and build the hit records of each task.
 
     Parameters
@@ -314,6 +327,9 @@ def find_skills(index: "SkillIndex", tasks: str | Sequence[str], k: int = 5, *,
         best-ranked one's ``copies``.
     max_k : int, optional
         A lower cap on ``k`` than the index's (a server's per-request cap).
+    duplicate_cosine : float, optional
+        The cosine from which two skills are copies; default: the one the index derived for its own
+        document encoder (:func:`duplicate_cosine_of`).
     **knobs
         Query-time settings passed to :meth:`SkillIndex.search_vectors` (``candidates``,
         ``fusion``, ``lexical_weight``, ...).
@@ -354,16 +370,17 @@ def find_skills(index: "SkillIndex", tasks: str | Sequence[str], k: int = 5, *,
                 break
             depth = min(n, depth * 4)
     cosines = result.cosine  # qᵀd of each hit, from the search itself
+    dup = duplicate_cosine_of(index) if duplicate_cosine is None else float(duplicate_cosine)
     answers = []
     for i, text in enumerate(texts):
         all_hits = hits_of(index, result, i, cosines)
         by_row = {index_row: h for index_row, h in zip([j for j in result.ids[i].tolist() if j >= 0], all_hits)}
         ranked = [j for j in result.ids[i].tolist() if j >= 0]
-        groups = collapse_rows(index, ranked, allowed) if collapse else [(j, []) for j in ranked]
+        groups = collapse_rows(index, ranked, allowed, dup) if collapse else [(j, []) for j in ranked]
         pinned_set = set(pin_rows)
         pinned_copies: dict[int, list[int]] = {}
         if collapse and pin_rows:  # a copy of a pinned skill is not a hit of its own either
-            for j, copies in collapse_rows(index, [*pin_rows, *ranked], allowed):
+            for j, copies in collapse_rows(index, [*pin_rows, *ranked], allowed, dup):
                 if j in pinned_set:
                     pinned_copies[j] = copies
             covered = pinned_set | {c for cs in pinned_copies.values() for c in cs}

@@ -321,3 +321,191 @@ def sample(queries: list["Task"], n: int | None, seed: int = 0) -> list["Task"]:
         return queries
     keep = np.sort(np.random.default_rng(seed).choice(len(queries), size=n, replace=False))
     return [queries[i] for i in keep]
+
+
+# ---------------------------------------------------------------------- label-free rule
+
+#: Most skills whose own fields become pseudo-tasks when a rule is derived (a seeded sample beyond).
+MAX_PSEUDO_SKILLS = 200
+#: Most rows whose nearest-neighbour cosine the duplicate rule reads (a seeded sample beyond).
+MAX_NEIGHBOUR_ROWS = 512
+#: Most columns those rows are compared with (a seeded sample beyond; the rule reads a distribution).
+MAX_NEIGHBOUR_COLUMNS = 50_000
+#: Depth of the hits whose cosine an off-topic task's best value is read from (the cut reads the hits).
+DERIVE_K = 10
+#: What the stored rule says it is.
+DERIVED_SOURCE = "derived"
+
+
+def offtopic_prompts() -> list[str]:
+    """The off-topic tasks the package ships (``skillsight_fast/data/offtopic_queries.txt``)."""
+    from importlib.resources import files
+
+    text = files("skillsight_fast").joinpath("data/offtopic_queries.txt").read_text(encoding="utf-8")
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def _seeded_rows(ids: Sequence[str], limit: int, seed: int = 0) -> list[int]:
+    """All rows when there are at most ``limit``, else the ``limit`` with the smallest sha256 of
+    ``"<seed>:<id>"`` (a sample that does not move when other skills are added), in row order."""
+    import hashlib
+
+    if len(ids) <= limit:
+        return list(range(len(ids)))
+    keyed = sorted(range(len(ids)), key=lambda j: hashlib.sha256(f"{seed}:{ids[j]}".encode()).digest())
+    return sorted(keyed[:limit])
+
+
+def _first_sentence(body: str) -> str:
+    """The first prose sentence of a Markdown body ("" when there is none): headings, code fences,
+    code, tables and lines of fewer than four words are skipped."""
+    import re
+
+    fence = False
+    for raw in body.splitlines():
+        line = raw.strip()
+        if line.startswith(("```", "~~~")):
+            fence = not fence
+            continue
+        if fence or not line or line.startswith(("#", "|", "<", "---", ">")):
+            continue
+        line = re.sub(r"^([-*+]|\d+[.)])\s+", "", line)
+        if len(line.split()) < 4:
+            continue
+        sentence = re.split(r"(?<=[.!?])\s", line, maxsplit=1)[0]
+        return sentence[:300]
+    return ""
+
+
+def pseudo_tasks(skills: Sequence[Any], bodies: Sequence[str] | None = None,
+                 limit: int = MAX_PSEUDO_SKILLS) -> tuple[list[str], np.ndarray]:
+    """On-topic tasks made from the skills' own fields, and the row each belongs to.
+
+    Per skill (all of them, or a seeded sample of ``limit``): its name with ``-``, ``_``, ``/``,
+    ``.`` and ``:`` read as spaces, its description, its ``when_to_use`` (when it has one) and the
+    first prose sentence of its body (when ``bodies`` are given and it has one). Empty and repeated
+    texts of one skill are left out.
+    """
+    import re
+
+    texts: list[str] = []
+    rows: list[int] = []
+    for j in _seeded_rows([m.id for m in skills], limit):
+        m = skills[j]
+        fields = [re.sub(r"[-_/.:]+", " ", str(m.name)).strip(), str(m.description).strip()[:500],
+                  str(getattr(m, "when_to_use", "") or "").strip()[:500],
+                  _first_sentence(bodies[j]) if bodies is not None and j < len(bodies) else ""]
+        for text in dict.fromkeys(f for f in fields if f):
+            texts.append(text)
+            rows.append(j)
+    return texts, np.asarray(rows, np.int64)
+
+
+def balanced_threshold(on: np.ndarray, off: np.ndarray) -> tuple[float, float]:
+    """The smallest threshold minimising (share of ``off`` at or above it) + (share of ``on`` below it).
+
+    Returns ``(threshold, error)``; ``(-inf, 1.0)`` when no threshold does better than keeping
+    everything (the two samples do not separate).
+    """
+    on = np.sort(np.asarray(on, np.float64)[np.isfinite(on)])
+    off = np.sort(np.asarray(off, np.float64)[np.isfinite(off)])
+    if on.size == 0 or off.size == 0:
+        return -math.inf, 1.0
+    values = np.unique(np.concatenate([on, off]))
+    cands = np.unique(np.concatenate([values, np.nextafter(values, np.inf)]))
+    off_pass = 1.0 - np.searchsorted(off, cands, side="left") / off.size  # share of off >= t
+    on_cut = np.searchsorted(on, cands, side="left") / on.size  # share of on < t
+    err = off_pass + on_cut
+    best = int(np.argmin(err))  # first minimiser: the smallest threshold
+    if err[best] >= 1.0:
+        return -math.inf, 1.0
+    return float(cands[best]), float(err[best])
+
+
+def nearest_neighbour_cosines(embeddings: np.ndarray, ids: Sequence[str]) -> np.ndarray:
+    """Each sampled skill's largest cosine with another skill, float64 (at most
+    :data:`MAX_NEIGHBOUR_ROWS` rows against at most :data:`MAX_NEIGHBOUR_COLUMNS` columns)."""
+    n = len(ids)
+    if n < 2:
+        return np.zeros(0)
+    rows = np.asarray(_seeded_rows(ids, MAX_NEIGHBOUR_ROWS, seed=1), np.int64)
+    cols = np.asarray(_seeded_rows(ids, MAX_NEIGHBOUR_COLUMNS, seed=2), np.int64)
+    a = np.asarray(embeddings[rows], np.float32)
+    best = np.full(rows.size, -np.inf)
+    for start in range(0, cols.size, 8192):
+        c = cols[start : start + 8192]
+        s = (a @ np.asarray(embeddings[c], np.float32).T).astype(np.float64)
+        s[rows[:, None] == c[None, :]] = -np.inf
+        best = np.maximum(best, s.max(axis=1))
+    return best[np.isfinite(best)]
+
+
+def duplicate_threshold(embeddings: np.ndarray, ids: Sequence[str]) -> float | None:
+    """The cosine from which two skills count as copies: the upper outlier fence (Tukey: Q3 + 1.5 IQR)
+    of the library's nearest-neighbour cosines under its own document encoder; None when it is
+    above 1 or the library is too small to say (then only same-name skills are folded)."""
+    nn = nearest_neighbour_cosines(embeddings, ids)
+    if nn.size < 4:
+        return None
+    q1, q3 = np.quantile(nn, [0.25, 0.75])
+    fence = float(q3 + 1.5 * (q3 - q1))
+    return fence if fence <= 1.0 else None
+
+
+def derive_abstention(index: "SkillIndex", bodies: Sequence[str] | None = None,
+                      offtopic: Sequence[str] | None = None) -> dict[str, Any]:
+    """Derive the abstention rule of an index from the index alone (no labels).
+
+    The rule, written down before it met the evaluation libraries
+    (``experiments/label_free_abstention.py``):
+
+    * on-topic side: every pseudo-task of :func:`pseudo_tasks`, its value the cosine qᵀd of its
+      vector (the index's own query encoder) with its own skill;
+    * off-topic side: every shipped off-topic task (:func:`offtopic_prompts`), its value the largest
+      cosine among its top :data:`DERIVE_K` hits;
+    * the threshold is the smallest one minimising (share of off-topic tasks at or above it) +
+      (share of pseudo-tasks below it) (:func:`balanced_threshold`); the signal is ``cosine``.
+
+    Also derives the duplicate-collapse cosine (:func:`duplicate_threshold`). Returns the dict
+    stored in the index (manifest key ``abstention``): ``signal``, ``threshold`` (None: the two sides
+    do not separate, no abstention), ``source`` (``derived``), ``duplicate_cosine`` and what the
+    rule read (``n_pseudo``, ``n_offtopic``, the error and the quartiles of both sides).
+    """
+    t0 = time.perf_counter()
+    metas = index.skills
+    texts, rows = pseudo_tasks(metas, bodies)
+    off_texts = list(offtopic) if offtopic is not None else offtopic_prompts()
+    emb = index.embeddings
+    on = np.zeros(0)
+    if texts:
+        vectors = index.encode(texts)
+        on = np.einsum("ij,ij->i", np.asarray(emb[rows], np.float32), vectors).astype(np.float64)
+    off = np.zeros(0)
+    if off_texts and len(index):
+        vectors = index.encode(off_texts)
+        res = index.search_vectors(vectors, off_texts, min(DERIVE_K, len(index)), explain=False)
+        cos = np.nan_to_num(hit_cosines(index, vectors, res.ids), nan=-np.inf)
+        off = cos.max(axis=1).astype(np.float64)
+    threshold, error = balanced_threshold(on, off)
+    dup = duplicate_threshold(emb, [m.id for m in metas])
+    tier = getattr(index.config, "query_encoder", "transformer")
+
+    def quartiles(x: np.ndarray) -> list[float]:
+        return [round(float(v), 4) for v in np.quantile(x, [0.25, 0.5, 0.75])] if x.size else []
+
+    return {
+        "signal": "cosine",
+        "threshold": threshold if math.isfinite(threshold) else None,
+        "source": DERIVED_SOURCE,
+        "rule": "balanced: pseudo-tasks from the skills' fields vs the shipped off-topic tasks",
+        "query_encoder": tier,
+        "duplicate_cosine": dup,
+        "error": round(error, 4),
+        "n_pseudo": int(on.size),
+        "n_offtopic": int(off.size),
+        "offtopic_passing": float(np.mean(off >= threshold)) if off.size else None,
+        "pseudo_cut": float(np.mean(on < threshold)) if on.size else None,
+        "pseudo_quartiles": quartiles(on),
+        "offtopic_quartiles": quartiles(off),
+        "seconds": round(time.perf_counter() - t0, 2),
+    }
