@@ -109,7 +109,10 @@ def load_library(name: str) -> Library:
     from skillsight_fast.skills import load_skills
 
     if name == "personal":
-        skills = load_skills([str(DATA / "personal" / "skills")]).skills
+        report = load_skills([str(DATA / "personal" / "skills")])
+        if report.problems:
+            raise SystemExit(f"data/personal: {report.problems[0]}")
+        skills = report.skills
         on, off = read_prompts(DATA / "personal" / "prompts.jsonl")
         return Library(name, skills, on, off)
     if name == "skillsbench":

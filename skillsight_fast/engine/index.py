@@ -576,10 +576,10 @@ class SkillIndex:
 
     def evidence_tokens(self, texts: Sequence[str], exclude: np.ndarray | None = None
                         ) -> tuple[np.ndarray, np.ndarray]:
-        """Stage 4: the evidence tokens Q' of each text (known, not generic), CSR.
+        """Stage 4: the evidence tokens Q' of each text (known, neither generic nor a stop-word), CSR.
 
-        ``exclude`` (bool (V,)) replaces the generic-token mask T_g for this call: all-False
-        keeps every known token of the text.
+        ``exclude`` (bool (V,)) replaces the mask (generic tokens T_g and stop-words,
+        :attr:`LexicalState.evidence_flags`) for this call: all-False keeps every known token of the text.
 
         Returns
         -------
@@ -587,7 +587,7 @@ class SkillIndex:
         ptr : int64 (n + 1,)
         """
         cfg = self.config
-        mask = self.lexical.generic_flags if exclude is None else exclude
+        mask = self.lexical.evidence_flags if exclude is None else exclude
         return self.lexicon.query_terms(texts, mask, cfg.min_token_len, cfg.max_token_len)
 
     @property

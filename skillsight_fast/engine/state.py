@@ -255,6 +255,19 @@ class LexicalState:
         return np.ascontiguousarray(self.generic, dtype=bool).tobytes()
 
     @cached_property
+    def stopword(self) -> np.ndarray:
+        """bool (V,): the vocabulary's English function words (:data:`~skillsight_fast.lexicon.STOPWORDS`)."""
+        from skillsight_fast.lexicon import stopword_mask
+
+        return stopword_mask(self.lexicon.vocab)
+
+    @cached_property
+    def evidence_flags(self) -> bytes:
+        """One byte per token, set for the tokens that are never evidence: the generic tokens T_g and
+        the stop-words, whatever the size of the library (a 14-tool library has no T_g to speak of)."""
+        return np.ascontiguousarray(self.generic | self.stopword, dtype=bool).tobytes()
+
+    @cached_property
     def bm25(self) -> tuple[np.ndarray, float]:
         """(Lucene idf float32 (V,), mean document length) of the BM25 side, derived on first use."""
         lens = self.lexicon.doc_len
