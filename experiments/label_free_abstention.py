@@ -60,7 +60,26 @@ Adoption rule: the rule becomes the default of every index if, on all four libra
 default tier, off-topic silence >= 95% and the loss <= 5 points (point estimates; intervals
 reported); a tier that misses it is named in the docs with its numbers.
 
-Result: (added after the run)
+Result, first round (2026-12-04, run on personal and mcp only, then stopped): the rule passes on
+personal for both transformer tiers (threshold 0.284 / 0.276; loss 0.0, off-topic silence 100.0
+[88.6, 100.0]) but not on mcp (loss 12.5 [0.0, 25.0] points, silence 100.0): it sat exactly on the
+largest shipped off-topic value in every case (identical to "max off-topic"), because the
+pseudo-tasks (a skill's own description against its own text) all score far above real prompts, so
+one shipped task that a time server is in fact about ("Convert 72 degrees Fahrenheit to Celsius")
+set the threshold above the real prompts "stage README.md and setup.py" (0.250) and "is it already
+evening in Sydney?" (0.277). On the static-mapped, contextual and static tiers no threshold on the
+cosine separates (losses 16-34 points at silence 68-100); the centred cosine q^T(d - mean d) and the
+per-task z-score of the cosines over the library did no better on them (tried on personal and mcp:
+losses 17-84 points).
+
+Second round (declared after seeing the first round on personal and mcp; skillsbench and metatool
+unseen by both rounds): threshold = min(Q3 + 1.5 IQR of O (Tukey's upper fence: the few shipped
+tasks a library is about fall out as outliers), the first round's balanced threshold (the cap for a
+library whose subject is everyday life)); everything else as above
+(``calibrate.label_free_threshold``). Same measures and adoption rule; the first round's rule is
+reported next to it as "round 1".
+
+Result, second round: (added after the run)
 """
 
 from __future__ import annotations
@@ -239,8 +258,11 @@ def evaluate(lib: Library, tier: str, n_boot: int) -> dict:
     vec = index.encode(offs)
     res = index.search_vectors(vec, offs, min(10, len(index)), explain=False)
     o_vals = np.nan_to_num(hit_cosines(index, vec, res.ids), nan=-np.inf).max(axis=1)
+    from skillsight_fast.calibrate import balanced_threshold
+
     rules = {
         "derived": t,
+        "round 1": balanced_threshold(p_vals, o_vals)[0],
         "plain 0.3": 0.3,
         "max off-topic": float(np.nextafter(o_vals.max(), np.inf)),
         "P 5th percentile": float(np.quantile(p_vals, 0.05)),
@@ -249,6 +271,11 @@ def evaluate(lib: Library, tier: str, n_boot: int) -> dict:
            "n_off": len(lib.off), "derived": derived, "rules": {}}
     for name, thr in rules.items():
         out["rules"][name] = measure(thr)
+    every = on_texts + lib.off
+    out["distinct_at_k"] = {
+        "derived": float(np.mean([n for _, n in first_hits(index, every, None, dup)])),
+        "0.95": float(np.mean([n for _, n in first_hits(index, every, None, 0.95)])),
+    }
     out["seconds"] = round(time.perf_counter() - t0, 1)
     return out
 
@@ -258,7 +285,7 @@ def pct(x: float) -> str:
 
 
 def table(results: list[dict]) -> str:
-    head = ("| library | tier | threshold | dup cos | right-first none -> rule | lost [95% CI] | on-topic silent "
+    head = ("| library | tier | threshold | dup cos (hits at k=3 vs 0.95) | right-first none -> rule | lost [95% CI] | on-topic silent "
             "| off-topic silent [Wilson 95%] | pass |\n|---|---|---:|---:|---|---|---:|---|---|")
     lines = [head]
     for r in results:
@@ -266,6 +293,7 @@ def table(results: list[dict]) -> str:
         ok = m["off_silent"] >= 0.95 and m["lost"] <= 0.05
         thr = "off" if m["threshold"] is None else f"{m['threshold']:.3f}"
         dup = "-" if r["derived"]["duplicate_cosine"] is None else f"{r['derived']['duplicate_cosine']:.3f}"
+        dup += f" ({r['distinct_at_k']['derived']:.2f} vs {r['distinct_at_k']['0.95']:.2f})"
         lines.append(
             f"| {r['library']} ({r['n_skills']}; {r['n_on']} on, {r['n_off']} off) | {r['tier']} | {thr} | {dup} | "
             f"{pct(m['right_first_none'])} -> {pct(m['right_first'])} | {pct(m['lost'])} "

@@ -422,6 +422,32 @@ def balanced_threshold(on: np.ndarray, off: np.ndarray) -> tuple[float, float]:
     return float(cands[best]), float(err[best])
 
 
+def upper_fence(values: np.ndarray) -> float:
+    """Tukey's upper outlier fence Q3 + 1.5 IQR of ``values`` (-inf when empty)."""
+    x = np.asarray(values, np.float64)
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return -math.inf
+    q1, q3 = np.quantile(x, [0.25, 0.75])
+    return float(q3 + 1.5 * (q3 - q1))
+
+
+def label_free_threshold(on: np.ndarray, off: np.ndarray) -> tuple[float, float, float]:
+    """The threshold of the label-free rule (second round): ``min(upper_fence(off), balanced)``.
+
+    The off-topic side's upper fence leaves out the few shipped off-topic tasks that a library is
+    in fact about (a time server and "convert 72 degrees Fahrenheit to Celsius"); the balanced
+    threshold (:func:`balanced_threshold`) caps it where most off-topic tasks score like the
+    library's own pseudo-tasks. Returns ``(threshold, balanced, fence)``; threshold -inf: the two
+    sides do not separate, no abstention.
+    """
+    balanced, _ = balanced_threshold(on, off)
+    if not math.isfinite(balanced):
+        return -math.inf, balanced, upper_fence(off)
+    fence = upper_fence(off)
+    return min(fence, balanced), balanced, fence
+
+
 def nearest_neighbour_cosines(embeddings: np.ndarray, ids: Sequence[str]) -> np.ndarray:
     """Each sampled skill's largest cosine with another skill, float64 (at most
     :data:`MAX_NEIGHBOUR_ROWS` rows against at most :data:`MAX_NEIGHBOUR_COLUMNS` columns)."""
@@ -447,8 +473,7 @@ def duplicate_threshold(embeddings: np.ndarray, ids: Sequence[str]) -> float | N
     nn = nearest_neighbour_cosines(embeddings, ids)
     if nn.size < 4:
         return None
-    q1, q3 = np.quantile(nn, [0.25, 0.75])
-    fence = float(q3 + 1.5 * (q3 - q1))
+    fence = upper_fence(nn)
     return fence if fence <= 1.0 else None
 
 
@@ -463,8 +488,10 @@ def derive_abstention(index: "SkillIndex", bodies: Sequence[str] | None = None,
       vector (the index's own query encoder) with its own skill;
     * off-topic side: every shipped off-topic task (:func:`offtopic_prompts`), its value the largest
       cosine among its top :data:`DERIVE_K` hits;
-    * the threshold is the smallest one minimising (share of off-topic tasks at or above it) +
-      (share of pseudo-tasks below it) (:func:`balanced_threshold`); the signal is ``cosine``.
+    * the threshold is the smaller of the off-topic side's upper fence (Q3 + 1.5 IQR) and the
+      smallest one minimising (share of off-topic tasks at or above it) + (share of pseudo-tasks
+      below it) (:func:`label_free_threshold`; the first round used the second alone); the signal
+      is ``cosine``.
 
     Also derives the duplicate-collapse cosine (:func:`duplicate_threshold`). Returns the dict
     stored in the index (manifest key ``abstention``): ``signal``, ``threshold`` (None: the two sides
@@ -486,7 +513,8 @@ def derive_abstention(index: "SkillIndex", bodies: Sequence[str] | None = None,
         res = index.search_vectors(vectors, off_texts, min(DERIVE_K, len(index)), explain=False)
         cos = np.nan_to_num(hit_cosines(index, vectors, res.ids), nan=-np.inf)
         off = cos.max(axis=1).astype(np.float64)
-    threshold, error = balanced_threshold(on, off)
+    threshold, balanced, fence = label_free_threshold(on, off)
+    error = float(np.mean(off >= threshold) + np.mean(on < threshold)) if on.size and off.size else 1.0
     dup = duplicate_threshold(emb, [m.id for m in metas])
     tier = getattr(index.config, "query_encoder", "transformer")
 
@@ -497,7 +525,9 @@ def derive_abstention(index: "SkillIndex", bodies: Sequence[str] | None = None,
         "signal": "cosine",
         "threshold": threshold if math.isfinite(threshold) else None,
         "source": DERIVED_SOURCE,
-        "rule": "balanced: pseudo-tasks from the skills' fields vs the shipped off-topic tasks",
+        "rule": "min(upper fence of the shipped off-topic tasks, balanced vs the skills' pseudo-tasks)",
+        "balanced": balanced if math.isfinite(balanced) else None,
+        "fence": fence if math.isfinite(fence) else None,
         "query_encoder": tier,
         "duplicate_cosine": dup,
         "error": round(error, 4),

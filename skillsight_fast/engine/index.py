@@ -205,6 +205,7 @@ class SkillIndex:
         query_map: np.ndarray | None = None,
         namedesc: np.ndarray | None = None,
         query_table: tuple[np.ndarray, np.ndarray] | None = None,
+        derive: bool | None = None,
     ) -> "SkillIndex":
         """Build from precomputed document embeddings (float32 (N, d), unit rows).
 
@@ -247,6 +248,10 @@ class SkillIndex:
             ``encoder`` when the config asks for them and the index decides for itself
             (``decisions`` not given); without them the index scores the ``text`` vector and says
             so in ``decisions.document_vector``. Ignored when the config asks for ``text``.
+        derive : bool, optional
+            Derive the label-free abstention rule (:meth:`derive_abstention`); default: when an
+            ``encoder`` is attached and the skills are Skill objects (an evaluation context, which
+            attaches none, searches without it).
         """
         config = resolve_query_encoder(config or IndexConfig())
         emb = np.ascontiguousarray(embeddings, dtype=np.float32)
@@ -320,7 +325,10 @@ class SkillIndex:
                            config=config, model=ModelInfo(model_id, model_checksum, *query_info),
                            bodies=bodies, scan=scan, flags=flags)
         logger.info("index: %d skills, |T_g| = %d, r = %d", len(metas), stats.n_generic, stats.rank)
-        return cls(state, encoder, query_encoder if config.query_encoder in MAPPED_TIERS else None)
+        index = cls(state, encoder, query_encoder if config.query_encoder in MAPPED_TIERS else None)
+        if derive if derive is not None else (encoder is not None and bodies is not None):
+            index.derive_abstention()
+        return index
 
     # ------------------------------------------------------------------ state
     @property
@@ -398,6 +406,21 @@ class SkillIndex:
         if unknown:
             raise SkillsightError(f"cannot pin unknown skill id(s): {', '.join(map(repr, unknown[:5]))}")
         self.state.pins = list(dict.fromkeys(pins))
+
+    @property
+    def abstention(self) -> dict[str, Any] | None:
+        """The label-free abstention rule derived at build (``signal``, ``threshold``,
+        ``duplicate_cosine``, ...; :func:`skillsight_fast.calibrate.derive_abstention`), or None."""
+        return self.state.abstention
+
+    def derive_abstention(self, bodies: Sequence[str] | None = None) -> dict[str, Any]:
+        """Derive and keep this index's abstention rule from its own skills and the shipped off-topic
+        tasks (needs the encoder); ``bodies`` default: the index's own, when it has them."""
+        from skillsight_fast.calibrate import derive_abstention
+
+        rule = derive_abstention(self, bodies if bodies is not None else self.state.bodies)
+        self.state.abstention = rule
+        return rule
 
     @property
     def flags(self) -> list[list[str]]:

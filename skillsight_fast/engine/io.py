@@ -205,6 +205,7 @@ def _save_unlocked(state: IndexState, directory: Path, extra_files: dict[str, by
             "files": files,
             "roots": [str(r) for r in state.roots],
             "pins": list(state.pins),
+            **({"abstention": state.abstention} if state.abstention is not None else {}),
             "injection_screen": {"version": SCREEN_VERSION,
                                "flagged": {str(i): list(r) for i, r in enumerate(state.flags or []) if r}},
         }
@@ -452,6 +453,13 @@ def check_manifest_schema(manifest: dict[str, Any], path: Path) -> None:
     pins = manifest.get("pins", [])
     if not isinstance(pins, list) or not all(isinstance(r, str) for r in pins):
         raise bad("'pins' must be a list of skill ids")
+    if "abstention" in manifest:
+        from skillsight_fast.calibrate import check_rule
+
+        try:
+            check_rule(manifest["abstention"])
+        except ValueError as exc:
+            raise bad(f"'abstention': {exc}") from None
 
 
 def _array_path(directory: Path, name: str, entry: dict[str, Any]) -> Path:
@@ -653,7 +661,8 @@ def _load_once(directory: Path, *, mmap: bool, verify: bool) -> tuple[IndexState
         scan = _load_scan(directory, manifest, dense.embeddings_perp, mmap=mmap, verify=verify)
         state = IndexState(skills=skills, dense=dense, lexical=lexical, decisions=decisions, stats=stats,
                            config=config, model=model, scan=scan, roots=list(manifest["roots"]),
-                           flags=_read_flags(manifest, n, directory), pins=list(manifest.get("pins", [])))
+                           flags=_read_flags(manifest, n, directory), pins=list(manifest.get("pins", [])),
+                           abstention=manifest.get("abstention"))
         _check_digests(digests)
     except IndexFormatError as exc:
         _check_digests(digests)  # a changed file is reported as such, before what it broke

@@ -465,6 +465,9 @@ class IndexState:
     flags: list[list[str]] | None = None
     #: Ids of the skills every answer starts with (``find_skills``), in order.
     pins: list[str] = field(default_factory=list)
+    #: The label-free abstention rule derived at build (:func:`skillsight_fast.calibrate.derive_abstention`;
+    #: manifest key ``abstention``), or None (an index built without an encoder, or before the rule).
+    abstention: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         n = len(self.skills)
