@@ -66,6 +66,26 @@ class Abstention:
     def to_dict(self) -> dict[str, Any]:
         return {"signal": self.signal, "threshold": self.threshold}
 
+    @classmethod
+    def of_rule(cls, rule: dict[str, Any] | None) -> "Abstention | None":
+        """The rule of a stored dict (the index's derived ``abstention``, or ``calibration.json``);
+        None when there is none or its threshold is None (the two sides did not separate)."""
+        if not isinstance(rule, dict) or rule.get("threshold") is None:
+            return None
+        return cls(str(rule.get("signal", "cosine")), float(rule["threshold"]))
+
+
+def check_rule(rule: Any) -> None:
+    """Raise ValueError unless ``rule`` is a stored abstention rule (manifest key ``abstention``):
+    ``signal`` in :data:`SIGNALS`, ``threshold`` finite or null, ``duplicate_cosine`` finite or null."""
+    if not isinstance(rule, dict) or rule.get("signal") not in SIGNALS:
+        raise ValueError(f"must be an object with 'signal' one of {SIGNALS}")
+    for key in ("threshold", "duplicate_cosine"):
+        value = rule.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not math.isfinite(value)):
+            raise ValueError(f"'{key}' must be a finite number or null")
+
 
 def read_calibration(directory: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The calibration stored with an index, or None."""
@@ -119,16 +139,26 @@ def resolve_abstention(directory: str | os.PathLike[str], min_score: float | Non
     """The abstention rule to apply.
 
     An explicit ``min_cosine`` or ``min_score`` wins (``-inf`` = no abstention); otherwise the
-    index's ``calibration.json``; otherwise None (keep every hit).
+    index's ``calibration.json`` (written by ``calibrate`` from labelled tasks); otherwise the rule
+    the index derived at build without labels (manifest key ``abstention``); otherwise None (keep
+    every hit: an index built before the rule existed).
     """
     if min_cosine is not None:
         return None if min_cosine == -math.inf else Abstention("cosine", float(min_cosine))
     if min_score is not None:
         return None if min_score == -math.inf else Abstention("score", float(min_score))
-    cal = read_calibration(directory)
-    if cal is None:
+    cal = read_calibration(directory) if str(directory) else None
+    if cal is not None:
+        return Abstention(cal["signal"], float(cal["threshold"]))
+    if not str(directory):
         return None
-    return Abstention(cal["signal"], float(cal["threshold"]))
+    from skillsight_fast.engine.io import read_manifest
+
+    try:
+        manifest = read_manifest(Path(directory).expanduser())
+    except (OSError, SkillsightError):
+        return None  # no index there (yet): the caller's own load reports it
+    return Abstention.of_rule(manifest.get("abstention"))
 
 
 def hit_cosines(index: "SkillIndex", vectors: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -241,6 +271,22 @@ def pick_threshold(answerable_best: np.ndarray, max_loss: float) -> float:
     return float(s[min(allowed, s.size - 1)])
 
 
+def refine_threshold(answerable_best: np.ndarray, offtopic_best: np.ndarray, max_loss: float) -> float:
+    """The labelled threshold: the smallest one minimising (share of off-topic tasks kept) + (share of
+    answerable tasks lost) (:func:`balanced_threshold` on the labelled tasks), raised no further than
+    :func:`pick_threshold` allows (at most ``max_loss`` of the answerable tasks lost).
+
+    Being the smallest minimiser, it loses an answerable task only for a strictly larger share of
+    off-topic tasks rejected: on a small labelled file it never gives one away for no gain.
+    """
+    cap = pick_threshold(answerable_best, max_loss)
+    t, _ = balanced_threshold(answerable_best, offtopic_best)
+    if not math.isfinite(t):  # nothing separates: keep every answerable task
+        s = np.asarray(answerable_best, np.float64)
+        return float(s[np.isfinite(s)].min())
+    return min(t, cap)
+
+
 LOSSES = (0.0, 0.01, 0.02, 0.05, 0.10, 0.20, 0.30)
 
 
@@ -290,7 +336,7 @@ def calibrate(index: "SkillIndex", answerable: Sequence["Task"],
 
     per_signal = {}
     for sig in SIGNALS:
-        t = pick_threshold(ans.best(sig), max_loss)
+        t = refine_threshold(ans.best(sig), np.concatenate([q.best(sig) for q in off_scores.values()]), max_loss)
         per_signal[sig] = row(sig, t) | {
             "table": [row(sig, pick_threshold(ans.best(sig), loss)) | {"target_loss": loss} for loss in LOSSES],
             "answerable_median": float(np.median(ans.best(sig))),
@@ -469,7 +515,8 @@ def nearest_neighbour_cosines(embeddings: np.ndarray, ids: Sequence[str]) -> np.
 def duplicate_threshold(embeddings: np.ndarray, ids: Sequence[str]) -> float | None:
     """The cosine from which two skills count as copies: the upper outlier fence (Tukey: Q3 + 1.5 IQR)
     of the library's nearest-neighbour cosines under its own document encoder; None when it is
-    above 1 or the library is too small to say (then only same-name skills are folded)."""
+    above 1 or the library is too small to say (fewer than 4 skills): then only same-name skills and
+    identical vectors are folded (:data:`skillsight_fast.agents.find.IDENTICAL_COSINE`)."""
     nn = nearest_neighbour_cosines(embeddings, ids)
     if nn.size < 4:
         return None

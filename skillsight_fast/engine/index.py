@@ -410,13 +410,13 @@ class SkillIndex:
     @property
     def abstention(self) -> dict[str, Any] | None:
         """The label-free abstention rule derived at build (``signal``, ``threshold``,
-        ``duplicate_cosine``, ...; :func:`skillsight_fast.calibrate.derive_abstention`), or None."""
+        ``duplicate_cosine``, ...; :func:`skillsight_fast.engine.abstention.derive_abstention`), or None."""
         return self.state.abstention
 
     def derive_abstention(self, bodies: Sequence[str] | None = None) -> dict[str, Any]:
         """Derive and keep this index's abstention rule from its own skills and the shipped off-topic
         tasks (needs the encoder); ``bodies`` default: the index's own, when it has them."""
-        from skillsight_fast.calibrate import derive_abstention
+        from skillsight_fast.engine.abstention import derive_abstention
 
         rule = derive_abstention(self, bodies if bodies is not None else self.state.bodies)
         self.state.abstention = rule

@@ -454,7 +454,7 @@ def check_manifest_schema(manifest: dict[str, Any], path: Path) -> None:
     if not isinstance(pins, list) or not all(isinstance(r, str) for r in pins):
         raise bad("'pins' must be a list of skill ids")
     if "abstention" in manifest:
-        from skillsight_fast.calibrate import check_rule
+        from skillsight_fast.engine.abstention import check_rule
 
         try:
             check_rule(manifest["abstention"])

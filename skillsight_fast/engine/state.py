@@ -256,8 +256,8 @@ class LexicalState:
 
     @cached_property
     def stopword(self) -> np.ndarray:
-        """bool (V,): the vocabulary's English function words (:data:`~skillsight_fast.lexicon.STOPWORDS`)."""
-        from skillsight_fast.lexicon import stopword_mask
+        """bool (V,): the vocabulary's English function words (:data:`~skillsight_fast.engine.lexicon.STOPWORDS`)."""
+        from skillsight_fast.engine.lexicon import stopword_mask
 
         return stopword_mask(self.lexicon.vocab)
 
@@ -465,7 +465,7 @@ class IndexState:
     flags: list[list[str]] | None = None
     #: Ids of the skills every answer starts with (``find_skills``), in order.
     pins: list[str] = field(default_factory=list)
-    #: The label-free abstention rule derived at build (:func:`skillsight_fast.calibrate.derive_abstention`;
+    #: The label-free abstention rule derived at build (:func:`skillsight_fast.engine.abstention.derive_abstention`;
     #: manifest key ``abstention``), or None (an index built without an encoder, or before the rule).
     abstention: dict[str, Any] | None = None
 
