@@ -10,7 +10,7 @@ task, nothing fitted to an evaluation set. Does it silence >= 95% of off-topic p
 query-encoder tier?
 
 The rule (declared here before any run on the evaluation sets below; the code is
-``skillsight_fast.calibrate.derive_abstention``):
+``skillsight_fast.engine.abstention.derive_abstention``):
 
 * on-topic side P: pseudo-tasks from each skill's own fields (``calibrate.pseudo_tasks``): its name
   (``-_/.:`` read as spaces), its description, its ``when_to_use`` and the first prose sentence of
@@ -125,7 +125,7 @@ def read_prompts(path: Path) -> tuple[list[tuple[str, frozenset[str]]], list[str
 
 def load_library(name: str) -> Library:
     from skillsight_fast.evaluation.datasets import load_dataset
-    from skillsight_fast.skills import load_skills
+    from skillsight_fast.library.skills import load_skills
 
     if name == "personal":
         report = load_skills([str(DATA / "personal" / "skills")])
@@ -135,7 +135,7 @@ def load_library(name: str) -> Library:
         on, off = read_prompts(DATA / "personal" / "prompts.jsonl")
         return Library(name, skills, on, off)
     if name == "skillsbench":
-        from skillsight_fast.triggers import read_triggers
+        from skillsight_fast.authoring.triggers import read_triggers
 
         ds = load_dataset(DATA / "skillsbench")
         on = [(q.text, frozenset(ds.docs[j].id for j in q.gold)) for q in ds.queries]
@@ -167,9 +167,9 @@ def build_index(skills: list, tier: str):  # -> SkillIndex
     """The index a user of this tier gets (document vectors from the shared evaluation cache)."""
     from skillsight_fast.config import IndexConfig
     from skillsight_fast.evaluation.cache import EmbeddingCache
-    from skillsight_fast.index import SkillIndex, resolve_query_encoder
+    from skillsight_fast.engine.index import SkillIndex, resolve_query_encoder
     from skillsight_fast.models import cache_root, load_encoder
-    from skillsight_fast.skills import namedesc_text
+    from skillsight_fast.library.skills import namedesc_text
 
     texts = [s.text for s in skills]
     nd_texts = [namedesc_text(s.name, s.description) for s in skills]
@@ -206,8 +206,8 @@ def wilson(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
 
 def first_hits(index, prompts: list[str], threshold: float | None, dup: float | None):
     """(first hit id or None, number of hits) per prompt, k = K, per-hit cut at ``threshold``."""
-    from skillsight_fast.calibrate import Abstention
-    from skillsight_fast.find import find_skills
+    from skillsight_fast.engine.abstention import Abstention
+    from skillsight_fast.agents.find import find_skills
 
     rule = None if threshold is None else Abstention("cosine", float(threshold))
     out = []
@@ -219,7 +219,7 @@ def first_hits(index, prompts: list[str], threshold: float | None, dup: float | 
 
 
 def evaluate(lib: Library, tier: str, n_boot: int) -> dict:
-    from skillsight_fast.calibrate import derive_abstention, hit_cosines
+    from skillsight_fast.engine.abstention import derive_abstention, hit_cosines
     from skillsight_fast.evaluation.metrics import bootstrap_diff
 
     t0 = time.perf_counter()
@@ -250,7 +250,7 @@ def evaluate(lib: Library, tier: str, n_boot: int) -> dict:
         }
 
     # the information rules, on this index's own values
-    from skillsight_fast.calibrate import offtopic_prompts, pseudo_tasks
+    from skillsight_fast.engine.abstention import offtopic_prompts, pseudo_tasks
 
     texts, rows = pseudo_tasks(index.skills, [s.body for s in lib.skills])
     p_vals = np.einsum("ij,ij->i", np.asarray(index.embeddings[rows], np.float32), index.encode(texts))
@@ -258,7 +258,7 @@ def evaluate(lib: Library, tier: str, n_boot: int) -> dict:
     vec = index.encode(offs)
     res = index.search_vectors(vec, offs, min(10, len(index)), explain=False)
     o_vals = np.nan_to_num(hit_cosines(index, vec, res.ids), nan=-np.inf).max(axis=1)
-    from skillsight_fast.calibrate import balanced_threshold
+    from skillsight_fast.engine.abstention import balanced_threshold
 
     rules = {
         "derived": t,

@@ -30,7 +30,6 @@ from skillsight_fast.engine.io import write_index_file
 from skillsight_fast.errors import SkillsightError
 
 if TYPE_CHECKING:
-    from skillsight_fast.engine.index import SkillIndex
     from skillsight_fast.library.queries import Task
 
 CALIBRATION = "calibration.json"
@@ -73,18 +72,6 @@ class Abstention:
         if not isinstance(rule, dict) or rule.get("threshold") is None:
             return None
         return cls(str(rule.get("signal", "cosine")), float(rule["threshold"]))
-
-
-def check_rule(rule: Any) -> None:
-    """Raise ValueError unless ``rule`` is a stored abstention rule (manifest key ``abstention``):
-    ``signal`` in :data:`SIGNALS`, ``threshold`` finite or null, ``duplicate_cosine`` finite or null."""
-    if not isinstance(rule, dict) or rule.get("signal") not in SIGNALS:
-        raise ValueError(f"must be an object with 'signal' one of {SIGNALS}")
-    for key in ("threshold", "duplicate_cosine"):
-        value = rule.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                  or not math.isfinite(value)):
-            raise ValueError(f"'{key}' must be a finite number or null")
 
 
 def read_calibration(directory: str | os.PathLike[str]) -> dict[str, Any] | None:
@@ -161,7 +148,7 @@ def resolve_abstention(directory: str | os.PathLike[str], min_score: float | Non
     return Abstention.of_rule(manifest.get("abstention"))
 
 
-def hit_cosines(index: "SkillIndex", vectors: np.ndarray, ids: np.ndarray) -> np.ndarray:
+def hit_cosines(index: Any, vectors: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """Raw dense similarity qᵀd of every hit, float32 (n, k), NaN on padding.
 
     A search already carries these (:attr:`SearchResult.cosine`); this is for ids found otherwise.
@@ -208,7 +195,7 @@ class QueryScores:
         return self.signal(name).max(axis=1).astype(np.float64) if self.scores.size else np.zeros(0)
 
 
-def score_queries(index: "SkillIndex", queries: Sequence["Task"], k: int = 10,
+def score_queries(index: Any, queries: Sequence["Task"], k: int = 10,
                   batch: int = 256) -> QueryScores:
     """Search ``queries`` (in batches) and keep the top-k signals and gold flags."""
     k = min(k, max(len(index), 1))
@@ -290,7 +277,7 @@ def refine_threshold(answerable_best: np.ndarray, offtopic_best: np.ndarray, max
 LOSSES = (0.0, 0.01, 0.02, 0.05, 0.10, 0.20, 0.30)
 
 
-def calibrate(index: "SkillIndex", answerable: Sequence["Task"],
+def calibrate(index: Any, answerable: Sequence["Task"],
               offtopic: Sequence["Task"] | dict[str, Sequence["Task"]], *,
               max_loss: float = 0.05, k: int = 10, signal: str | None = None) -> dict[str, Any]:
     """Pick the abstention signal and threshold, and describe the trade-off.
@@ -524,7 +511,7 @@ def duplicate_threshold(embeddings: np.ndarray, ids: Sequence[str]) -> float | N
     return fence if fence <= 1.0 else None
 
 
-def derive_abstention(index: "SkillIndex", bodies: Sequence[str] | None = None,
+def derive_abstention(index: Any, bodies: Sequence[str] | None = None,
                       offtopic: Sequence[str] | None = None) -> dict[str, Any]:
     """Derive the abstention rule of an index from the index alone (no labels).
 

@@ -34,6 +34,7 @@ import ctypes
 import errno
 import json
 import logging
+import math
 import os
 import shutil
 import sys
@@ -453,13 +454,15 @@ def check_manifest_schema(manifest: dict[str, Any], path: Path) -> None:
     pins = manifest.get("pins", [])
     if not isinstance(pins, list) or not all(isinstance(r, str) for r in pins):
         raise bad("'pins' must be a list of skill ids")
-    if "abstention" in manifest:
-        from skillsight_fast.engine.abstention import check_rule
-
-        try:
-            check_rule(manifest["abstention"])
-        except ValueError as exc:
-            raise bad(f"'abstention': {exc}") from None
+    if "abstention" in manifest:  # the label-free rule derived at build (engine.abstention)
+        rule = manifest["abstention"]
+        if not isinstance(rule, dict) or rule.get("signal") not in ("cosine", "score"):
+            raise bad("'abstention' must be an object with 'signal' cosine or score")
+        for key in ("threshold", "duplicate_cosine"):
+            value = rule.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not math.isfinite(value)):
+                raise bad(f"'abstention.{key}' must be a finite number or null")
 
 
 def _array_path(directory: Path, name: str, entry: dict[str, Any]) -> Path:

@@ -20,12 +20,12 @@ import numpy as np
 import pytest
 
 from fakes import HashEncoder
-from skillsight_fast.calibrate import (balanced_threshold, label_free_threshold, pseudo_tasks, refine_threshold,
+from skillsight_fast.engine.abstention import (balanced_threshold, label_free_threshold, pseudo_tasks, refine_threshold,
                                        upper_fence)
 from skillsight_fast.errors import IndexFormatError
-from skillsight_fast.find import find_skills
-from skillsight_fast.index import SkillIndex
-from skillsight_fast.skills import Skill
+from skillsight_fast.agents.find import find_skills
+from skillsight_fast.engine.index import SkillIndex
+from skillsight_fast.library.skills import Skill
 
 ROOT = Path(__file__).resolve().parents[1]
 PERSONAL = ROOT / "data" / "personal"
@@ -186,7 +186,7 @@ class _Terminal(io.StringIO):
 
 
 def test_hook_help_prints_the_options_on_a_terminal_only():
-    from skillsight_fast.hook import main
+    from skillsight_fast.agents.hook import main
 
     out = io.StringIO()
     assert main(["claude-code", "--help"], stdin=_Terminal(""), stdout=out) == 0
@@ -290,8 +290,8 @@ def test_fresh_home_index_install_and_the_hook_answers(tmp_path):
 @pytest.mark.slow
 def test_static_tier_k3_gives_three_distinct_skills(tmp_path):
     from skillsight_fast.config import IndexConfig
-    from skillsight_fast.find import DUPLICATE_COSINE
-    from skillsight_fast.skills import load_skills
+    from skillsight_fast.agents.find import DUPLICATE_COSINE
+    from skillsight_fast.library.skills import load_skills
 
     pytest.importorskip("onnxruntime")
     skills = load_skills([str(PERSONAL / "skills")]).skills
