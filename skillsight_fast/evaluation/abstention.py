@@ -132,8 +132,8 @@ def format_abstention_eval(r: dict[str, Any]) -> str:
         return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}%"
 
     rule = r["rule"]
-    lines = [f"rule: {'none' if rule is None else f'{rule['signal']} >= {rule['threshold']:.4f}'} "
-             f"(k = {r['k']}, cut per {r['cut']})"]
+    said = "none" if rule is None else "{} >= {:.4f}".format(rule["signal"], rule["threshold"])
+    lines = [f"rule: {said} (k = {r['k']}, cut per {r['cut']})"]
     if r["n_offtopic"]:
         lo, hi = r["offtopic_silent_ci"]
         lines.append(f"off-topic prompts silent: {pct(r['offtopic_silent'])} of {r['n_offtopic']} "

@@ -27,7 +27,7 @@ from skillsight_fast.agents.find import find_skills
 from skillsight_fast.engine.index import SkillIndex
 from skillsight_fast.library.skills import Skill
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PERSONAL = ROOT / "data" / "personal"
 OFF_TOPIC = "what should I cook tonight?"
 
@@ -139,6 +139,17 @@ def test_the_derived_rule_is_stored_loaded_and_shown(tmp_path, capsys):
     manifest.write_text(json.dumps(data))
     with pytest.raises(IndexFormatError, match="abstention"):
         SkillIndex.load(tmp_path / "idx")
+
+
+def test_update_derives_the_rule_again(tmp_path):
+    from skillsight_fast.engine.update import update_index
+
+    skills = _small_library()
+    SkillIndex.build(skills[:4], HashEncoder()).save(tmp_path / "idx")
+    before = SkillIndex.load(tmp_path / "idx").abstention
+    update_index(tmp_path / "idx", skills, encoder=HashEncoder())
+    after = SkillIndex.load(tmp_path / "idx").abstention
+    assert before is not None and after is not None and after["n_pseudo"] > before["n_pseudo"]
 
 
 def test_find_skills_uses_the_index_rule_by_default():
@@ -260,7 +271,9 @@ def test_fresh_home_index_install_and_the_hook_answers(tmp_path):
     shutil.copytree(PERSONAL / "skills", home / ".claude" / "skills")
     project = tmp_path / "proj"
     project.mkdir()
-    env = dict(os.environ, HOME=str(home))
+    # this checkout's package, wherever the host runs the hook from
+    paths = [str(ROOT), *(str(Path(x).resolve()) for x in os.environ.get("PYTHONPATH", "").split(os.pathsep) if x)]
+    env = dict(os.environ, HOME=str(home), PYTHONPATH=os.pathsep.join(paths))
     env.pop("XDG_RUNTIME_DIR", None)
     cli = [sys.executable, "-m", "skillsight_fast.cli"]
     subprocess.run([*cli, "index", str(home / ".claude" / "skills"), "-o", str(home / "idx"), "-q"],

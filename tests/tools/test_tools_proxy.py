@@ -107,6 +107,8 @@ def test_proxy_searches_calls_and_survives_a_killed_server(tmp_path):
                     assert found["servers"][0]["server"] == "time"
                     assert [n for g in found["servers"] for n in g["tools"]] == sorted(
                         names, key=lambda n: [g["server"] for g in found["servers"]].index(n.split("/")[0]))
+                    hi = await search("hi")  # the threshold derived when the proxy indexed the tools
+                    assert hi["tools"] == [] and hi["abstention"]["signal"] == "cosine"
                     fetched = (await search("download a web page from a URL", 3))["tools"]
                     assert "fetch/fetch" in [t["name"] for t in fetched]
 
@@ -152,7 +154,8 @@ def test_proxy_reindexes_when_a_server_changes_its_tools():
 
     # no index cache: a remembered index would answer with the tools of an earlier run's listing
     proxy = ToolProxy([ServerConfig(name="grow", command=sys.executable, args=(str(GROWING),))],
-                      encoder=HashEncoder(), index_cache=False)
+                      encoder=HashEncoder(), index_cache=False,
+                      abstain=False)  # hash vectors: a derived threshold means nothing
 
     async def run():
         async with proxy.running():
@@ -231,7 +234,8 @@ def test_proxy_over_streamable_http_upstream():
                     pytest.fail("the HTTP MCP server did not start")
                 time.sleep(0.1)
         proxy = ToolProxy([parse_server_arg(f"web=http://127.0.0.1:{port}/mcp")], encoder=HashEncoder(),
-                          index_cache=False)
+                          index_cache=False,
+                          abstain=False)  # hash vectors: a derived threshold means nothing
 
         async def run():
             async with proxy.running():
