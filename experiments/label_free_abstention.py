@@ -174,10 +174,10 @@ def load_library(name: str) -> Library:
 def build_index(skills: list, tier: str):  # -> SkillIndex
     """The index a user of this tier gets (document vectors from the shared evaluation cache)."""
     from skillsight_fast.config import IndexConfig
-    from skillsight_fast.evaluation.cache import EmbeddingCache
     from skillsight_fast.engine.index import SkillIndex, resolve_query_encoder
-    from skillsight_fast.models import cache_root, load_encoder
+    from skillsight_fast.evaluation.cache import EmbeddingCache
     from skillsight_fast.library.skills import namedesc_text
+    from skillsight_fast.models import cache_root, load_encoder
 
     texts = [s.text for s in skills]
     nd_texts = [namedesc_text(s.name, s.description) for s in skills]
@@ -214,8 +214,8 @@ def wilson(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
 
 def first_hits(index, prompts: list[str], threshold: float | None, dup: float | None):
     """(first hit id or None, number of hits) per prompt, k = K, per-hit cut at ``threshold``."""
-    from skillsight_fast.engine.abstention import Abstention
     from skillsight_fast.agents.find import find_skills
+    from skillsight_fast.engine.abstention import Abstention
 
     rule = None if threshold is None else Abstention("cosine", float(threshold))
     out = []

@@ -125,9 +125,9 @@ def search_here(index: str, task: str, k: int, min_cosine: float | None = None) 
     The rule: ``min_cosine`` when given (-inf: none), else the index's (``calibration.json``, else
     the one derived at build); the cut is per hit, so weak second and third hits are not injected.
     """
-    from skillsight_fast.engine.abstention import resolve_abstention
-    from skillsight_fast.agents.live import skill_uri
     from skillsight_fast.agents.find import find_skills
+    from skillsight_fast.agents.live import skill_uri
+    from skillsight_fast.engine.abstention import resolve_abstention
     from skillsight_fast.engine.index import SkillIndex
 
     idx = SkillIndex.load(index, mmap=True, verify=False)

@@ -402,7 +402,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def abstention_info(directory: "Path", manifest: dict) -> dict:
+def abstention_info(directory: Any, manifest: dict) -> dict:
     """What ``info`` says of abstention: the rule in use (``calibration.json`` from labelled tasks
     wins over the one derived at build) and the derived one."""
     from skillsight_fast.engine.abstention import read_calibration

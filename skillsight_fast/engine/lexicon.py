@@ -13,6 +13,7 @@ import numpy as np
 from skillsight_fast import kernels
 from skillsight_fast.engine.analyzer import analyze
 
+
 def _read_stopwords() -> frozenset[str]:
     from importlib.resources import files
 

@@ -84,12 +84,12 @@ def wilson(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
     return centre - half, centre + half
 
 
-def evaluate_abstention(index: "SkillIndex", prompts: Sequence[tuple[str, frozenset[str]]],
-                        rule: "Abstention | None", *, k: int = 3, cut: str = "hit", n_boot: int = 2000,
+def evaluate_abstention(index: SkillIndex, prompts: Sequence[tuple[str, frozenset[str]]],
+                        rule: Abstention | None, *, k: int = 3, cut: str = "hit", n_boot: int = 2000,
                         seed: int = 0) -> dict[str, Any]:
     """Off-topic silence and on-topic loss of ``rule`` on ``prompts`` (see the module docstring)."""
-    from skillsight_fast.evaluation.metrics import bootstrap_diff
     from skillsight_fast.agents.find import find_skills
+    from skillsight_fast.evaluation.metrics import bootstrap_diff
 
     known = set(index.ids)
     on = [(p, g) for p, g in prompts if g]
@@ -99,7 +99,7 @@ def evaluate_abstention(index: "SkillIndex", prompts: Sequence[tuple[str, frozen
         raise QueryError(f"no gold id of the prompt file is in this index (e.g. {missing[0]!r})")
     texts = [p for p, _ in on] + off
 
-    def ask(r: "Abstention | None") -> list[list[str]]:
+    def ask(r: Abstention | None) -> list[list[str]]:
         answers = find_skills(index, texts, k, abstention=r, cut=cut, pins=[]) if texts else []
         return [[h.id for h in a.hits] for a in answers]
 

@@ -18,13 +18,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from fakes import HashEncoder
-from skillsight_fast.engine.abstention import (balanced_threshold, label_free_threshold, pseudo_tasks, refine_threshold,
-                                       upper_fence)
-from skillsight_fast.errors import IndexFormatError
+
 from skillsight_fast.agents.find import find_skills
+from skillsight_fast.engine.abstention import (
+    balanced_threshold,
+    label_free_threshold,
+    pseudo_tasks,
+    refine_threshold,
+    upper_fence,
+)
 from skillsight_fast.engine.index import SkillIndex
+from skillsight_fast.errors import IndexFormatError
 from skillsight_fast.library.skills import Skill
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -302,8 +307,8 @@ def test_fresh_home_index_install_and_the_hook_answers(tmp_path):
 @pytest.mark.model
 @pytest.mark.slow
 def test_static_tier_k3_gives_three_distinct_skills(tmp_path):
-    from skillsight_fast.config import IndexConfig
     from skillsight_fast.agents.find import DUPLICATE_COSINE
+    from skillsight_fast.config import IndexConfig
     from skillsight_fast.library.skills import load_skills
 
     pytest.importorskip("onnxruntime")
