@@ -532,7 +532,6 @@ def derive_abstention(index: Any, bodies: Sequence[str] | None = None,
     do not separate, no abstention), ``source`` (``derived``), ``duplicate_cosine`` and what the
     rule read (``n_pseudo``, ``n_offtopic``, the error and the quartiles of both sides).
     """
-    t0 = time.perf_counter()
     metas = index.skills
     texts, rows = pseudo_tasks(metas, bodies)
     off_texts = list(offtopic) if offtopic is not None else offtopic_prompts()
@@ -571,5 +570,4 @@ def derive_abstention(index: Any, bodies: Sequence[str] | None = None,
         "pseudo_cut": float(np.mean(on < threshold)) if on.size else None,
         "pseudo_quartiles": quartiles(on),
         "offtopic_quartiles": quartiles(off),
-        "seconds": round(time.perf_counter() - t0, 2),
     }
