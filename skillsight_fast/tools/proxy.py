@@ -596,8 +596,8 @@ class ToolProxy:
         if not (folder / "manifest.json").is_file() or not (folder / _TOOLS_FILE).is_file():
             return None
         index = SkillIndex.load(folder, encoder=self._encoder)
-        if (index.model_id, index.model_checksum) != ident:
-            return None
+        if (index.model_id, index.model_checksum) != ident or (self.abstain and index.abstention is None):
+            return None  # another model, or saved before indexes derived their abstention rule
         entries: dict[str, tuple[Upstream, Any]] = {}
         for rec in json.loads((folder / _TOOLS_FILE).read_text(encoding="utf-8")):
             up = self.upstreams.get(rec["server"])
@@ -622,6 +622,8 @@ class ToolProxy:
             index = SkillIndex.load(folder, encoder=self._encoder)
             if index.ids != [sk.id for sk in skills]:
                 raise SkillsightError("its tools differ from the listed ones")
+            if self.abstain and index.abstention is None:
+                raise SkillsightError("saved before indexes derived their abstention rule")
             os.utime(folder)  # least recently used is removed first
         except (OSError, SkillsightError) as exc:
             logger.warning("tool proxy: not using the cached index %s (%s)", folder, _detail(exc))
