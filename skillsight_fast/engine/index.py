@@ -615,11 +615,9 @@ class SkillIndex:
 
     @property
     def _no_generic(self) -> bytes:
-        """An all-False generic-token mask (``exclude`` keeping every known token)."""
-        mask = self.__dict__.get("_no_generic_mask")
-        if mask is None or len(mask) != len(self.lexicon.vocab):
-            mask = self.__dict__["_no_generic_mask"] = bytes(len(self.lexicon.vocab))
-        return mask
+        """The mask of ``lexical_evidence="all"``: every known token but the stop-words (which never
+        count as lexical score, :data:`~skillsight_fast.engine.lexicon.STOPWORDS`)."""
+        return self.lexical.stopword_flags
 
     def lexical_scores(self, candidates: np.ndarray, terms: np.ndarray, ptr: np.ndarray,
                        side: str | None = None) -> np.ndarray:

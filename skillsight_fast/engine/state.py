@@ -262,6 +262,11 @@ class LexicalState:
         return stopword_mask(self.lexicon.vocab)
 
     @cached_property
+    def stopword_flags(self) -> bytes:
+        """``stopword`` as one byte per token (the mask of ``lexical_evidence="all"``)."""
+        return np.ascontiguousarray(self.stopword, dtype=bool).tobytes()
+
+    @cached_property
     def evidence_flags(self) -> bytes:
         """One byte per token, set for the tokens that are never evidence: the generic tokens T_g and
         the stop-words, whatever the size of the library (a 14-tool library has no T_g to speak of)."""

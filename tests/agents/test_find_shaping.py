@@ -125,17 +125,6 @@ def test_near_identical_texts_under_other_names_collapse():
     assert {answer.hits[0].id, *answer.hits[0].copies} == {"a/merge", "b/combine"}
 
 
-def test_identical_vectors_collapse_in_a_tiny_library():
-    from skillsight_fast.library.skills import Skill
-
-    same = Skill("a/x", "x", "Merge PDF files.", PDF_BODY)
-    skills = [same, Skill("b/x", "x", same.description, same.body), Skill("c/csv", "csv", "Clean CSV.", "csv rows")]
-    index = SkillIndex.build(skills, HashEncoder())
-    assert index.abstention["duplicate_cosine"] is None  # three skills: too few to read a distribution
-    (answer,) = find_skills(index, "merge pdf", k=3, abstention=None)
-    assert [h.id for h in answer.hits][:1] in (["a/x"], ["b/x"]) and len(answer.hits) == 2
-
-
 def test_tag_and_source_filters(index, tmp_path):
     # the filters alone (no threshold): a filtered search still finds the k best of what passes
     (answer,) = find_skills(index, "merge pdf pages", k=5, abstention=None, tags=["DEVOPS"])

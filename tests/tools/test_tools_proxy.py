@@ -265,7 +265,8 @@ def test_restarted_proxy_loads_its_index_from_the_cache(tmp_path, caplog):
 
     def start(name: str, encoder: HashEncoder) -> tuple[ToolProxy, dict]:
         proxy = ToolProxy([ServerConfig(name=name, command=time_cmd, args=("--local-timezone", "UTC"))],
-                          encoder=encoder, index_cache=cache)
+                          encoder=encoder, index_cache=cache,
+                          abstain=False)  # hash vectors: a derived threshold means nothing
 
         async def run() -> dict:
             async with proxy.running():
@@ -282,8 +283,9 @@ def test_restarted_proxy_loads_its_index_from_the_cache(tmp_path, caplog):
 
     first_enc = HashEncoder()
     first, res1 = start("time", first_enc)
-    # the tools (text, name + description), a warm-up task, two tasks
-    assert not first.index_from_cache and not first.preloaded and first_enc.calls == 5
+    # the tools (text, name + description), a warm-up task, two tasks, and the abstention rule the
+    # new index derives (its pseudo-tasks, the shipped off-topic tasks)
+    assert not first.index_from_cache and not first.preloaded and first_enc.calls == 7
     assert res1["tools"][0]["name"] == "time/get_current_time" and "remembered" not in res1
     assert len(folders()) == 1
 
@@ -306,7 +308,7 @@ def test_restarted_proxy_loads_its_index_from_the_cache(tmp_path, caplog):
         f.write_bytes(b"damaged")
     damaged_enc = HashEncoder()
     damaged, res4 = start("time", damaged_enc)
-    assert not damaged.index_from_cache and not damaged.preloaded and damaged_enc.calls == 5
+    assert not damaged.index_from_cache and not damaged.preloaded and damaged_enc.calls == 7
     assert "not using the remembered index" in caplog.text
     assert res4["tools"][0]["name"] == "time/get_current_time"
     assert start("time", HashEncoder())[0].index_from_cache  # rebuilt and saved again
