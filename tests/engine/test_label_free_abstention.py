@@ -285,7 +285,9 @@ def test_fresh_home_index_install_and_the_hook_answers(tmp_path):
                    check=True, env=env, cwd=project, timeout=600)
     subprocess.run([*cli, "install", "claude-code", "-i", str(home / "idx")], check=True, env=env, cwd=project,
                    timeout=120, capture_output=True)
-    settings = json.loads((project / ".claude" / "settings.json").read_text())
+    # the user's settings by default (or the project's, with --project)
+    written = [f for f in (home / ".claude" / "settings.json", project / ".claude" / "settings.json") if f.is_file()]
+    settings = json.loads(written[0].read_text())
     (entry,) = settings["hooks"]["UserPromptSubmit"]
     command = entry["hooks"][0]["command"]
 
