@@ -14,9 +14,12 @@ What an answer holds, in order:
      ``source`` (a folder the skill's SKILL.md lies in, or an id prefix; :func:`source_matches`).
      A filtered search scores only the skills that pass, so it still finds ``k`` of them;
    * the **duplicate collapse** (``collapse=True``): a skill with the same name as a better hit
-     (:func:`name_key`) or an embedding with cosine ≥ :data:`DUPLICATE_COSINE` to it is not a hit
+     (:func:`name_key`) or an embedding with cosine at least the index's derived duplicate cosine
+     (:func:`duplicate_cosine_of`; :data:`DUPLICATE_COSINE` for an older index) to it is not a hit
      of its own but is listed in that hit's ``copies``;
-   * the **cut** at the abstention rule's threshold: ``cut="task"`` (default) drops every hit of a
+   * the **cut** at the abstention rule's threshold (by default the one the index derived at build
+     from its own skills, without labels: :func:`skillsight_fast.engine.abstention.derive_abstention`):
+     ``cut="task"`` (default) drops every hit of a
      task whose best hit is below it; ``cut="hit"`` drops each hit below it, so the number of hits
      varies with the task (none when nothing fits).
 
@@ -50,6 +53,10 @@ if TYPE_CHECKING:
 #: Two skills whose (unit) embeddings have at least this cosine are copies of one skill. Chosen
 #: a priori, not fitted: at 0.95 the texts differ by little more than formatting or a sentence.
 DUPLICATE_COSINE = 0.95
+#: Two unit vectors this close are the same vector up to float32 rounding (the same text).
+IDENTICAL_COSINE = 1.0 - 1e-6
+#: ``find_skills(abstention=INDEX_RULE)``: the rule the index derived at build (the default).
+INDEX_RULE = "index"
 #: The cut modes: per task (the abstention rule's historical meaning) or per hit.
 CUTS = ("task", "hit")
 #: Most tags one call may filter on.
@@ -278,11 +285,24 @@ def collapse_rows(index: "SkillIndex", rows: Sequence[int], allowed: np.ndarray 
     return kept
 
 
+def duplicate_cosine_of(index: "SkillIndex") -> float:
+    """The cosine from which two skills of ``index`` are copies: the one derived at build for its
+    document encoder (``abstention.duplicate_cosine`` in the manifest; null: no outlier, so only
+    identical vectors, :data:`IDENTICAL_COSINE`), else :data:`DUPLICATE_COSINE` (an index built
+    before the rule existed)."""
+    rule = getattr(index, "abstention", None)
+    if isinstance(rule, dict) and "duplicate_cosine" in rule:
+        value = rule["duplicate_cosine"]
+        return float(value) if isinstance(value, (int, float)) else IDENTICAL_COSINE
+    return DUPLICATE_COSINE
+
+
 def find_skills(index: "SkillIndex", tasks: str | Sequence[str], k: int = 5, *,
-                abstention: Abstention | None = None, lock: threading.Lock | None = None,
+                abstention: Abstention | str | None = INDEX_RULE, lock: threading.Lock | None = None,
                 allow_flagged: bool = False, tags: Sequence[str] | None = None, source: str | None = None,
                 pins: Sequence[str] | None = None, cut: str = "task", collapse: bool = True,
-                max_k: int | None = None, **knobs: Any) -> list[Answer]:
+                max_k: int | None = None, duplicate_cosine: float | None = None,
+                **knobs: Any) -> list[Answer]:
     """Search, filter, collapse copies, apply the cut, and build the hit records of each task.
 
     Parameters
@@ -292,8 +312,10 @@ def find_skills(index: "SkillIndex", tasks: str | Sequence[str], k: int = 5, *,
         Validated with :meth:`SkillIndex.check_queries` (QueryError on bad input).
     k : int
         Ranked hits per task (capped at the library size); pinned skills come on top of them.
-    abstention : Abstention, optional
-        The threshold of the cut (see ``cut``); None keeps every hit.
+    abstention : Abstention, ``"index"`` or None
+        The threshold of the cut (see ``cut``). ``"index"`` (default): the rule the index derived at
+        build without labels (:attr:`SkillIndex.abstention`; none for an index built before it);
+        None keeps every hit.
     lock : threading.Lock, optional
         Held around the encoder (servers share one encoder between request threads).
     allow_flagged : bool
@@ -314,6 +336,9 @@ def find_skills(index: "SkillIndex", tasks: str | Sequence[str], k: int = 5, *,
         best-ranked one's ``copies``.
     max_k : int, optional
         A lower cap on ``k`` than the index's (a server's per-request cap).
+    duplicate_cosine : float, optional
+        The cosine from which two skills are copies; default: the one the index derived for its own
+        document encoder (:func:`duplicate_cosine_of`).
     **knobs
         Query-time settings passed to :meth:`SkillIndex.search_vectors` (``candidates``,
         ``fusion``, ``lexical_weight``, ...).
@@ -327,6 +352,10 @@ def find_skills(index: "SkillIndex", tasks: str | Sequence[str], k: int = 5, *,
     QueryError
         A bad task, ``k``, filter or ``cut``.
     """
+    if isinstance(abstention, str):
+        if abstention != INDEX_RULE:
+            raise QueryError(f"'abstention' must be an Abstention, {INDEX_RULE!r} or None, got {abstention!r}")
+        abstention = Abstention.of_rule(getattr(index, "abstention", None))
     texts = index.check_queries(tasks)
     n = len(index)
     k = min(index.check_k(k, most=max_k), max(n, 1))
@@ -354,16 +383,17 @@ def find_skills(index: "SkillIndex", tasks: str | Sequence[str], k: int = 5, *,
                 break
             depth = min(n, depth * 4)
     cosines = result.cosine  # qᵀd of each hit, from the search itself
+    dup = duplicate_cosine_of(index) if duplicate_cosine is None else float(duplicate_cosine)
     answers = []
     for i, text in enumerate(texts):
         all_hits = hits_of(index, result, i, cosines)
         by_row = {index_row: h for index_row, h in zip([j for j in result.ids[i].tolist() if j >= 0], all_hits)}
         ranked = [j for j in result.ids[i].tolist() if j >= 0]
-        groups = collapse_rows(index, ranked, allowed) if collapse else [(j, []) for j in ranked]
+        groups = collapse_rows(index, ranked, allowed, dup) if collapse else [(j, []) for j in ranked]
         pinned_set = set(pin_rows)
         pinned_copies: dict[int, list[int]] = {}
         if collapse and pin_rows:  # a copy of a pinned skill is not a hit of its own either
-            for j, copies in collapse_rows(index, [*pin_rows, *ranked], allowed):
+            for j, copies in collapse_rows(index, [*pin_rows, *ranked], allowed, dup):
                 if j in pinned_set:
                     pinned_copies[j] = copies
             covered = pinned_set | {c for cs in pinned_copies.values() for c in cs}

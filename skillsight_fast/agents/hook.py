@@ -7,8 +7,10 @@
 Code runs it on every prompt with one JSON object on stdin (``session_id``, ``transcript_path``,
 ``cwd``, ``hook_event_name``, ``prompt``, ...); what it prints as
 ``{"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": ...}}`` is added
-to the model's context. The hook prints the top skills (name, path, one line of why: the evidence)
-or nothing when the index's calibrated abstention (``calibration.json``) says that no skill fits.
+to the model's context. The hook prints the skills that fit (name, path, one line of why: the
+evidence), at most ``-k``, each at or above the index's abstention threshold (the one it derived at
+build without labels, or ``calibration.json`` from ``calibrate``; ``--min-cosine`` /
+``--no-abstain`` override it), or nothing when no skill fits.
 
 It asks a warm server of the same index when one is running (the endpoint file written by
 ``serve --http`` or ``serve --mcp --endpoint``, see :mod:`skillsight_fast.agents.endpoint`) with a short
@@ -57,14 +59,16 @@ MAX_HITS = 20
 
 
 def ask_server(index: str, task: str, k: int, timeout: float) -> dict[str, Any] | None:
-    """The answer of a warm server of ``index``, or None (none running, timeout or any error)."""
+    """The answer of a warm server of ``index`` (its own abstention rule, cut per hit), or None (none
+    running, timeout or any error)."""
     from skillsight_fast.agents.endpoint import lookup
 
     record = lookup(index)  # None unless the record is this user's, private, and names a secret
     if record is None or timeout <= 0:
         return None
     try:
-        out = post_json(record["url"], "/search", {"task": task, "k": k}, timeout, secret=record["secret"])
+        out = post_json(record["url"], "/search", {"task": task, "k": k, "cut": "hit"}, timeout,
+                        secret=record["secret"])
     except Exception as exc:  # noqa: BLE001 - any failure means: search in-process instead
         logger.info("warm server %s did not answer: %s", record["url"], exc)
         return None
@@ -141,8 +145,12 @@ def post_json(url: str, path: str, payload: Any, timeout: float, *, secret: str 
     return json.loads(data)
 
 
-def search_here(index: str, task: str, k: int) -> dict[str, Any]:
-    """Load the index and search in this process (the cold path), with the index's abstention."""
+def search_here(index: str, task: str, k: int, min_cosine: float | None = None) -> dict[str, Any]:
+    """Load the index and search in this process (the cold path).
+
+    The rule: ``min_cosine`` when given (-inf: none), else the index's (``calibration.json``, else
+    the one derived at build); the cut is per hit, so weak second and third hits are not injected.
+    """
     from skillsight_fast.agents.find import find_skills
     from skillsight_fast.agents.live import skill_uri
     from skillsight_fast.engine.abstention import resolve_abstention
@@ -150,7 +158,8 @@ def search_here(index: str, task: str, k: int) -> dict[str, Any]:
 
     idx = SkillIndex.load(index, mmap=True, verify=False)
     idx.engine = "numpy"  # one task in a fresh process: cheaper than Numba's start-up
-    answer = find_skills(idx, [task], k, abstention=resolve_abstention(index))[0]
+    rule = resolve_abstention(index, min_cosine=min_cosine)
+    answer = find_skills(idx, [task], k, abstention=rule, cut="hit")[0]
     out = answer.to_dict(digits=4)
     for hit in out["hits"]:
         hit["uri"] = skill_uri(hit["id"])
@@ -226,7 +235,7 @@ def prompt_of(payload: str, event: str = EVENT) -> str | None:
 
 
 def answer_prompt(index: str, payload: str, *, k: int = 3, budget: float = 5.0, server_timeout: float = 0.5,
-                  cold: bool = True, event: str = EVENT) -> str:
+                  cold: bool = True, event: str = EVENT, min_cosine: float | None = None) -> str:
     """What the hook prints for one stdin payload ("" for nothing); raises on errors.
 
     Parameters
@@ -245,19 +254,22 @@ def answer_prompt(index: str, payload: str, *, k: int = 3, budget: float = 5.0, 
         Search in-process when no warm server answers (False: only ask a server).
     event : str
         The host's prompt event (:data:`HOST_EVENTS`): the one answered, named in the answer.
+    min_cosine : float, optional
+        A threshold of the hook's own (``--min-cosine``; -inf: ``--no-abstain``) instead of the
+        index's; a warm server applies its own rule, so the hook then searches in-process.
     """
     t0 = time.monotonic()
     prompt = prompt_of(payload, event)
     if prompt is None:
         return ""
-    answer = ask_server(index, prompt, k, min(server_timeout, budget))
+    answer = ask_server(index, prompt, k, min(server_timeout, budget)) if min_cosine is None else None
     if answer is None and cold:
         remaining = budget - (time.monotonic() - t0)
         box: list[Any] = []
 
         def run() -> None:
             try:
-                box.append(search_here(index, prompt, k))
+                box.append(search_here(index, prompt, k, min_cosine))
             except BaseException as exc:  # noqa: BLE001 - reported by the caller as "no answer"
                 box.append(exc)
 
@@ -272,13 +284,42 @@ def answer_prompt(index: str, payload: str, *, k: int = 3, budget: float = 5.0, 
     return hook_output(format_context(answer or {}), event)
 
 
+def add_hook_args(p: Any) -> None:
+    """The options of ``skillsight hook`` (also what ``skillsight hook claude-code --help`` prints)."""
+    p.add_argument("host", choices=sorted(HOST_EVENTS), help="the host whose hook protocol to speak")
+    p.add_argument("-i", "--index", required=True, metavar="DIR")
+    p.add_argument("-k", type=int, default=3, help="most skills listed (default 3; 1..20)")
+    p.add_argument("--min-cosine", metavar="C", default=None,
+                   help="list only skills whose raw cosine q.d with the prompt is at least C ('none': no "
+                        "threshold); default: the index's (derived at build, or calibration.json)")
+    p.add_argument("--no-abstain", action="store_true",
+                   help="no threshold at all: always list the k best skills")
+    p.add_argument("--budget", type=float, default=5.0, metavar="S",
+                   help="seconds the hook may take in all; past it, it prints nothing (default 5)")
+    p.add_argument("--server-timeout", type=float, default=0.5, metavar="S",
+                   help="seconds a warm server gets before the hook searches in-process (default 0.5)")
+    p.add_argument("--no-cold", action="store_true", help="only ask a warm server; never load the model here")
+    p.add_argument("-v", "--verbose", action="store_true", help="say on stderr why there is no answer")
+
+
+def print_help(stdout: TextIO) -> None:
+    """The hook's options, as ``skillsight --help`` lists them (``skillsight_fast.cli.hooks``)."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="skillsight hook", description=__doc__.split("\n\n")[0])
+    add_hook_args(p)
+    stdout.write(p.format_help())
+
+
 def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout: TextIO | None = None, *,
          hard_exit: bool = False) -> int:
-    """``skillsight hook {claude-code,gemini} -i IDX [-k K] [--budget S] [--server-timeout S] [--no-cold]``.
+    """``skillsight hook {claude-code,gemini} -i IDX [-k K] [--min-cosine C | --no-abstain] [--budget S]
+    [--server-timeout S] [--no-cold]``.
 
     Always returns 0, whatever happens (bad arguments included); a failure is logged to stderr
     only with ``-v``. ``hard_exit`` (the command line) leaves the process at once with
     ``os._exit(0)``, so an in-process search still running past the budget cannot hold the prompt.
+    ``-h``/``--help`` prints the options when stdin is a terminal (a person asking, not a host).
     """
     import argparse
 
@@ -286,6 +327,15 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
     stdout = stdout if stdout is not None else sys.stdout
     verbose = False
     nothing = ""
+    args_list = list(argv) if argv is not None else sys.argv[1:]
+    if any(a in ("-h", "--help") for a in args_list) and _is_terminal(stdin):
+        try:
+            print_help(stdout)
+            stdout.flush()
+        finally:
+            if hard_exit:
+                os._exit(0)
+        return 0
     try:
         class Parser(argparse.ArgumentParser):
             def error(self, message: str) -> NoReturn:  # silent: never argparse's usage text and status 2
@@ -298,16 +348,20 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
         p.add_argument("--budget", type=float, default=5.0)
         p.add_argument("--server-timeout", type=float, default=0.5)
         p.add_argument("--no-cold", action="store_true")
+        p.add_argument("--min-cosine", type=_threshold, default=None)
+        p.add_argument("--no-abstain", action="store_true")
         p.add_argument("-v", "--verbose", action="store_true")
-        args = p.parse_args(list(argv) if argv is not None else None)
+        args = p.parse_args(args_list)
         verbose = args.verbose
         nothing = HOST_NOTHING[args.host]
         if verbose:
             logging.basicConfig(level=logging.INFO, format="skillsight hook: %(message)s", stream=sys.stderr)
         payload = stdin.read(MAX_STDIN_BYTES + 1)
+        min_cosine = float("-inf") if args.no_abstain else args.min_cosine
         out = "" if len(payload) > MAX_STDIN_BYTES else answer_prompt(
             os.path.expanduser(args.index), payload, k=max(1, min(args.k, 20)), budget=args.budget,
-            server_timeout=args.server_timeout, cold=not args.no_cold, event=HOST_EVENTS[args.host])
+            server_timeout=args.server_timeout, cold=not args.no_cold, event=HOST_EVENTS[args.host],
+            min_cosine=min_cosine)
         if out:
             stdout.write(out + "\n")
             stdout.flush()
@@ -327,6 +381,20 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
         finally:
             os._exit(0)
     return 0
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def _threshold(value: str) -> float:
+    """``--min-cosine``: a number, or ``none``/``off`` (-inf: no threshold)."""
+    from skillsight_fast.engine.abstention import parse_min_score
+
+    return parse_min_score(value)
 
 
 if __name__ == "__main__":  # pragma: no cover

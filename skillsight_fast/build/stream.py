@@ -313,12 +313,15 @@ class StreamBuilder:
         index = SkillIndex.from_embeddings(
             self.metas, emb, config, model_id=model_id, model_checksum=model_checksum, encoder=encoder,
             lexicon=lexicon, basis=(basis, bg.singular_values), decisions=decisions, namedesc=namedesc,
+            derive=False,
         )
         index.state.stats = dataclasses.replace(
             index.state.stats, effective_rank=int(bg.effective_rank), n_background_terms=int(terms.size),
             **rule_stats)
         index.flags = self.flags
         index.bodies = texts  # type: ignore[assignment]  # a Sequence[str] on disk
+        if encoder is not None:  # the label-free abstention rule, from the skills' own fields
+            index.derive_abstention()
         self.seconds["finish"] = time.perf_counter() - t0
         logger.info("streamed build: %d skills, vocabulary %d, assembled in %.2f s",
                     n, len(stats.vocab), self.seconds["finish"])

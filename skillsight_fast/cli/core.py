@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import Any
 
 from skillsight_fast.cli._common import add_abstention_args, emit_json
 from skillsight_fast.config import DEFAULT_MODEL, ENGINES, LEXICAL_SIDES, QUERY_ENCODERS, SCAN_CHOICES
+from skillsight_fast.errors import SkillsightError
 
 
 def _safe(text: str) -> str:
@@ -316,12 +318,38 @@ def cmd_search(args: argparse.Namespace) -> int:
             desc = _safe(h.description)
             print(f"     {desc[:117] + '...' if len(desc) > 120 else desc}")
             if args.explain:
-                print(f"     dense {h.dense:.3f}  lexical {h.lexical:.3f}  "
-                      f"evidence: {', '.join(h.evidence) or '-'}")
+                print(f"     dense {h.dense:.3f}  cosine {h.cosine:.3f}  lexical {h.lexical:.3f}  "
+                      f"evidence: {', '.join(h.evidence) or '- (' + no_evidence_reason(index, answer.query) + ')'}")
         if not any(not h.pinned for h in answer.hits):
             print("  (no hits)" if rule is None else
-                  f"  (no skill fits: the best hit's {rule.signal} is below {rule.threshold:.4f})")
+                  f"  (no skill fits: the best hit's {rule.signal} is below {rule.threshold:.4f}; "
+                  "--min-cosine none shows the hits anyway)")
     return 0
+
+
+def no_evidence_reason(index: Any, task: str) -> str:
+    """Why a hit of ``task`` has no evidence tokens, for ``search --explain``."""
+    from skillsight_fast.engine.analyzer import unique_tokens
+    from skillsight_fast.engine.lexicon import STOPWORDS
+
+    cfg = index.config
+    tokens = unique_tokens(task, cfg.min_token_len, cfg.max_token_len)
+    ids = index.lexicon.term_ids
+    stop = [t for t in tokens if t in STOPWORDS]
+    known = [t for t in tokens if t in ids and t not in STOPWORDS]
+    generic = [t for t in known if bool(index.lexical.generic[ids[t]])]
+    unknown = [t for t in tokens if t not in ids and t not in STOPWORDS]
+    parts = []
+    if stop:
+        parts.append(f"stop-words: {', '.join(stop[:6])}")
+    if generic:
+        parts.append(f"generic in this library: {', '.join(generic[:6])}")
+    if unknown:
+        parts.append(f"in no skill: {', '.join(unknown[:6])}")
+    evidence = [t for t in known if t not in stop and t not in generic]
+    if evidence:
+        parts.append(f"distinctive but not in this skill: {', '.join(evidence[:6])}")
+    return "; ".join(parts) or "the task has no word tokens"
 
 
 def _add_info(sub: argparse._SubParsersAction) -> None:
@@ -340,7 +368,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     m = read_manifest(Path(args.index))
     info = {"index": str(args.index), "format_version": m["format_version"],
             "package_version": m["package_version"], "n_skills": m["n_skills"], "model": m["model"],
-            "decisions": m["decisions"], "stats": m["stats"], "config": m["config"], "scan": scan_info(m)}
+            "decisions": m["decisions"], "stats": m["stats"], "config": m["config"], "scan": scan_info(m),
+            "abstention": abstention_info(Path(args.index), m)}
     if args.json:
         emit_json(info)
         return 0
@@ -366,10 +395,46 @@ def cmd_info(args: argparse.Namespace) -> int:
     d = m["decisions"]
     print(f"decided ({d['rule']}): background removal {'on' if d['background'] else 'off'}, lexical side "
           f"{d['lexical']} weight {d['lexical_weight']:g}, fusion {d['fusion']}, candidates {d['candidates']}")
+    print(format_abstention(info["abstention"]))
     sc = info["scan"]
     print(f"scan {sc['scan']}" + "".join(f", {k}={v}" for k, v in sc.items() if k not in ("scan", "files")))
     print("config " + ", ".join(f"{k}={v}" for k, v in m["config"].items()))
     return 0
+
+
+def abstention_info(directory: Any, manifest: dict) -> dict:
+    """What ``info`` says of abstention: the rule in use (``calibration.json`` from labelled tasks
+    wins over the one derived at build) and the derived one."""
+    from skillsight_fast.engine.abstention import read_calibration
+
+    try:
+        cal = read_calibration(directory)
+    except SkillsightError as exc:
+        cal = {"error": str(exc)}
+    derived = manifest.get("abstention")
+    in_use = ("calibration.json" if cal is not None and "error" not in cal
+              else "derived" if derived and derived.get("threshold") is not None else "none")
+    return {"in_use": in_use, "derived": derived,
+            "calibration": None if cal is None else {k: cal.get(k) for k in ("signal", "threshold", "error")
+                                                     if k in cal}}
+
+
+def format_abstention(a: dict) -> str:
+    """One line of ``info``: the abstention rule in use and where it comes from."""
+    d = a.get("derived") or {}
+    dup = d.get("duplicate_cosine")
+    dup_text = (f"; copies: same name or cosine >= {dup:.3f}" if isinstance(dup, (int, float))
+                else "; copies: same name only" if d else "")
+    if a["in_use"] == "calibration.json":
+        c = a["calibration"]
+        return f"abstention {c['signal']} >= {c['threshold']:.4f} (calibration.json, from labelled tasks){dup_text}"
+    if a["in_use"] == "derived":
+        return (f"abstention {d['signal']} >= {d['threshold']:.4f} (derived at build without labels: "
+                f"{d.get('n_pseudo', 0)} pseudo-tasks from the skills, {d.get('n_offtopic', 0)} off-topic tasks, "
+                f"query encoder {d.get('query_encoder', '?')}){dup_text}")
+    why = ("the skills' pseudo-tasks and the off-topic tasks did not separate" if d
+           else "an index built before the label-free rule: rebuild it, or run calibrate")
+    return f"abstention none ({why}){dup_text}"
 
 
 def scan_info(manifest: dict) -> dict:

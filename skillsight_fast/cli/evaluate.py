@@ -24,9 +24,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src.add_argument("--triggers", metavar="FILE|DIR",
                      help="a skill-creator trigger-eval file [{query, should_trigger}] (with --skill), or a folder "
                           "of them named after their skills; needs -i")
-    p.add_argument("-i", "--index", metavar="DIR", help="--triggers: the index to run the prompts against")
+    src.add_argument("--offtopic", metavar="FILE",
+                     help="abstention on your own library: a JSON-lines file of {prompt, gold: [ids]} (gold [] = "
+                          "off topic) or a .txt list of off-topic prompts; reports off-topic silence and the "
+                          "on-topic answers the threshold loses; needs -i")
+    p.add_argument("-i", "--index", metavar="DIR", help="--triggers / --offtopic: the index to run the prompts against")
     p.add_argument("--skill", metavar="ID", help="--triggers: the skill the file is about (default: the file name)")
-    p.add_argument("-k", type=positive_int, default=5, help="--triggers: the skill triggers when it is in the top k (default 5)")
+    p.add_argument("-k", type=positive_int, default=None,
+                   help="--triggers: the skill triggers when it is in the top k (default 5); --offtopic: hits "
+                        "asked for (default 3, as the hook)")
     p.add_argument("--cut", choices=("task", "hit"), default="hit",
                    help="--triggers: the threshold drops each hit below it (hit, default) or a whole answer (task)")
     add_abstention_args(p)
@@ -87,8 +93,34 @@ def cmd_triggers(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_offtopic(args: argparse.Namespace) -> int:
+    """``eval --offtopic``: off-topic silence and on-topic loss of the index's abstention rule."""
+    from skillsight_fast import SkillIndex
+    from skillsight_fast.engine.abstention import resolve_abstention
+    from skillsight_fast.errors import QueryError
+    from skillsight_fast.evaluation.abstention import evaluate_abstention, format_abstention_eval, read_prompts
+
+    if not args.index:
+        raise QueryError("eval --offtopic needs the index to test: -i DIR")
+    prompts = read_prompts(args.offtopic)
+    index = SkillIndex.load(args.index)
+    rule = resolve_abstention(args.index, args.min_score, args.min_cosine)
+    result = evaluate_abstention(index, prompts, rule, k=args.k or 3, cut=args.cut, n_boot=args.bootstrap,
+                                 seed=args.seed)
+    result["index"], result["prompts"] = str(args.index), str(args.offtopic)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+    print(format_abstention_eval(result))
+    return 0
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
+    if args.offtopic:
+        return cmd_offtopic(args)
     if args.triggers:
+        if args.k is None:
+            args.k = 5
         return cmd_triggers(args)
     from skillsight_fast.evaluation.datasets import SHARED_DATASETS, default_data_root, load_dataset
     from skillsight_fast.evaluation.methods import DEFAULT_METHODS, METHODS, EvalContext

@@ -10,20 +10,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+from skillsight_fast.agents.hook import add_hook_args
 from skillsight_fast.cli._common import emit_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add hook and install to the ``skillsight`` parser."""
     p = sub.add_parser("hook", help="prompt hook for an agent host: the skills that fit the prompt, or nothing")
-    p.add_argument("host", choices=["claude-code", "gemini"], help="the host whose hook protocol to speak")
-    p.add_argument("-i", "--index", required=True, metavar="DIR")
-    p.add_argument("-k", type=int, default=3, help="most skills listed (default 3)")
-    p.add_argument("--budget", type=float, default=5.0, metavar="S",
-                   help="seconds the hook may take in all; past it, it prints nothing (default 5)")
-    p.add_argument("--server-timeout", type=float, default=0.5, metavar="S",
-                   help="seconds a warm server gets before the hook searches in-process (default 0.5)")
-    p.add_argument("--no-cold", action="store_true", help="only ask a warm server; never load the model here")
+    add_hook_args(p)
     p.set_defaults(func=cmd_hook)
 
     p = sub.add_parser("install", help="put the prompt hook and the MCP server where an agent host reads them")
@@ -56,6 +50,8 @@ def cmd_hook(args: argparse.Namespace) -> int:  # pragma: no cover - main() disp
 
     argv = [args.host, "-i", args.index, "-k", str(args.k), "--budget", str(args.budget),
             "--server-timeout", str(args.server_timeout)] + (["--no-cold"] if args.no_cold else [])
+    argv += (["--min-cosine", args.min_cosine] if args.min_cosine is not None else [])
+    argv += (["--no-abstain"] if args.no_abstain else []) + (["-v"] if args.verbose else [])
     return main(argv)
 
 

@@ -54,10 +54,10 @@ def cmd_proxy(args: argparse.Namespace) -> int:
     configs = [c for c in configs if not _is_this_proxy(c)]
     if not configs:
         raise SkillFormatError(f"{args.proxy}: names no server other than a skillsight proxy")
-    rule = resolve_abstention("", args.min_score, args.min_cosine) if (
-        args.min_score is not None or args.min_cosine is not None) else None
-    proxy = px.ToolProxy(
-        configs, abstention=rule, pins=args.pin, tool_text=args.tool_text or DEFAULT_TOOL_TEXT,
+    explicit = args.min_score is not None or args.min_cosine is not None
+    rule = resolve_abstention("", args.min_score, args.min_cosine) if explicit else None
+    proxy = px.ToolProxy(  # no explicit threshold: the one derived when the upstream tools are indexed
+        configs, abstention=rule, abstain=not explicit or rule is not None, pins=args.pin, tool_text=args.tool_text or DEFAULT_TOOL_TEXT,
         start_timeout=args.start_timeout or px.START_TIMEOUT,
         call_timeout=args.call_timeout or px.CALL_TIMEOUT,
         index_cache=False if args.index_cache == "off" else args.index_cache)

@@ -30,7 +30,6 @@ from skillsight_fast.engine.io import write_index_file
 from skillsight_fast.errors import SkillsightError
 
 if TYPE_CHECKING:
-    from skillsight_fast.engine.index import SkillIndex
     from skillsight_fast.library.queries import Task
 
 CALIBRATION = "calibration.json"
@@ -65,6 +64,14 @@ class Abstention:
 
     def to_dict(self) -> dict[str, Any]:
         return {"signal": self.signal, "threshold": self.threshold}
+
+    @classmethod
+    def of_rule(cls, rule: dict[str, Any] | None) -> "Abstention | None":
+        """The rule of a stored dict (the index's derived ``abstention``, or ``calibration.json``);
+        None when there is none or its threshold is None (the two sides did not separate)."""
+        if not isinstance(rule, dict) or rule.get("threshold") is None:
+            return None
+        return cls(str(rule.get("signal", "cosine")), float(rule["threshold"]))
 
 
 def read_calibration(directory: str | os.PathLike[str]) -> dict[str, Any] | None:
@@ -119,19 +126,29 @@ def resolve_abstention(directory: str | os.PathLike[str], min_score: float | Non
     """The abstention rule to apply.
 
     An explicit ``min_cosine`` or ``min_score`` wins (``-inf`` = no abstention); otherwise the
-    index's ``calibration.json``; otherwise None (keep every hit).
+    index's ``calibration.json`` (written by ``calibrate`` from labelled tasks); otherwise the rule
+    the index derived at build without labels (manifest key ``abstention``); otherwise None (keep
+    every hit: an index built before the rule existed).
     """
     if min_cosine is not None:
         return None if min_cosine == -math.inf else Abstention("cosine", float(min_cosine))
     if min_score is not None:
         return None if min_score == -math.inf else Abstention("score", float(min_score))
-    cal = read_calibration(directory)
-    if cal is None:
+    cal = read_calibration(directory) if str(directory) else None
+    if cal is not None:
+        return Abstention(cal["signal"], float(cal["threshold"]))
+    if not str(directory):
         return None
-    return Abstention(cal["signal"], float(cal["threshold"]))
+    from skillsight_fast.engine.io import read_manifest
+
+    try:
+        manifest = read_manifest(Path(directory).expanduser())
+    except (OSError, SkillsightError):
+        return None  # no index there (yet): the caller's own load reports it
+    return Abstention.of_rule(manifest.get("abstention"))
 
 
-def hit_cosines(index: "SkillIndex", vectors: np.ndarray, ids: np.ndarray) -> np.ndarray:
+def hit_cosines(index: Any, vectors: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """Raw dense similarity qᵀd of every hit, float32 (n, k), NaN on padding.
 
     A search already carries these (:attr:`SearchResult.cosine`); this is for ids found otherwise.
@@ -178,7 +195,7 @@ class QueryScores:
         return self.signal(name).max(axis=1).astype(np.float64) if self.scores.size else np.zeros(0)
 
 
-def score_queries(index: "SkillIndex", queries: Sequence["Task"], k: int = 10,
+def score_queries(index: Any, queries: Sequence["Task"], k: int = 10,
                   batch: int = 256) -> QueryScores:
     """Search ``queries`` (in batches) and keep the top-k signals and gold flags."""
     k = min(k, max(len(index), 1))
@@ -241,10 +258,26 @@ def pick_threshold(answerable_best: np.ndarray, max_loss: float) -> float:
     return float(s[min(allowed, s.size - 1)])
 
 
+def refine_threshold(answerable_best: np.ndarray, offtopic_best: np.ndarray, max_loss: float) -> float:
+    """The labelled threshold: the smallest one minimising (share of off-topic tasks kept) + (share of
+    answerable tasks lost) (:func:`balanced_threshold` on the labelled tasks), raised no further than
+    :func:`pick_threshold` allows (at most ``max_loss`` of the answerable tasks lost).
+
+    Being the smallest minimiser, it loses an answerable task only for a strictly larger share of
+    off-topic tasks rejected: on a small labelled file it never gives one away for no gain.
+    """
+    cap = pick_threshold(answerable_best, max_loss)
+    t, _ = balanced_threshold(answerable_best, offtopic_best)
+    if not math.isfinite(t):  # nothing separates: keep every answerable task
+        s = np.asarray(answerable_best, np.float64)
+        return float(s[np.isfinite(s)].min())
+    return min(t, cap)
+
+
 LOSSES = (0.0, 0.01, 0.02, 0.05, 0.10, 0.20, 0.30)
 
 
-def calibrate(index: "SkillIndex", answerable: Sequence["Task"],
+def calibrate(index: Any, answerable: Sequence["Task"],
               offtopic: Sequence["Task"] | dict[str, Sequence["Task"]], *,
               max_loss: float = 0.05, k: int = 10, signal: str | None = None) -> dict[str, Any]:
     """Pick the abstention signal and threshold, and describe the trade-off.
@@ -290,7 +323,7 @@ def calibrate(index: "SkillIndex", answerable: Sequence["Task"],
 
     per_signal = {}
     for sig in SIGNALS:
-        t = pick_threshold(ans.best(sig), max_loss)
+        t = refine_threshold(ans.best(sig), np.concatenate([q.best(sig) for q in off_scores.values()]), max_loss)
         per_signal[sig] = row(sig, t) | {
             "table": [row(sig, pick_threshold(ans.best(sig), loss)) | {"target_loss": loss} for loss in LOSSES],
             "answerable_median": float(np.median(ans.best(sig))),
@@ -321,3 +354,220 @@ def sample(queries: list["Task"], n: int | None, seed: int = 0) -> list["Task"]:
         return queries
     keep = np.sort(np.random.default_rng(seed).choice(len(queries), size=n, replace=False))
     return [queries[i] for i in keep]
+
+
+# ---------------------------------------------------------------------- label-free rule
+
+#: Most skills whose own fields become pseudo-tasks when a rule is derived (a seeded sample beyond).
+MAX_PSEUDO_SKILLS = 200
+#: Most rows whose nearest-neighbour cosine the duplicate rule reads (a seeded sample beyond).
+MAX_NEIGHBOUR_ROWS = 512
+#: Most columns those rows are compared with (a seeded sample beyond; the rule reads a distribution).
+MAX_NEIGHBOUR_COLUMNS = 50_000
+#: Depth of the hits whose cosine an off-topic task's best value is read from (the cut reads the hits).
+DERIVE_K = 10
+#: What the stored rule says it is.
+DERIVED_SOURCE = "derived"
+
+
+def offtopic_prompts() -> list[str]:
+    """The off-topic tasks the package ships (``skillsight_fast/data/offtopic_queries.txt``)."""
+    from importlib.resources import files
+
+    text = files("skillsight_fast").joinpath("data/offtopic_queries.txt").read_text(encoding="utf-8")
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def _seeded_rows(ids: Sequence[str], limit: int, seed: int = 0) -> list[int]:
+    """All rows when there are at most ``limit``, else the ``limit`` with the smallest sha256 of
+    ``"<seed>:<id>"`` (a sample that does not move when other skills are added), in row order."""
+    import hashlib
+
+    if len(ids) <= limit:
+        return list(range(len(ids)))
+    keyed = sorted(range(len(ids)), key=lambda j: hashlib.sha256(f"{seed}:{ids[j]}".encode()).digest())
+    return sorted(keyed[:limit])
+
+
+def _first_sentence(body: str) -> str:
+    """The first prose sentence of a Markdown body ("" when there is none): headings, code fences,
+    code, tables and lines of fewer than four words are skipped."""
+    import re
+
+    fence = False
+    for raw in body.splitlines():
+        line = raw.strip()
+        if line.startswith(("```", "~~~")):
+            fence = not fence
+            continue
+        if fence or not line or line.startswith(("#", "|", "<", "---", ">")):
+            continue
+        line = re.sub(r"^([-*+]|\d+[.)])\s+", "", line)
+        if len(line.split()) < 4:
+            continue
+        sentence = re.split(r"(?<=[.!?])\s", line, maxsplit=1)[0]
+        return sentence[:300]
+    return ""
+
+
+def pseudo_tasks(skills: Sequence[Any], bodies: Sequence[str] | None = None,
+                 limit: int = MAX_PSEUDO_SKILLS) -> tuple[list[str], np.ndarray]:
+    """On-topic tasks made from the skills' own fields, and the row each belongs to.
+
+    Per skill (all of them, or a seeded sample of ``limit``): its name with ``-``, ``_``, ``/``,
+    ``.`` and ``:`` read as spaces, its description, its ``when_to_use`` (when it has one) and the
+    first prose sentence of its body (when ``bodies`` are given and it has one). Empty and repeated
+    texts of one skill are left out.
+    """
+    import re
+
+    texts: list[str] = []
+    rows: list[int] = []
+    for j in _seeded_rows([m.id for m in skills], limit):
+        m = skills[j]
+        fields = [re.sub(r"[-_/.:]+", " ", str(m.name)).strip(), str(m.description).strip()[:500],
+                  str(getattr(m, "when_to_use", "") or "").strip()[:500],
+                  _first_sentence(bodies[j]) if bodies is not None and j < len(bodies) else ""]
+        for text in dict.fromkeys(f for f in fields if f):
+            texts.append(text)
+            rows.append(j)
+    return texts, np.asarray(rows, np.int64)
+
+
+def balanced_threshold(on: np.ndarray, off: np.ndarray) -> tuple[float, float]:
+    """The smallest threshold minimising (share of ``off`` at or above it) + (share of ``on`` below it).
+
+    Returns ``(threshold, error)``; ``(-inf, 1.0)`` when no threshold does better than keeping
+    everything (the two samples do not separate).
+    """
+    on = np.sort(np.asarray(on, np.float64)[np.isfinite(on)])
+    off = np.sort(np.asarray(off, np.float64)[np.isfinite(off)])
+    if on.size == 0 or off.size == 0:
+        return -math.inf, 1.0
+    values = np.unique(np.concatenate([on, off]))
+    cands = np.unique(np.concatenate([values, np.nextafter(values, np.inf)]))
+    off_pass = 1.0 - np.searchsorted(off, cands, side="left") / off.size  # share of off >= t
+    on_cut = np.searchsorted(on, cands, side="left") / on.size  # share of on < t
+    err = off_pass + on_cut
+    best = int(np.argmin(err))  # first minimiser: the smallest threshold
+    if err[best] >= 1.0:
+        return -math.inf, 1.0
+    return float(cands[best]), float(err[best])
+
+
+def upper_fence(values: np.ndarray) -> float:
+    """Tukey's upper outlier fence Q3 + 1.5 IQR of ``values`` (-inf when empty)."""
+    x = np.asarray(values, np.float64)
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return -math.inf
+    q1, q3 = np.quantile(x, [0.25, 0.75])
+    return float(q3 + 1.5 * (q3 - q1))
+
+
+def label_free_threshold(on: np.ndarray, off: np.ndarray) -> tuple[float, float, float]:
+    """The threshold of the label-free rule (second round): ``min(upper_fence(off), balanced)``.
+
+    The off-topic side's upper fence leaves out the few shipped off-topic tasks that a library is
+    in fact about (a time server and "convert 72 degrees Fahrenheit to Celsius"); the balanced
+    threshold (:func:`balanced_threshold`) caps it where most off-topic tasks score like the
+    library's own pseudo-tasks. Returns ``(threshold, balanced, fence)``; threshold -inf: the two
+    sides do not separate, no abstention.
+    """
+    balanced, _ = balanced_threshold(on, off)
+    if not math.isfinite(balanced):
+        return -math.inf, balanced, upper_fence(off)
+    fence = upper_fence(off)
+    return min(fence, balanced), balanced, fence
+
+
+def nearest_neighbour_cosines(embeddings: np.ndarray, ids: Sequence[str]) -> np.ndarray:
+    """Each sampled skill's largest cosine with another skill, float64 (at most
+    :data:`MAX_NEIGHBOUR_ROWS` rows against at most :data:`MAX_NEIGHBOUR_COLUMNS` columns)."""
+    n = len(ids)
+    if n < 2:
+        return np.zeros(0)
+    rows = np.asarray(_seeded_rows(ids, MAX_NEIGHBOUR_ROWS, seed=1), np.int64)
+    cols = np.asarray(_seeded_rows(ids, MAX_NEIGHBOUR_COLUMNS, seed=2), np.int64)
+    a = np.asarray(embeddings[rows], np.float32)
+    best = np.full(rows.size, -np.inf)
+    for start in range(0, cols.size, 8192):
+        c = cols[start : start + 8192]
+        s = (a @ np.asarray(embeddings[c], np.float32).T).astype(np.float64)
+        s[rows[:, None] == c[None, :]] = -np.inf
+        best = np.maximum(best, s.max(axis=1))
+    return best[np.isfinite(best)]
+
+
+def duplicate_threshold(embeddings: np.ndarray, ids: Sequence[str]) -> float | None:
+    """The cosine from which two skills count as copies: the upper outlier fence (Tukey: Q3 + 1.5 IQR)
+    of the library's nearest-neighbour cosines under its own document encoder; None when it is
+    above 1 or the library is too small to say (fewer than 4 skills): then only same-name skills and
+    identical vectors are folded (:data:`skillsight_fast.agents.find.IDENTICAL_COSINE`)."""
+    nn = nearest_neighbour_cosines(embeddings, ids)
+    if nn.size < 4:
+        return None
+    fence = upper_fence(nn)
+    return fence if fence <= 1.0 else None
+
+
+def derive_abstention(index: Any, bodies: Sequence[str] | None = None,
+                      offtopic: Sequence[str] | None = None) -> dict[str, Any]:
+    """Derive the abstention rule of an index from the index alone (no labels).
+
+    The rule, written down before it met the evaluation libraries
+    (``experiments/label_free_abstention.py``):
+
+    * on-topic side: every pseudo-task of :func:`pseudo_tasks`, its value the cosine qᵀd of its
+      vector (the index's own query encoder) with its own skill;
+    * off-topic side: every shipped off-topic task (:func:`offtopic_prompts`), its value the largest
+      cosine among its top :data:`DERIVE_K` hits;
+    * the threshold is the smaller of the off-topic side's upper fence (Q3 + 1.5 IQR) and the
+      smallest one minimising (share of off-topic tasks at or above it) + (share of pseudo-tasks
+      below it) (:func:`label_free_threshold`; the first round used the second alone); the signal
+      is ``cosine``.
+
+    Also derives the duplicate-collapse cosine (:func:`duplicate_threshold`). Returns the dict
+    stored in the index (manifest key ``abstention``): ``signal``, ``threshold`` (None: the two sides
+    do not separate, no abstention), ``source`` (``derived``), ``duplicate_cosine`` and what the
+    rule read (``n_pseudo``, ``n_offtopic``, the error and the quartiles of both sides).
+    """
+    metas = index.skills
+    texts, rows = pseudo_tasks(metas, bodies)
+    off_texts = list(offtopic) if offtopic is not None else offtopic_prompts()
+    emb = index.embeddings
+    on = np.zeros(0)
+    if texts:
+        vectors = index.encode(texts)
+        on = np.einsum("ij,ij->i", np.asarray(emb[rows], np.float32), vectors).astype(np.float64)
+    off = np.zeros(0)
+    if off_texts and len(index):
+        vectors = index.encode(off_texts)
+        res = index.search_vectors(vectors, off_texts, min(DERIVE_K, len(index)), explain=False)
+        cos = np.nan_to_num(hit_cosines(index, vectors, res.ids), nan=-np.inf)
+        off = cos.max(axis=1).astype(np.float64)
+    threshold, balanced, fence = label_free_threshold(on, off)
+    error = float(np.mean(off >= threshold) + np.mean(on < threshold)) if on.size and off.size else 1.0
+    dup = duplicate_threshold(emb, [m.id for m in metas])
+    tier = getattr(index.config, "query_encoder", "transformer")
+
+    def quartiles(x: np.ndarray) -> list[float]:
+        return [round(float(v), 4) for v in np.quantile(x, [0.25, 0.5, 0.75])] if x.size else []
+
+    return {
+        "signal": "cosine",
+        "threshold": threshold if math.isfinite(threshold) else None,
+        "source": DERIVED_SOURCE,
+        "rule": "min(upper fence of the shipped off-topic tasks, balanced vs the skills' pseudo-tasks)",
+        "balanced": balanced if math.isfinite(balanced) else None,
+        "fence": fence if math.isfinite(fence) else None,
+        "query_encoder": tier,
+        "duplicate_cosine": dup,
+        "error": round(error, 4),
+        "n_pseudo": int(on.size),
+        "n_offtopic": int(off.size),
+        "offtopic_passing": float(np.mean(off >= threshold)) if off.size else None,
+        "pseudo_cut": float(np.mean(on < threshold)) if on.size else None,
+        "pseudo_quartiles": quartiles(on),
+        "offtopic_quartiles": quartiles(off),
+    }

@@ -205,6 +205,7 @@ class SkillIndex:
         query_map: np.ndarray | None = None,
         namedesc: np.ndarray | None = None,
         query_table: tuple[np.ndarray, np.ndarray] | None = None,
+        derive: bool | None = None,
     ) -> "SkillIndex":
         """Build from precomputed document embeddings (float32 (N, d), unit rows).
 
@@ -247,6 +248,10 @@ class SkillIndex:
             ``encoder`` when the config asks for them and the index decides for itself
             (``decisions`` not given); without them the index scores the ``text`` vector and says
             so in ``decisions.document_vector``. Ignored when the config asks for ``text``.
+        derive : bool, optional
+            Derive the label-free abstention rule (:meth:`derive_abstention`); default: when an
+            ``encoder`` is attached and the skills are Skill objects (an evaluation context, which
+            attaches none, searches without it).
         """
         config = resolve_query_encoder(config or IndexConfig())
         emb = np.ascontiguousarray(embeddings, dtype=np.float32)
@@ -320,7 +325,10 @@ class SkillIndex:
                            config=config, model=ModelInfo(model_id, model_checksum, *query_info),
                            bodies=bodies, scan=scan, flags=flags)
         logger.info("index: %d skills, |T_g| = %d, r = %d", len(metas), stats.n_generic, stats.rank)
-        return cls(state, encoder, query_encoder if config.query_encoder in MAPPED_TIERS else None)
+        index = cls(state, encoder, query_encoder if config.query_encoder in MAPPED_TIERS else None)
+        if derive if derive is not None else (encoder is not None and bodies is not None):
+            index.derive_abstention()
+        return index
 
     # ------------------------------------------------------------------ state
     @property
@@ -398,6 +406,21 @@ class SkillIndex:
         if unknown:
             raise SkillsightError(f"cannot pin unknown skill id(s): {', '.join(map(repr, unknown[:5]))}")
         self.state.pins = list(dict.fromkeys(pins))
+
+    @property
+    def abstention(self) -> dict[str, Any] | None:
+        """The label-free abstention rule derived at build (``signal``, ``threshold``,
+        ``duplicate_cosine``, ...; :func:`skillsight_fast.engine.abstention.derive_abstention`), or None."""
+        return self.state.abstention
+
+    def derive_abstention(self, bodies: Sequence[str] | None = None) -> dict[str, Any]:
+        """Derive and keep this index's abstention rule from its own skills and the shipped off-topic
+        tasks (needs the encoder); ``bodies`` default: the index's own, when it has them."""
+        from skillsight_fast.engine.abstention import derive_abstention
+
+        rule = derive_abstention(self, bodies if bodies is not None else self.state.bodies)
+        self.state.abstention = rule
+        return rule
 
     @property
     def flags(self) -> list[list[str]]:
@@ -576,10 +599,10 @@ class SkillIndex:
 
     def evidence_tokens(self, texts: Sequence[str], exclude: np.ndarray | None = None
                         ) -> tuple[np.ndarray, np.ndarray]:
-        """Stage 4: the evidence tokens Q' of each text (known, not generic), CSR.
+        """Stage 4: the evidence tokens Q' of each text (known, neither generic nor a stop-word), CSR.
 
-        ``exclude`` (bool (V,)) replaces the generic-token mask T_g for this call: all-False
-        keeps every known token of the text.
+        ``exclude`` (bool (V,)) replaces the mask (generic tokens T_g and stop-words,
+        :attr:`LexicalState.evidence_flags`) for this call: all-False keeps every known token of the text.
 
         Returns
         -------
@@ -587,16 +610,14 @@ class SkillIndex:
         ptr : int64 (n + 1,)
         """
         cfg = self.config
-        mask = self.lexical.generic_flags if exclude is None else exclude
+        mask = self.lexical.evidence_flags if exclude is None else exclude
         return self.lexicon.query_terms(texts, mask, cfg.min_token_len, cfg.max_token_len)
 
     @property
     def _no_generic(self) -> bytes:
-        """An all-False generic-token mask (``exclude`` keeping every known token)."""
-        mask = self.__dict__.get("_no_generic_mask")
-        if mask is None or len(mask) != len(self.lexicon.vocab):
-            mask = self.__dict__["_no_generic_mask"] = bytes(len(self.lexicon.vocab))
-        return mask
+        """The mask of ``lexical_evidence="all"``: every known token but the stop-words (which never
+        count as lexical score, :data:`~skillsight_fast.engine.lexicon.STOPWORDS`)."""
+        return self.lexical.stopword_flags
 
     def lexical_scores(self, candidates: np.ndarray, terms: np.ndarray, ptr: np.ndarray,
                        side: str | None = None) -> np.ndarray:

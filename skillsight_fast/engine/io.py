@@ -34,6 +34,7 @@ import ctypes
 import errno
 import json
 import logging
+import math
 import os
 import shutil
 import sys
@@ -207,6 +208,7 @@ def _save_unlocked(state: IndexState, directory: Path, extra_files: dict[str, by
             "files": files,
             "roots": [str(r) for r in state.roots],
             "pins": list(state.pins),
+            **({"abstention": state.abstention} if state.abstention is not None else {}),
             "injection_screen": {"version": SCREEN_VERSION,
                                "flagged": {str(i): list(r) for i, r in enumerate(state.flags or []) if r}},
         }
@@ -454,6 +456,15 @@ def check_manifest_schema(manifest: dict[str, Any], path: Path) -> None:
     pins = manifest.get("pins", [])
     if not isinstance(pins, list) or not all(isinstance(r, str) for r in pins):
         raise bad("'pins' must be a list of skill ids")
+    if "abstention" in manifest:  # the label-free rule derived at build (engine.abstention)
+        rule = manifest["abstention"]
+        if not isinstance(rule, dict) or rule.get("signal") not in ("cosine", "score"):
+            raise bad("'abstention' must be an object with 'signal' cosine or score")
+        for key in ("threshold", "duplicate_cosine"):
+            value = rule.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not math.isfinite(value)):
+                raise bad(f"'abstention.{key}' must be a finite number or null")
 
 
 def _array_path(directory: Path, name: str, entry: dict[str, Any]) -> Path:
@@ -655,7 +666,8 @@ def _load_once(directory: Path, *, mmap: bool, verify: bool) -> tuple[IndexState
         scan = _load_scan(directory, manifest, dense.embeddings_perp, mmap=mmap, verify=verify)
         state = IndexState(skills=skills, dense=dense, lexical=lexical, decisions=decisions, stats=stats,
                            config=config, model=model, scan=scan, roots=list(manifest["roots"]),
-                           flags=_read_flags(manifest, n, directory), pins=list(manifest.get("pins", [])))
+                           flags=_read_flags(manifest, n, directory), pins=list(manifest.get("pins", [])),
+                           abstention=manifest.get("abstention"))
         _check_digests(digests)
     except IndexFormatError as exc:
         _check_digests(digests)  # a changed file is reported as such, before what it broke

@@ -13,6 +13,24 @@ import numpy as np
 from skillsight_fast import kernels
 from skillsight_fast.engine.analyzer import analyze
 
+
+def _read_stopwords() -> frozenset[str]:
+    from importlib.resources import files
+
+    text = files("skillsight_fast").joinpath("data/stopwords_en.txt").read_text(encoding="utf-8")
+    return frozenset(w for line in text.splitlines() if not line.lstrip().startswith("#") for w in line.split())
+
+
+#: English function words (``skillsight_fast/data/stopwords_en.txt``, written for this project): never
+#: evidence, never part of the lexical score, in a library of any size.
+STOPWORDS: frozenset[str] = _read_stopwords()
+
+
+def stopword_mask(vocab: Sequence[str]) -> np.ndarray:
+    """bool (V,): which terms of ``vocab`` are :data:`STOPWORDS`."""
+    return np.fromiter((t in STOPWORDS for t in vocab), bool, len(vocab))
+
+
 #: Largest stored term frequency (doc_tf is uint16; BM25's tf saturation makes the cap harmless:
 #: tf/(tf + k1·norm) differs from 1 by less than 1e-4 there).
 TF_MAX = np.iinfo(np.uint16).max

@@ -255,6 +255,24 @@ class LexicalState:
         return np.ascontiguousarray(self.generic, dtype=bool).tobytes()
 
     @cached_property
+    def stopword(self) -> np.ndarray:
+        """bool (V,): the vocabulary's English function words (:data:`~skillsight_fast.engine.lexicon.STOPWORDS`)."""
+        from skillsight_fast.engine.lexicon import stopword_mask
+
+        return stopword_mask(self.lexicon.vocab)
+
+    @cached_property
+    def stopword_flags(self) -> bytes:
+        """``stopword`` as one byte per token (the mask of ``lexical_evidence="all"``)."""
+        return np.ascontiguousarray(self.stopword, dtype=bool).tobytes()
+
+    @cached_property
+    def evidence_flags(self) -> bytes:
+        """One byte per token, set for the tokens that are never evidence: the generic tokens T_g and
+        the stop-words, whatever the size of the library (a 14-tool library has no T_g to speak of)."""
+        return np.ascontiguousarray(self.generic | self.stopword, dtype=bool).tobytes()
+
+    @cached_property
     def bm25(self) -> tuple[np.ndarray, float]:
         """(Lucene idf float32 (V,), mean document length) of the BM25 side, derived on first use."""
         lens = self.lexicon.doc_len
@@ -452,6 +470,9 @@ class IndexState:
     flags: list[list[str]] | None = None
     #: Ids of the skills every answer starts with (``find_skills``), in order.
     pins: list[str] = field(default_factory=list)
+    #: The label-free abstention rule derived at build (:func:`skillsight_fast.engine.abstention.derive_abstention`;
+    #: manifest key ``abstention``), or None (an index built without an encoder, or before the rule).
+    abstention: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         n = len(self.skills)

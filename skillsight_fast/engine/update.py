@@ -141,8 +141,10 @@ def update_index(directory: str | os.PathLike[str], skills: Sequence[Skill], *, 
     # the contextual tier keeps its token table (a rebuild refreshes it: it needs every text's token states)
     table = old.dense.query_table
     query_table = None if table is None else (old.dense.query_table_ids, table)
+    # the old index's encoder (loaded if need be): the new version derives its abstention rule with it
     new = SkillIndex.from_embeddings(skills, emb, cfg, model_id=old.model_id,
-                                     model_checksum=old.model_checksum, encoder=encoder, lexicon=lexicon,
+                                     model_checksum=old.model_checksum,
+                                     encoder=encoder if encoder is not None else old.encoder, lexicon=lexicon,
                                      previous_scan=old.scan, namedesc=namedesc, query_table=query_table)
     phase("rebuild")
     new.roots = list(roots) if roots is not None else list(old.roots)

@@ -356,7 +356,11 @@ class ToolProxy:
     encoder : Encoder, optional
         Defaults to the bundled all-MiniLM-L6-v2 (loaded in the background at start).
     abstention : Abstention, optional
-        Tasks whose best tool is below its threshold get no tools.
+        An explicit threshold: each tool below it is left out (a task that no tool fits gets none).
+        Default: the rule derived, without labels, when the proxy indexes its upstream tools
+        (:func:`skillsight_fast.engine.abstention.derive_abstention`), unless ``abstain`` is False.
+    abstain : bool
+        False: no threshold unless ``abstention`` is given (``--min-cosine none``).
     pins : sequence of str
         ``server/tool`` ids listed directly (and left out of search results).
     tool_text : str
@@ -371,7 +375,7 @@ class ToolProxy:
     """
 
     def __init__(self, configs: Sequence[ServerConfig], *, encoder: Any = None,
-                 abstention: Abstention | None = None, pins: Sequence[str] = (),
+                 abstention: Abstention | None = None, abstain: bool = True, pins: Sequence[str] = (),
                  tool_text: str = DEFAULT_TOOL_TEXT, start_timeout: float = START_TIMEOUT,
                  call_timeout: float = CALL_TIMEOUT, errlog: Any = None, index_cache: Any = None,
                  first_wait: float = FIRST_SEARCH_WAIT) -> None:
@@ -388,6 +392,7 @@ class ToolProxy:
                                        f"({', '.join(names)})")
         self.upstreams = {c.name: Upstream(c, self) for c in configs}
         self.abstention = abstention
+        self.abstain = bool(abstain)
         self.pins = list(dict.fromkeys(pins))
         self.tool_text = tool_text
         self.start_timeout, self.call_timeout = float(start_timeout), float(call_timeout)
@@ -628,8 +633,8 @@ class ToolProxy:
         if not (folder / "manifest.json").is_file() or not (folder / _TOOLS_FILE).is_file():
             return None
         index = SkillIndex.load(folder, encoder=self._encoder)
-        if (index.model_id, index.model_checksum) != ident:
-            return None
+        if (index.model_id, index.model_checksum) != ident or (self.abstain and index.abstention is None):
+            return None  # another model, or saved before indexes derived their abstention rule
         entries: dict[str, tuple[Upstream, Any]] = {}
         for rec in json.loads((folder / _TOOLS_FILE).read_text(encoding="utf-8")):
             up = self.upstreams.get(rec["server"])
@@ -654,6 +659,8 @@ class ToolProxy:
             index = SkillIndex.load(folder, encoder=self._encoder)
             if index.ids != [sk.id for sk in skills]:
                 raise SkillsightError("its tools differ from the listed ones")
+            if self.abstain and index.abstention is None:
+                raise SkillsightError("saved before indexes derived their abstention rule")
             os.utime(folder)  # least recently used is removed first
         except (OSError, SkillsightError) as exc:
             logger.warning("tool proxy: not using the cached index %s (%s)", folder, _detail(exc))
@@ -724,15 +731,19 @@ class ToolProxy:
             if self._ready.is_set() or self._encoder is not None:
                 await self._ensure_index()
         index, entries = self._index, self._index_tools
-        rule = self.abstention.to_dict() if self.abstention else None
+        abstention = self.abstention
+        if abstention is None and self.abstain and index is not None:  # derived when the tools were indexed
+            abstention = Abstention.of_rule(index.abstention)
+        rule = abstention.to_dict() if abstention else None
         out: dict[str, Any] = {"query": task, "abstention": rule, "tools": []}
         if self.preloaded and self._index_version < 0:  # the servers have not listed yet
             out["remembered"] = True
         if index is not None:
             answer = await anyio.to_thread.run_sync(
-                # collapse=False: two servers' tools of one name are different tools, not copies
-                lambda: find_skills(index, [task], k, abstention=self.abstention, lock=self._search_lock,
-                                    collapse=False)[0])
+                # collapse=False: two servers' tools of one name are different tools, not copies;
+                # cut per hit: a weak second or third tool is not put in front of the model
+                lambda: find_skills(index, [task], k, abstention=abstention, lock=self._search_lock,
+                                    collapse=False, cut="hit")[0])
             from skillsight_fast.library.screen import screen_text
 
             for hit in answer.hits:

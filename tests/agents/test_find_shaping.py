@@ -114,25 +114,29 @@ def test_near_identical_texts_under_other_names_collapse():
     from skillsight_fast.library.skills import Skill
 
     text = ("Merge and split PDF files.", " ".join([PDF_BODY] * 6))
-    skills = [Skill("a/merge", "merger", *text), Skill("b/combine", "combiner", *text),
-              Skill("c/csv", "csv", "Clean CSV files.", "csv columns rows dedupe spreadsheet.")]
+    # enough other skills for the library's own nearest-neighbour distribution to single the pair out
+    others = [Skill(f"o/{w}", w, f"Work with {w} files.", f"{w} {w} tools and {w} formats.")
+              for w in ("csv", "yaml", "docker", "regex", "email", "sql")]
+    skills = [Skill("a/merge", "merger", *text), Skill("b/combine", "combiner", *text), *others]
     index = SkillIndex.build(skills, HashEncoder())
-    (answer,) = find_skills(index, "merge pdf pages", k=3)
-    assert len(answer.hits) == 2 and answer.hits[1].id == "c/csv"
+    assert index.abstention["duplicate_cosine"] is not None
+    (answer,) = find_skills(index, "merge pdf pages", k=3, abstention=None)
+    assert len(answer.hits) == 3 and answer.hits[1].id.startswith("o/")
     assert {answer.hits[0].id, *answer.hits[0].copies} == {"a/merge", "b/combine"}
 
 
 def test_tag_and_source_filters(index, tmp_path):
-    (answer,) = find_skills(index, "merge pdf pages", k=5, tags=["DEVOPS"])
+    # the filters alone (no threshold): a filtered search still finds the k best of what passes
+    (answer,) = find_skills(index, "merge pdf pages", k=5, abstention=None, tags=["DEVOPS"])
     assert [h.id for h in answer.hits] == ["docker"]  # the only skill with the tag, however bad a fit
-    (answer,) = find_skills(index, "merge pdf pages", k=5, tags=["documents", "pdf"])
+    (answer,) = find_skills(index, "merge pdf pages", k=5, abstention=None, tags=["documents", "pdf"])
     assert [h.id for h in answer.hits] == ["pdf"] and answer.hits[0].tags == ["documents", "pdf"]
-    (answer,) = find_skills(index, "merge pdf pages", k=5, source="team-b/skills")
+    (answer,) = find_skills(index, "merge pdf pages", k=5, abstention=None, source="team-b/skills")
     assert {h.id for h in answer.hits} == {"pdf-tools", "docker", "style"}
     assert answer.hits[0].id == "pdf-tools" and answer.hits[0].copies == []  # its copy is filtered out
-    (answer,) = find_skills(index, "merge pdf pages", k=5, source=str(tmp_path / "team-a"))
+    (answer,) = find_skills(index, "merge pdf pages", k=5, abstention=None, source=str(tmp_path / "team-a"))
     assert {h.id for h in answer.hits} == {"pdf", "csv", "mesh"}
-    assert find_skills(index, "merge pdf pages", k=5, tags=["nothing-has-this"])[0].hits == []
+    assert find_skills(index, "merge pdf pages", k=5, abstention=None, tags=["nothing-has-this"])[0].hits == []
     for bad in ({"tags": [""]}, {"tags": [3]}, {"source": ""}, {"cut": "half"}):
         with pytest.raises(QueryError):
             find_skills(index, "pdf", **bad)

@@ -309,7 +309,8 @@ def test_real_static_index_numpy_equals_kernels(static_index: Path):
 def test_one_shot_static_search_imports_neither_numba_nor_onnxruntime(static_index: Path):
     task = "merge two pdf files into one document"
     code = ("import sys, json; from skillsight_fast.cli import main; "
-            f"rc = main(['search', '-i', {str(static_index)!r}, {task!r}, '-k', '5', '--json', '--explain']); "
+            f"rc = main(['search', '-i', {str(static_index)!r}, {task!r}, '-k', '5', '--json', '--explain', "
+            "'--min-cosine', 'none']); "
             "import os; print(json.dumps([rc, 'numba' in sys.modules, 'llvmlite' in sys.modules, "
             "'onnxruntime' in sys.modules, os.environ.get('OPENBLAS_NUM_THREADS')]))")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -320,7 +321,8 @@ def test_one_shot_static_search_imports_neither_numba_nor_onnxruntime(static_ind
     assert json.loads(flags) == [0, False, False, False, "1"]  # and OpenBLAS started one thread
     # the same hits as the kernels give (--engine numba), in a process of its own
     kernel = subprocess.run([sys.executable, "-m", "skillsight_fast.cli", "search", "-i", str(static_index), task,
-                             "-k", "5", "--json", "--engine", "numba"], capture_output=True, text=True, env=env,
+                             "-k", "5", "--json", "--engine", "numba", "--min-cosine", "none"],
+                            capture_output=True, text=True, env=env,
                             timeout=300, check=True)
     got, want = json.loads(answer[0])["hits"], json.loads(kernel.stdout)["hits"]
     assert [h["id"] for h in got] == [h["id"] for h in want] and len(got) == 5
@@ -328,7 +330,7 @@ def test_one_shot_static_search_imports_neither_numba_nor_onnxruntime(static_ind
     np.testing.assert_allclose([h["score"] for h in got], [h["score"] for h in want], atol=ATOL)
     # the prompt hook's cold path (no server) is a one-shot process too
     code = ("import sys, json; from skillsight_fast.agents.hook import search_here; "
-            f"a = search_here({str(static_index)!r}, {task!r}, 5); "
+            f"a = search_here({str(static_index)!r}, {task!r}, 5, float('-inf')); "  # no threshold: the hits
             "print(json.dumps([[h['id'] for h in a['hits']], 'numba' in sys.modules, 'onnxruntime' in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr

@@ -60,7 +60,8 @@ def check(index: SkillIndex, qv: np.ndarray, texts: list[str], k: int, **knobs) 
         np.testing.assert_array_equal(res.ids[i][clear], ids[i][clear])
     # the explanation: each hit's matched evidence tokens, in the order they appear in the task
     r = raw(index)
-    evidence = ref.evidence_terms(texts, r["vocab"], r["generic"])
+    stop = np.array([t in ref.STOPWORDS for t in r["vocab"]], bool)  # never evidence either
+    evidence = ref.evidence_terms(texts, r["vocab"], np.asarray(r["generic"], bool) | stop)
     for i in range(res.ids.shape[0]):
         want = [[r["vocab"][t] for t in evidence[i] if t in r["doc_terms"][j]] if j >= 0 else []
                 for j in res.ids[i].tolist()]

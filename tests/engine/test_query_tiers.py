@@ -173,7 +173,10 @@ def test_cli_index_info_search_and_eval_with_tiers(real, tmp_path: Path, monkeyp
         assert summary["query_encoder"] == tier and summary["n_skills"] == len(skills)
         assert main(["info", "-i", str(out)]) == 0
         assert f"query encoder {tier}" in capsys.readouterr().out
-        assert main(["search", "-i", str(out), tasks[0], "-k", "3", "--json"]) == 0
+        assert main(["info", "-i", str(out), "--json"]) == 0  # each tier derives its own threshold
+        assert json.loads(capsys.readouterr().out)["abstention"]["derived"]["query_encoder"] == tier
+        # no threshold here: on the static tiers the derived one also silences real tasks (docs/ABSTENTION.md)
+        assert main(["search", "-i", str(out), tasks[0], "-k", "3", "--json", "--min-cosine", "none"]) == 0
         assert len(json.loads(capsys.readouterr().out)["hits"]) == 3
         res = tmp_path / f"eval-{tier}.json"
         assert main(["eval", "--data", str(data), "--methods", "skillsight", "--query-encoder", tier,

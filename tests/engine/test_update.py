@@ -30,6 +30,7 @@ def _assert_same_index(a, b):
     np.testing.assert_array_equal(a.lexicon.doc_len, b.lexicon.doc_len)
     np.testing.assert_allclose(a.lexical.weights, b.lexical.weights, rtol=1e-6)
     assert a.stats.to_dict() == b.stats.to_dict()
+    assert a.abstention == b.abstention  # the update derives the rule a rebuild derives
     queries = ["merge pdf pages", "docker compose deploy", "stl mesh volume", "git rebase conflicts"]
     ra, rb = a.search(queries, k=5), b.search(queries, k=5)
     assert ra.skill_ids == rb.skill_ids
@@ -48,7 +49,9 @@ def test_update_equals_full_rebuild_and_encodes_only_changes(tmp_path):
     report = update_index(tmp_path / "idx", new, encoder=encoder)
     assert report.added == ["yaml-lint"]  # renamed-csv has csv-clean's text: its vector is reused
     assert report.changed == ["pdf-tools"] and sorted(report.removed) == ["extra-3", "git-helper"]
-    assert report.encoded == 2 and encoder.calls == 1  # only the changed and the new skill
+    # one pass over the changed and the new skill; two for the abstention rule the new version derives
+    # (its pseudo-tasks and the shipped off-topic tasks: task texts, not skills)
+    assert report.encoded == 2 and encoder.calls == 3
     updated = SkillIndex.load(tmp_path / "idx", encoder=HashEncoder())
     rebuilt = SkillIndex.build(new, HashEncoder())
     _assert_same_index(updated, rebuilt)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from skillsight_fast.engine.lexicon import STOPWORDS
+
 
 def project_out_background(vectors, basis, renormalize=False):
     v = np.atleast_2d(np.asarray(vectors, dtype=np.float64))
@@ -167,8 +169,9 @@ def search_pipeline(queries, texts, k, *, embeddings, basis, renormalize, vocab,
     doc_terms: list of sets of term ids; doc_tf: list of dicts term id -> tf; vocab: list of terms;
     generic: bool mask T_g; namedesc: the name + description vectors of the ``text+namedesc``
     document vector (a document's dense score is then the mean of its two background-removed
-    cosines) or None. lexical_evidence: ``all`` = BM25 scores every known task token (generic ones
-    too), ``masked`` = only Q' (LEC always scores Q').
+    cosines) or None. lexical_evidence: ``all`` = BM25 scores every known task token but the
+    stop-words (generic ones too), ``masked`` = only Q' (LEC always scores Q'; Q' = known tokens,
+    neither generic nor stop-words).
     Background removal, the statistics (idf, LEC weights, BM25 idf and mean
     length) and every stage are recomputed here; nothing of the package runs but the tokenizer.
     Returns (ids, scores) as a search does: int64 / float (n, k), -1 / -inf padding.
@@ -191,7 +194,9 @@ def search_pipeline(queries, texts, k, *, embeddings, basis, renormalize, vocab,
     bm25_idf = np.log(1 + (n - df + 0.5) / (df + 0.5))
     avgdl = float(np.mean(doc_len)) if n else 1.0
     avgdl = avgdl if avgdl > 0 else 1.0
-    evidence = evidence_terms(texts, vocab, generic, min_len, max_len)
+    # stop-words (the package's written list, data not logic) never count, in Q' or in "all"
+    stop = np.array([t in STOPWORDS for t in vocab], bool)
+    evidence = evidence_terms(texts, vocab, np.asarray(generic, bool) | stop, min_len, max_len)
     out_ids = np.full((len(texts), k), -1, np.int64)
     out_scores = np.full((len(texts), k), -np.inf)
     if n == 0:
@@ -209,8 +214,7 @@ def search_pipeline(queries, texts, k, *, embeddings, basis, renormalize, vocab,
         cand = np.array([m + [-1] * (width - len(m)) for m in merged], np.int64)
     s_dense = np.where(cand >= 0, np.einsum("id,ikd->ik", q_perp, d_perp[np.maximum(cand, 0)]), -np.inf)
     if side == "bm25":
-        scored = evidence_terms(texts, vocab, np.zeros(len(vocab), bool), min_len, max_len) \
-            if lexical_evidence == "all" else evidence
+        scored = evidence_terms(texts, vocab, stop, min_len, max_len) if lexical_evidence == "all" else evidence
         s_lex = score_bm25_candidates(cand, scored, doc_tf, doc_len, bm25_idf, k1, b, avgdl)
     else:
         s_lex = score_lexical_candidates(cand, evidence, doc_terms, lec_w)

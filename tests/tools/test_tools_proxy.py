@@ -107,6 +107,8 @@ def test_proxy_searches_calls_and_survives_a_killed_server(tmp_path):
                     assert found["servers"][0]["server"] == "time"
                     assert [n for g in found["servers"] for n in g["tools"]] == sorted(
                         names, key=lambda n: [g["server"] for g in found["servers"]].index(n.split("/")[0]))
+                    hi = await search("hi")  # the threshold derived when the proxy indexed the tools
+                    assert hi["tools"] == [] and hi["abstention"]["signal"] == "cosine"
                     fetched = (await search("download a web page from a URL", 3))["tools"]
                     assert "fetch/fetch" in [t["name"] for t in fetched]
 
@@ -152,7 +154,8 @@ def test_proxy_reindexes_when_a_server_changes_its_tools():
 
     # no index cache: a remembered index would answer with the tools of an earlier run's listing
     proxy = ToolProxy([ServerConfig(name="grow", command=sys.executable, args=(str(GROWING),))],
-                      encoder=HashEncoder(), index_cache=False)
+                      encoder=HashEncoder(), index_cache=False,
+                      abstain=False)  # hash vectors: a derived threshold means nothing
 
     async def run():
         async with proxy.running():
@@ -231,7 +234,8 @@ def test_proxy_over_streamable_http_upstream():
                     pytest.fail("the HTTP MCP server did not start")
                 time.sleep(0.1)
         proxy = ToolProxy([parse_server_arg(f"web=http://127.0.0.1:{port}/mcp")], encoder=HashEncoder(),
-                          index_cache=False)
+                          index_cache=False,
+                          abstain=False)  # hash vectors: a derived threshold means nothing
 
         async def run():
             async with proxy.running():
@@ -261,7 +265,8 @@ def test_restarted_proxy_loads_its_index_from_the_cache(tmp_path, caplog):
 
     def start(name: str, encoder: HashEncoder) -> tuple[ToolProxy, dict]:
         proxy = ToolProxy([ServerConfig(name=name, command=time_cmd, args=("--local-timezone", "UTC"))],
-                          encoder=encoder, index_cache=cache)
+                          encoder=encoder, index_cache=cache,
+                          abstain=False)  # hash vectors: a derived threshold means nothing
 
         async def run() -> dict:
             async with proxy.running():
@@ -278,8 +283,9 @@ def test_restarted_proxy_loads_its_index_from_the_cache(tmp_path, caplog):
 
     first_enc = HashEncoder()
     first, res1 = start("time", first_enc)
-    # the tools (text, name + description), a warm-up task, two tasks
-    assert not first.index_from_cache and not first.preloaded and first_enc.calls == 5
+    # the tools (text, name + description), a warm-up task, two tasks, and the abstention rule the
+    # new index derives (its pseudo-tasks, the shipped off-topic tasks)
+    assert not first.index_from_cache and not first.preloaded and first_enc.calls == 7
     assert res1["tools"][0]["name"] == "time/get_current_time" and "remembered" not in res1
     assert len(folders()) == 1
 
@@ -302,7 +308,7 @@ def test_restarted_proxy_loads_its_index_from_the_cache(tmp_path, caplog):
         f.write_bytes(b"damaged")
     damaged_enc = HashEncoder()
     damaged, res4 = start("time", damaged_enc)
-    assert not damaged.index_from_cache and not damaged.preloaded and damaged_enc.calls == 5
+    assert not damaged.index_from_cache and not damaged.preloaded and damaged_enc.calls == 7
     assert "not using the remembered index" in caplog.text
     assert res4["tools"][0]["name"] == "time/get_current_time"
     assert start("time", HashEncoder())[0].index_from_cache  # rebuilt and saved again
