@@ -220,12 +220,15 @@ def test_serve_withdraws_its_endpoint_when_stopped(calibrated, runtime, tmp_path
     log = (tmp_path / "serve.log").open("wb")
     server = subprocess.Popen([sys.executable, "-m", "skillsight_fast.cli", "serve", "--http", "-i", str(idx),
                                "--port", "0", "--json"], stdout=subprocess.PIPE, stderr=log,
-                              env=os.environ.copy())
+                              env=os.environ.copy(),
+                              # a test run started in the background (`pytest &`) ignores SIGINT, and a
+                              # child would inherit that: give the server the default disposition
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         json.loads(server.stdout.readline())
         assert endpoint.lookup(idx) is not None
         server.send_signal(signal.SIGINT)
-        server.wait(120)  # a loaded machine may still be warming the kernels up
+        server.wait(60)
         assert not endpoint.endpoint_file(idx).exists()
     finally:
         if server.poll() is None:

@@ -133,7 +133,7 @@ def test_auto_picks_by_size_and_bad_names_are_refused():
 
 def test_ivf_without_faiss_names_the_extra(skills, monkeypatch):
     monkeypatch.setitem(sys.modules, "faiss", None)  # import faiss raises ImportError
-    with pytest.raises(SkillsightError, match=r"skillsight-fast\[large\]"):
+    with pytest.raises(SkillsightError, match=r"the \[large\] extra"):
         SkillIndex.build(skills[:50], HashEncoder(), IndexConfig(scan="ivf"))
 
 
