@@ -53,3 +53,156 @@ Result: (added after the run)
 
 Run: python experiments/fitted_query_table.py [--datasets NAME ...] [--json results/fitted_query_table.json]
 """
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from skillsight_fast.config import IndexConfig
+from skillsight_fast.evaluation.cache import EmbeddingCache
+from skillsight_fast.evaluation.datasets import FIT_DATASETS, SHARED_DATASETS, load_dataset
+from skillsight_fast.evaluation.methods import EvalContext
+from skillsight_fast.evaluation.metrics import DEPTH, bootstrap_diff, per_query
+from skillsight_fast.models import cache_root, load_encoder
+from skillsight_fast.models.contextual import ContextualEncoder, contextual_table, token_state_sums
+from skillsight_fast.models.fitted import FitConfig, bags_of_slots, encode_bags, fit_query_table, training_pieces
+from skillsight_fast.models.static import load_static_encoder
+from skillsight_fast.skills import namedesc_text
+
+DATA_ROOT = Path(__file__).parents[1] / "data"
+ARMS = {  # name -> FitConfig (every other constant: FitConfig's defaults, the same on every dataset)
+    "fit-cos": FitConfig(objective="mse", learn_weights=False),
+    "fit-cos+w": FitConfig(objective="mse"),
+    "fit-ctr+w": FitConfig(objective="ctr"),
+    "fit-kl+w": FitConfig(objective="kl"),
+    "fit-cos+kl+w": FitConfig(objective="mse+kl"),
+}
+METRICS = ("recall@10", "ndcg@10")
+
+
+def token_rows(static, texts: list[str], cls: int, sep: int, max_length: int = 256) -> list[np.ndarray]:
+    """What the lookup pools: [CLS], the first max_length - 2 word pieces, [SEP]."""
+    return [np.concatenate([[cls], ids[: max_length - 2], [sep]]) for ids in static.tokenize(texts)]
+
+
+def p50_ms(encode, texts: list[str], rounds: int = 3) -> float:
+    times = []
+    for _ in range(rounds):
+        for t in texts:
+            t0 = time.perf_counter()
+            encode([t])
+            times.append(time.perf_counter() - t0)
+    return 1000 * float(np.median(times))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json")
+    ap.add_argument("--datasets", nargs="+", default=list(SHARED_DATASETS))
+    ap.add_argument("--arms", nargs="+", default=list(ARMS))
+    ap.add_argument("--bootstrap", type=int, default=2000)
+    args = ap.parse_args()
+    enc = load_encoder()
+    qenc = load_encoder(int8=True)
+    out: dict[str, dict] = json.loads(Path(args.json).read_text()) if args.json and Path(args.json).is_file() else {}
+    for name in args.datasets:
+        ds = load_dataset(DATA_ROOT / name)
+        ctx = EvalContext(ds, query_int8=False, encoder=enc)
+        mapped_ctx = EvalContext(ds, query_int8=None, query_encoder="static-mapped", encoder=enc)
+        static = load_static_encoder(mapped_ctx.query_model)
+        vocab = static.tokenizer.get_vocab()
+        cls, sep = vocab["[CLS]"], vocab["[SEP]"]
+        meta: dict[str, object] = {}
+        # the contextual table: one transformer pass over the corpus (timed when not cached)
+        store = cache_root() / "experiments" / f"contextual-{name}-{enc.checksum[:12]}.npz"
+        if store.is_file():
+            z = np.load(store)
+            sums, counts = z["sums"], z["counts"]
+        else:
+            t0 = time.perf_counter()
+            sums, counts = token_state_sums(enc, list(ds.texts))
+            meta["token_states_s"] = round(time.perf_counter() - t0, 1)
+            store.parent.mkdir(parents=True, exist_ok=True)
+            np.savez(store, sums=sums, counts=counts)
+        ids, ctx_table = contextual_table(sums, counts)
+        slot_of = np.full(len(vocab) if max(vocab.values()) < len(vocab) else max(vocab.values()) + 1, -1, np.int64)
+        slot_of[ids] = np.arange(ids.size)
+        index = ctx.index(IndexConfig())
+        basis, docs_perp = index.dense.basis, index.dense.embeddings_perp
+        # training texts and their teacher vectors (never a query)
+        pieces, owner = training_pieces(ds.docs)
+        t0 = time.perf_counter()
+        piece_emb = EmbeddingCache(ctx.cache, f"{qenc.model_id}-int8", qenc.checksum, "fitpiece").get(pieces, qenc.encode)
+        meta["pieces_encode_s_if_uncached"] = round(time.perf_counter() - t0, 1)
+        nd_texts = [namedesc_text(d.name, d.description) for d in ds.docs]
+        texts = pieces + nd_texts + list(ds.texts)
+        targets = np.vstack([piece_emb, ctx.namedesc_emb, ctx.doc_emb]).astype(np.float32)
+        owners = np.concatenate([owner, np.arange(len(ds.docs)), np.arange(len(ds.docs))])
+        bags = bags_of_slots(token_rows(static, texts, cls, sep), slot_of)
+        meta.update(n_pieces=len(pieces), n_train=len(texts), table_rows=int(ids.size))
+        mapped = dict(zip(ds.query_texts, mapped_ctx.query_emb))
+        fallback = (lambda ts: np.stack([mapped[t] for t in ts]))
+        qtexts = list(ds.query_texts)
+
+        def lookup(table: np.ndarray) -> ContextualEncoder:
+            return ContextualEncoder(static, ids, table, fallback=fallback, max_length=256)
+
+        arms: dict[str, np.ndarray] = {
+            "transformer": ctx.query_emb,
+            "transformer-int8": ctx.int8_query_emb,
+            "static-mapped": mapped_ctx.query_emb,
+            "contextual": lookup(ctx_table).encode(qtexts),
+        }
+        p_t = targets - (targets @ basis.T) @ basis
+        c0 = encode_bags(bags, ctx_table)
+        d0 = c0 - (c0 @ basis.T) @ basis - p_t
+        meta["train_mse_contextual"] = round(float(np.mean(np.sum(d0 * d0, 1))), 4)
+        for arm in args.arms:
+            res = fit_query_table(bags, targets, ctx_table, basis, docs_perp=docs_perp, owner=owners, config=ARMS[arm])
+            c1 = encode_bags(bags, res.table)
+            d1 = c1 - (c1 @ basis.T) @ basis - p_t
+            meta[f"{arm}_fit_s"] = round(res.seconds, 1)
+            meta[f"{arm}_train_mse"] = round(float(np.mean(np.sum(d1 * d1, 1))), 4)
+            meta[f"{arm}_loss_first_last"] = [round(float(np.mean(res.history[:10])), 4),
+                                              round(float(np.mean(res.history[-10:])), 4)]
+            arms[arm] = lookup(res.table).encode(qtexts)
+            if name == "skillsbench" and arm == args.arms[0]:
+                short = [q for q in load_dataset(DATA_ROOT / "bfcl").query_texts if len(static.tokenize([q])[0]) < 20][:20]
+                e = lookup(res.table)
+                meta["encode_p50_ms"] = {"short": round(p50_ms(e.encode, short), 3),
+                                         "long": round(p50_ms(e.encode, qtexts), 3)}
+        print(name, json.dumps(meta), flush=True)
+        res_ds: dict[str, dict] = {"_meta": meta}
+        base = None
+        for arm, qv in arms.items():
+            ranked = index.search_vectors(qv, qtexts, DEPTH, explain=False).ids
+            per = per_query(ranked, ds.gold)
+            row: dict[str, object] = {m: 100 * float(per[m].mean()) for m in METRICS}
+            if base is None:
+                base = per
+            else:
+                for m in METRICS:
+                    row[f"{m}_diff"] = [100 * x for x in bootstrap_diff(per[m], base[m], n_boot=args.bootstrap, seed=0)]
+            res_ds[arm] = row
+            diff = row.get("recall@10_diff")
+            print(f"{name:14s} {arm:18s} R@10 {row['recall@10']:5.1f} nDCG@10 {row['ndcg@10']:5.1f}"
+                  + (f"  R@10 {diff[0]:+.1f} [{diff[1]:+.1f}, {diff[2]:+.1f}]" if diff else ""), flush=True)
+        out[name] = res_ds
+        if args.json:
+            Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
+    fit = [n for n in FIT_DATASETS if n in out]
+    for arm in ["transformer-int8", "static-mapped", "contextual", *ARMS]:
+        losses = [-out[n][arm]["recall@10_diff"][0] for n in fit if arm in out[n]]
+        worst = [-out[n][arm]["recall@10_diff"][0] for n in out if arm in out[n]]
+        if losses:
+            print(f"{arm}: mean R@10 loss over the fit sets {np.mean(losses):.2f} "
+                  f"({', '.join(f'{x:.1f}' for x in losses)}); worst over {len(worst)} sets {max(worst):.1f}")
+
+
+if __name__ == "__main__":
+    main()
