@@ -68,9 +68,15 @@ from skillsight_fast.evaluation.cache import EmbeddingCache
 from skillsight_fast.evaluation.datasets import FIT_DATASETS, SHARED_DATASETS, load_dataset
 from skillsight_fast.evaluation.methods import EvalContext
 from skillsight_fast.evaluation.metrics import DEPTH, bootstrap_diff, per_query
-from skillsight_fast.models import cache_root, load_encoder
-from skillsight_fast.models.contextual import ContextualEncoder, contextual_table, token_state_sums
-from skillsight_fast.models.fitted import FitConfig, bags_of_slots, encode_bags, fit_query_table, training_pieces
+from skillsight_fast.models import load_encoder
+from skillsight_fast.models.contextual import ContextualEncoder
+from skillsight_fast.models.fitted import (
+    FitConfig,
+    bags_of_slots,
+    encode_bags,
+    fit_query_table,
+    training_pieces,
+)
 from skillsight_fast.models.static import load_static_encoder
 from skillsight_fast.skills import namedesc_text
 
@@ -118,18 +124,10 @@ def main() -> None:
         vocab = static.tokenizer.get_vocab()
         cls, sep = vocab["[CLS]"], vocab["[SEP]"]
         meta: dict[str, object] = {}
-        # the contextual table: one transformer pass over the corpus (timed when not cached)
-        store = cache_root() / "experiments" / f"contextual-{name}-{enc.checksum[:12]}.npz"
-        if store.is_file():
-            z = np.load(store)
-            sums, counts = z["sums"], z["counts"]
-        else:
-            t0 = time.perf_counter()
-            sums, counts = token_state_sums(enc, list(ds.texts))
-            meta["token_states_s"] = round(time.perf_counter() - t0, 1)
-            store.parent.mkdir(parents=True, exist_ok=True)
-            np.savez(store, sums=sums, counts=counts)
-        ids, ctx_table = contextual_table(sums, counts)
+        # the contextual table: one transformer pass over the corpus (cached with eval's)
+        t0 = time.perf_counter()
+        ids, ctx_table = ctx.contextual_table
+        meta["token_states_s_if_uncached"] = round(time.perf_counter() - t0, 1)
         slot_of = np.full(len(vocab) if max(vocab.values()) < len(vocab) else max(vocab.values()) + 1, -1, np.int64)
         slot_of[ids] = np.arange(ids.size)
         index = ctx.index(IndexConfig())
@@ -152,12 +150,27 @@ def main() -> None:
         def lookup(table: np.ndarray) -> ContextualEncoder:
             return ContextualEncoder(static, ids, table, fallback=fallback, max_length=256)
 
-        arms: dict[str, np.ndarray] = {
-            "transformer": ctx.query_emb,
-            "transformer-int8": ctx.int8_query_emb,
-            "static-mapped": mapped_ctx.query_emb,
-            "contextual": lookup(ctx_table).encode(qtexts),
-        }
+        res_ds: dict[str, dict] = {"_meta": meta}
+        base: dict[str, np.ndarray] = {}
+
+        def score(arm: str, qv: np.ndarray) -> None:
+            ranked = index.search_vectors(qv, qtexts, DEPTH, explain=False).ids
+            per = per_query(ranked, ds.gold)
+            row: dict[str, object] = {m: 100 * float(per[m].mean()) for m in METRICS}
+            if not base:
+                base.update(per)
+            else:
+                for m in METRICS:
+                    row[f"{m}_diff"] = [100 * x for x in bootstrap_diff(per[m], base[m], n_boot=args.bootstrap, seed=0)]
+            res_ds[arm] = row
+            diff = row.get("recall@10_diff")
+            print(f"{name:14s} {arm:18s} R@10 {row['recall@10']:5.1f} nDCG@10 {row['ndcg@10']:5.1f}"
+                  + (f"  R@10 {diff[0]:+.1f} [{diff[1]:+.1f}, {diff[2]:+.1f}]" if diff else ""), flush=True)
+
+        score("transformer", ctx.query_emb)
+        score("transformer-int8", ctx.int8_query_emb)
+        score("static-mapped", mapped_ctx.query_emb)
+        score("contextual", lookup(ctx_table).encode(qtexts))
         p_t = targets - (targets @ basis.T) @ basis
         c0 = encode_bags(bags, ctx_table)
         d0 = c0 - (c0 @ basis.T) @ basis - p_t
@@ -170,28 +183,14 @@ def main() -> None:
             meta[f"{arm}_train_mse"] = round(float(np.mean(np.sum(d1 * d1, 1))), 4)
             meta[f"{arm}_loss_first_last"] = [round(float(np.mean(res.history[:10])), 4),
                                               round(float(np.mean(res.history[-10:])), 4)]
-            arms[arm] = lookup(res.table).encode(qtexts)
             if name == "skillsbench" and arm == args.arms[0]:
                 short = [q for q in load_dataset(DATA_ROOT / "bfcl").query_texts if len(static.tokenize([q])[0]) < 20][:20]
                 e = lookup(res.table)
                 meta["encode_p50_ms"] = {"short": round(p50_ms(e.encode, short), 3),
                                          "long": round(p50_ms(e.encode, qtexts), 3)}
+            score(arm, lookup(res.table).encode(qtexts))
+            print(name, arm, json.dumps({k: v for k, v in meta.items() if k.startswith(arm + "_")}), flush=True)
         print(name, json.dumps(meta), flush=True)
-        res_ds: dict[str, dict] = {"_meta": meta}
-        base = None
-        for arm, qv in arms.items():
-            ranked = index.search_vectors(qv, qtexts, DEPTH, explain=False).ids
-            per = per_query(ranked, ds.gold)
-            row: dict[str, object] = {m: 100 * float(per[m].mean()) for m in METRICS}
-            if base is None:
-                base = per
-            else:
-                for m in METRICS:
-                    row[f"{m}_diff"] = [100 * x for x in bootstrap_diff(per[m], base[m], n_boot=args.bootstrap, seed=0)]
-            res_ds[arm] = row
-            diff = row.get("recall@10_diff")
-            print(f"{name:14s} {arm:18s} R@10 {row['recall@10']:5.1f} nDCG@10 {row['ndcg@10']:5.1f}"
-                  + (f"  R@10 {diff[0]:+.1f} [{diff[1]:+.1f}, {diff[2]:+.1f}]" if diff else ""), flush=True)
         out[name] = res_ds
         if args.json:
             Path(args.json).write_text(json.dumps(out, indent=1) + "\n")

@@ -90,7 +90,7 @@ def _reference_fit(bags: Bags, targets, prior, basis, config: FitConfig, docs_pe
 
 
 def test_bags_and_pooling_match_numpy():
-    rng, bags, prior, _, _ = _problem()
+    _rng, bags, prior, _, _ = _problem()
     c = bags.dense(prior.shape[0])
     ref = _unit(c @ prior)
     np.testing.assert_allclose(encode_bags(bags, prior), ref, atol=1e-5)
@@ -113,7 +113,7 @@ def test_fit_matches_numpy_reference(objective):
 
 
 def test_gradient_matches_finite_differences():
-    rng, bags, prior, basis, docs_perp = _problem(2, n=5)
+    rng, _bags, prior, basis, docs_perp = _problem(2, n=5)
     cfg = FitConfig(objective="mse+kl", temperature=0.5)
     u = rng.normal(size=(3, prior.shape[1])).astype(np.float64)
     t = _unit(rng.normal(size=(3, prior.shape[1]))).astype(np.float64)
@@ -147,7 +147,7 @@ def test_loss_decreases_to_known_solution():
 
 
 def test_bad_inputs_are_refused():
-    rng, bags, prior, basis, docs_perp = _problem()
+    rng, bags, prior, basis, _docs_perp = _problem()
     with pytest.raises(ModelError):
         fit_query_table(bags, np.zeros((3, prior.shape[1]), np.float32), prior, basis)
     with pytest.raises(ModelError):

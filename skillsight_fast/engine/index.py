@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from skillsight_fast import kernels
-from skillsight_fast.config import ENGINES, MAPPED_TIERS, IndexConfig
+from skillsight_fast.config import ENGINES, MAPPED_TIERS, TABLE_TIERS, IndexConfig
 from skillsight_fast.engine import numpy_stages
 from skillsight_fast.engine.background import BM25_B, BM25_K1, estimate_background, select_background_terms
 from skillsight_fast.engine.lexicon import Lexicon
@@ -100,6 +100,32 @@ class SearchResult:
     evidence: list[list[list[str]]] = field(default_factory=list)
     skill_ids: list[list[str | None]] = field(default_factory=list)
     cosine: np.ndarray | None = None
+
+
+def _fitted_dense(dense: DenseState, skills: Sequence[Skill] | Sequence[SkillMeta], texts: Sequence[str] | None,
+                  encoder: Encoder | None, config: IndexConfig, prior: tuple[np.ndarray, np.ndarray],
+                  unk_id: int | None) -> DenseState:
+    """``dense`` with the fitted tier's table: the contextual table ``prior`` fitted to the transformer on
+    the skills' own texts (:mod:`skillsight_fast.models.fitted`), teacher the int8 task graph."""
+    import dataclasses
+
+    from skillsight_fast.models.fitted import fit_library_table, library_training_set
+
+    inner = getattr(encoder, "inner", encoder)
+    if not all(isinstance(s, Skill) for s in skills) or getattr(inner, "tokenize", None) is None:
+        raise SkillsightError("the fitted tier is fitted from the skills' texts with the transformer: build "
+                              "it with SkillIndex.build and the ONNX encoder (or pass query_table)")
+    texts = list(texts) if texts is not None else [s.text for s in skills]  # type: ignore[union-attr]
+    teacher: Any = encoder
+    if getattr(inner, "onnx_path", None) is not None and not getattr(inner, "quantized", True):
+        from skillsight_fast.models import load_encoder
+
+        teacher = load_encoder(config.model, int8=True, threads=getattr(inner, "threads", None),
+                               batch_size=getattr(inner, "batch_size", 32))
+    all_texts, targets, owner = library_training_set(skills, texts, dense.embeddings, dense.namedesc, teacher)
+    ids, res = fit_library_table(prior[0], prior[1], inner.tokenize, all_texts, targets, owner, dense.basis,
+                                 dense.embeddings_perp, drop=[unk_id] if unk_id is not None else [])
+    return dataclasses.replace(dense, query_table_ids=ids, query_table=res.table)
 
 
 def _decide(config: IndexConfig, embeddings: np.ndarray, basis: np.ndarray, lexical: LexicalState
@@ -280,9 +306,10 @@ class SkillIndex:
             query_info = (query_encoder.model_id, query_encoder.checksum)
         else:
             query_map = None
-        if config.query_encoder == "contextual":
+        fit_table = config.query_encoder == "fitted" and query_table is None  # a given table is kept as is
+        if config.query_encoder in TABLE_TIERS:
             if query_table is None:
-                query_table = contextual_table_of(skills, texts, encoder)
+                query_table = contextual_table_of(skills, texts, encoder, config.query_encoder)
         else:
             query_table = None
         lexical, tau = LexicalState.build(lexicon, beta=config.beta, otsu_weighted=config.otsu_weighted)
@@ -301,6 +328,10 @@ class SkillIndex:
             used_basis, rule_stats = paper_basis, {}
         dense = DenseState.build(emb, used_basis, singular_values, renormalize=config.renormalize,
                                  query_map=query_map, namedesc=namedesc, query_table=query_table)
+        if fit_table:  # against the scored matrix and the basis in use
+            assert query_table is not None
+            dense = _fitted_dense(dense, skills, texts, encoder, config, query_table,
+                                  query_encoder.unk_id if query_encoder is not None else None)
         if decisions.document_vector != dense.document_vector:  # what the scored matrix really is
             decisions = decisions.replace(document_vector=dense.document_vector)
         stats = IndexStats(

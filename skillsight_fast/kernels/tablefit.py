@@ -46,3 +46,50 @@ def pool_rows_backward(rows: np.ndarray, indptr: np.ndarray, slots: np.ndarray, 
                 dot += grad[k, t] * table[s, t]
             g_logw[s] += c * dot
     return g_table, g_logw
+
+
+@nb.njit(cache=True, fastmath=False)
+def pool_rows_backward_into(rows: np.ndarray, indptr: np.ndarray, slots: np.ndarray, counts: np.ndarray,
+                            weights: np.ndarray, table: np.ndarray, grad: np.ndarray, g_table: np.ndarray,
+                            g_logw: np.ndarray, mark: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """:func:`pool_rows_backward` accumulated into zeroed buffers; returns the slots touched (int64,
+    each once) and sets ``mark`` on them (the caller's :func:`adam_rows` clears both)."""
+    d = table.shape[1]
+    touched = np.empty(slots.shape[0] if slots.shape[0] < table.shape[0] else table.shape[0], np.int64)
+    n_touched = 0
+    for k in range(rows.shape[0]):
+        r = rows[k]
+        for j in range(indptr[r], indptr[r + 1]):
+            s = slots[j]
+            if not mark[s]:
+                mark[s] = True
+                touched[n_touched] = s
+                n_touched += 1
+            c = counts[j] * weights[s]
+            dot = 0.0
+            for t in range(d):
+                g_table[s, t] += c * grad[k, t]
+                dot += grad[k, t] * table[s, t]
+            g_logw[s] += c * dot
+    return touched[:n_touched]
+
+
+@nb.njit(cache=True, fastmath=False)
+def adam_rows(touched: np.ndarray, param: np.ndarray, prior: np.ndarray, grad: np.ndarray, m1: np.ndarray,
+              v1: np.ndarray, mark: np.ndarray, prior_weight: float, lr: float, b1: float, b2: float,
+              bias1: float, bias2: float, eps: float) -> None:  # pragma: no cover - compiled
+    """Adam on the rows ``touched`` of ``param`` with the gradient ``grad + 2 prior_weight (param - prior)``,
+    in place (lazy Adam: untouched rows and their moments stay as they are); clears ``grad`` and ``mark``
+    on those rows."""
+    d = param.shape[1]
+    for i in range(touched.shape[0]):
+        s = touched[i]
+        for t in range(d):
+            g = grad[s, t] + 2.0 * prior_weight * (param[s, t] - prior[s, t])
+            m = b1 * m1[s, t] + (1.0 - b1) * g
+            v = b2 * v1[s, t] + (1.0 - b2) * g * g
+            m1[s, t] = m
+            v1[s, t] = v
+            param[s, t] -= lr * (m / bias1) / (np.sqrt(v / bias2) + eps)
+            grad[s, t] = 0.0
+        mark[s] = False

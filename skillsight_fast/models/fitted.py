@@ -188,7 +188,7 @@ class FitConfig:
 @dataclass
 class FitResult:
     """A fitted table: ``table`` (m, d) float32 with the weights folded in, the weights (m,), and the
-    loss per step (the mini-batch's, before the step)."""
+    data loss per step (the mini-batch's, before the step; without the prior terms)."""
 
     table: np.ndarray
     weights: np.ndarray
@@ -284,7 +284,7 @@ def fit_query_table(bags: Bags, targets: np.ndarray, prior: np.ndarray, basis: n
     -------
     FitResult
     """
-    from skillsight_fast.kernels.tablefit import pool_rows, pool_rows_backward
+    from skillsight_fast.kernels.tablefit import adam_rows, pool_rows, pool_rows_backward_into
 
     t0 = time.perf_counter()
     targets = np.ascontiguousarray(targets, np.float32)
@@ -311,6 +311,8 @@ def fit_query_table(bags: Bags, targets: np.ndarray, prior: np.ndarray, basis: n
     lam = config.prior / max(n, 1)
     m1, v1 = np.zeros_like(table), np.zeros_like(table)
     m2, v2 = np.zeros_like(logw), np.zeros_like(logw)
+    g_table, g_logw = np.zeros_like(table), np.zeros_like(logw)
+    mark = np.zeros(m, np.bool_)
     b1, b2, eps = 0.9, 0.999, 1e-8
     history: list[float] = []
     batch = min(config.batch, n)
@@ -320,16 +322,16 @@ def fit_query_table(bags: Bags, targets: np.ndarray, prior: np.ndarray, basis: n
         u = pool_rows(rows, bags.indptr, bags.slots, bags.counts, w, table)
         cd = cand_vecs[cands[rows]] if cands is not None else None
         loss, g_u = batch_loss(u, targets[rows], basis, config, cd)
-        g_t, g_a = pool_rows_backward(rows, bags.indptr, bags.slots, bags.counts, w, table, g_u)
-        diff = table - e0
-        loss += lam * float(np.sum(diff * diff)) + config.weight_prior * float(np.sum(logw * logw))
         history.append(loss)
-        g_t += 2.0 * lam * diff
-        m1 = b1 * m1 + (1 - b1) * g_t
-        v1 = b2 * v1 + (1 - b2) * g_t * g_t
-        table -= config.lr * (m1 / (1 - b1 ** step)) / (np.sqrt(v1 / (1 - b2 ** step)) + eps)
+        g_logw[:] = 0.0
+        touched = pool_rows_backward_into(rows, bags.indptr, bags.slots, bags.counts, w, table, g_u, g_table,
+                                          g_logw, mark)
+        # lazy Adam: the rows of this batch's tokens (with their prior pull); a row no batch touches
+        # keeps its value, and a row only ever moved by data is pulled back when next touched
+        adam_rows(touched, table, e0, g_table, m1, v1, mark, lam, config.lr, b1, b2,
+                  1 - b1 ** step, 1 - b2 ** step, eps)
         if config.learn_weights:
-            g_a = g_a + 2.0 * config.weight_prior * logw
+            g_a = g_logw + 2.0 * config.weight_prior * logw
             m2 = b1 * m2 + (1 - b1) * g_a
             v2 = b2 * v2 + (1 - b2) * g_a * g_a
             logw -= config.lr_weights * (m2 / (1 - b1 ** step)) / (np.sqrt(v2 / (1 - b2 ** step)) + eps)
@@ -345,3 +347,58 @@ def encode_bags(bags: Bags, table: np.ndarray) -> np.ndarray:
     u = pool_rows(np.arange(len(bags)), bags.indptr, bags.slots, bags.counts,
                   np.ones(table.shape[0], np.float32), np.ascontiguousarray(table, np.float32))
     return u / np.maximum(np.linalg.norm(u, axis=1, keepdims=True), 1e-12)
+
+
+def library_training_set(skills: Sequence[Any], texts: Sequence[str], doc_emb: np.ndarray,
+                         namedesc_emb: np.ndarray | None, task_encoder: Any
+                         ) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The training texts of a library, their teacher vectors and the row of the skill of each.
+
+    The pieces (:func:`training_pieces`) are encoded by ``task_encoder`` (the index's task encoder:
+    the int8 graph by default); the name + description texts and the whole texts reuse the index's
+    own vectors (``namedesc_emb``, ``doc_emb``), so they cost no pass.
+    """
+    from skillsight_fast.skills import namedesc_text
+
+    pieces, owner = training_pieces(skills)
+    parts = [task_encoder.encode(pieces) if pieces else np.zeros((0, doc_emb.shape[1]), np.float32)]
+    all_texts = list(pieces)
+    owners = [owner]
+    rows = np.arange(len(texts), dtype=np.int64)
+    if namedesc_emb is not None:
+        all_texts += [namedesc_text(s.name, s.description) for s in skills]
+        parts.append(np.asarray(namedesc_emb, np.float32))
+        owners.append(rows)
+    all_texts += list(texts)
+    parts.append(np.asarray(doc_emb, np.float32))
+    owners.append(rows)
+    return all_texts, np.vstack(parts).astype(np.float32), np.concatenate(owners)
+
+
+#: The fit an index build runs (the arm experiments/fitted_query_table.py adopted).
+DEFAULT_FIT = FitConfig()
+
+
+def fit_library_table(token_ids: np.ndarray, prior: np.ndarray, tokenize: Any, texts: Sequence[str],
+                      targets: np.ndarray, owner: np.ndarray, basis: np.ndarray, docs_perp: np.ndarray,
+                      config: FitConfig = DEFAULT_FIT, drop: Sequence[int] = ()) -> tuple[np.ndarray, FitResult]:
+    """Fit a library's query table from its contextual table ``(token_ids, prior)``.
+
+    ``tokenize`` maps texts to token id rows as the transformer sees them (``[CLS] ... [SEP]``, the
+    encoder's ``tokenize``); ids in ``drop`` (``[UNK]``: the task encoder skips it) are left out of the
+    bags. Returns the token ids (the prior's) and the :class:`FitResult`, whose
+    ``table`` the contextual tier's encoder searches with.
+    """
+    token_ids = np.asarray(token_ids, np.int64)
+    n_vocab = int(token_ids.max()) + 1 if token_ids.size else 0
+    rows = tokenize(list(texts))
+    n_vocab = max([n_vocab, *(int(r.max()) + 1 for r in rows if len(r))])
+    slot_of = np.full(n_vocab, -1, np.int64)
+    slot_of[token_ids] = np.arange(token_ids.size)
+    for t in drop:
+        if 0 <= t < n_vocab:
+            slot_of[t] = -1
+    bags = bags_of_slots(rows, slot_of)
+    res = fit_query_table(bags, targets, prior, basis, docs_perp=docs_perp, owner=owner, config=config)
+    logger.info("fitted query table: %d texts, %d rows, %.1f s", len(bags), token_ids.size, res.seconds)
+    return token_ids.astype(np.int32), res
