@@ -153,3 +153,18 @@ def test_cli_fitted_index_and_refusals(real, tmp_path: Path, capsys) -> None:
         assert main(["index", str(src), "-o", str(tmp_path / "b"), "--query-encoder", "fitted", flag]) == 1
         assert "--stream / --ray" in capsys.readouterr().err
     assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.model
+def test_bench_view_searches_like_a_fitted_index(teacher, real, built) -> None:
+    from skillsight_fast.benchmark.driver import tier_views
+    from skillsight_fast.models.static import load_static_encoder
+
+    skills, tasks, folder = real
+    index, _ = built
+    base = SkillIndex.build(skills, teacher)
+    views = tier_views(base, load_static_encoder(folder), index.dense.query_map,
+                       fitted=(index.dense.query_table_ids, index.dense.query_table))
+    assert "fitted" in views and "contextual" not in views
+    np.testing.assert_allclose(views["fitted"].encode(tasks), index.encode(tasks), atol=1e-6)
+    assert views["fitted"].config.query_encoder == "fitted" and base.dense.query_table is None
