@@ -168,3 +168,16 @@ def test_bench_view_searches_like_a_fitted_index(teacher, real, built) -> None:
     assert "fitted" in views and "contextual" not in views
     np.testing.assert_allclose(views["fitted"].encode(tasks), index.encode(tasks), atol=1e-6)
     assert views["fitted"].config.query_encoder == "fitted" and base.dense.query_table is None
+
+
+@pytest.mark.model
+def test_one_pass_gives_the_vectors_and_the_token_sums(teacher, real) -> None:
+    from skillsight_fast.models.contextual import encode_with_token_sums, token_state_sums
+
+    skills, _, _ = real
+    texts = [s.text for s in skills[:8]] + ["short", ""]
+    emb, sums, counts = encode_with_token_sums(teacher, texts)
+    np.testing.assert_allclose(emb, teacher.encode(texts), atol=1e-6)
+    ref_sums, ref_counts = token_state_sums(teacher, texts)
+    np.testing.assert_array_equal(counts, ref_counts)
+    np.testing.assert_allclose(sums, ref_sums, atol=1e-6)

@@ -115,6 +115,7 @@ def cached_fitted_table(base, sources: Sequence[str], contextual: tuple[np.ndarr
                         int8_encoder, folder: Path) -> tuple[np.ndarray, np.ndarray] | None:
     """The fitted tier's table of the bench corpus (what ``--query-encoder fitted`` builds over
     ``base``), kept in ``folder``; None when the corpus's skills do not load (no texts to fit on)."""
+    from skillsight_fast.errors import SkillsightError
     from skillsight_fast.files import atomic_output
     from skillsight_fast.models.fitted import fit_library_table, library_training_set
     from skillsight_fast.skills import load_skills
@@ -125,7 +126,7 @@ def cached_fitted_table(base, sources: Sequence[str], contextual: tuple[np.ndarr
     try:
         by_id = {s.id: s for s in load_skills(list(sources)).skills}
         skills = [by_id[m.id] for m in base.skills]
-    except Exception as exc:  # sources missing or unreadable, or ids that do not match
+    except (OSError, KeyError, SkillsightError) as exc:  # sources missing or unreadable, ids that differ
         logger.warning("cannot read the corpus's skills (%s); the fitted tier is not timed", exc)
         return None
     texts = [s.text for s in skills]

@@ -206,10 +206,19 @@ class SkillIndex:
             from skillsight_fast.models import load_encoder
 
             encoder = load_encoder(config.model, int8=config.int8)
-        embeddings = encoder.encode([s.text for s in skills])
+        query_table = None
+        if config.query_encoder in TABLE_TIERS and getattr(encoder, "hidden_states", None) is not None:
+            # the table tiers' token states come from the same pass as the skills' vectors
+            from skillsight_fast.models.contextual import contextual_table, encode_with_token_sums
+
+            embeddings, sums, counts = encode_with_token_sums(encoder, [s.text for s in skills])
+            query_table = contextual_table(sums, counts)
+        else:
+            embeddings = encoder.encode([s.text for s in skills])
         return cls.from_embeddings(
             skills, embeddings, config, model_id=encoder.model_id,
-            model_checksum=encoder.checksum, encoder=encoder,
+            model_checksum=encoder.checksum, encoder=encoder, query_table=query_table,
+            fit_query_table=config.query_encoder == "fitted",
         )
 
     @classmethod
@@ -231,6 +240,7 @@ class SkillIndex:
         query_map: np.ndarray | None = None,
         namedesc: np.ndarray | None = None,
         query_table: tuple[np.ndarray, np.ndarray] | None = None,
+        fit_query_table: bool | None = None,
     ) -> "SkillIndex":
         """Build from precomputed document embeddings (float32 (N, d), unit rows).
 
@@ -264,9 +274,14 @@ class SkillIndex:
             ``static-mapped`` and ``contextual`` tiers: a ready map (default: fitted here on the
             skills' texts).
         query_table : (int32 (m,), float32 (m, d)), optional
-            ``contextual`` tier: a ready token table (default: computed here from ``encoder``'s token
-            states over the skills' texts, a second pass of the transformer;
-            :func:`skillsight_fast.models.contextual.contextual_table`).
+            ``contextual`` / ``fitted`` tier: a ready token table (default: computed here from
+            ``encoder``'s token states over the skills' texts, a second pass of the transformer;
+            :func:`skillsight_fast.models.contextual.contextual_table`; :meth:`build` takes them from
+            its one pass).
+        fit_query_table : bool, optional
+            ``fitted`` tier: fit ``query_table`` (the contextual table) to the transformer here
+            (:mod:`skillsight_fast.models.fitted`). Default: only a table computed here is fitted, a
+            given one is kept as it is (what ``update`` does).
         namedesc : float32 (N, d), optional
             Embeddings of each skill's ``name + "\\n" + description`` for the ``text+namedesc``
             document vector (``config.document_vector_side``). Default: encoded here with
@@ -306,7 +321,9 @@ class SkillIndex:
             query_info = (query_encoder.model_id, query_encoder.checksum)
         else:
             query_map = None
-        fit_table = config.query_encoder == "fitted" and query_table is None  # a given table is kept as is
+        # the fitted tier fits a table it computes; a given table is kept as it is unless asked to fit it
+        fit_table = config.query_encoder == "fitted" and (query_table is None if fit_query_table is None
+                                                           else fit_query_table)
         if config.query_encoder in TABLE_TIERS:
             if query_table is None:
                 query_table = contextual_table_of(skills, texts, encoder, config.query_encoder)
