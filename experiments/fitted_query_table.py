@@ -78,7 +78,7 @@ from skillsight_fast.models.fitted import (
     training_pieces,
 )
 from skillsight_fast.models.static import load_static_encoder
-from skillsight_fast.skills import namedesc_text
+from skillsight_fast.library.skills import namedesc_text
 
 DATA_ROOT = Path(__file__).parents[1] / "data"
 ARMS = {  # name -> FitConfig (every other constant: FitConfig's defaults, the same on every dataset)

@@ -117,8 +117,8 @@ def cached_fitted_table(base, sources: Sequence[str], contextual: tuple[np.ndarr
     ``base``), kept in ``folder``; None when the corpus's skills do not load (no texts to fit on)."""
     from skillsight_fast.errors import SkillsightError
     from skillsight_fast.files import atomic_output
+    from skillsight_fast.library.skills import load_skills, namedesc_text
     from skillsight_fast.models.fitted import fit_library_table, library_training_set
-    from skillsight_fast.skills import load_skills
 
     ids_file, vec_file = folder / "ids.npy", folder / "vectors.npy"
     if ids_file.is_file() and vec_file.is_file():
@@ -130,8 +130,9 @@ def cached_fitted_table(base, sources: Sequence[str], contextual: tuple[np.ndarr
         logger.warning("cannot read the corpus's skills (%s); the fitted tier is not timed", exc)
         return None
     texts = [s.text for s in skills]
-    all_texts, targets, owner = library_training_set(skills, texts, base.embeddings, base.dense.namedesc,
-                                                     int8_encoder)
+    all_texts, targets, owner = library_training_set(
+        skills, texts, base.embeddings, [namedesc_text(s.name, s.description) for s in skills], base.dense.namedesc,
+        int8_encoder)
     ids, res = fit_library_table(contextual[0], contextual[1], int8_encoder.tokenize, all_texts, targets, owner,
                                  base.dense.basis, base.dense.embeddings_perp,
                                  drop=[static.unk_id] if static.unk_id is not None else [])

@@ -122,7 +122,9 @@ def _fitted_dense(dense: DenseState, skills: Sequence[Skill] | Sequence[SkillMet
 
         teacher = load_encoder(config.model, int8=True, threads=getattr(inner, "threads", None),
                                batch_size=getattr(inner, "batch_size", 32))
-    all_texts, targets, owner = library_training_set(skills, texts, dense.embeddings, dense.namedesc, teacher)
+    all_texts, targets, owner = library_training_set(
+        skills, texts, dense.embeddings, [namedesc_text(s.name, s.description) for s in skills], dense.namedesc,
+        teacher)
     ids, res = fit_library_table(prior[0], prior[1], inner.tokenize, all_texts, targets, owner, dense.basis,
                                  dense.embeddings_perp, drop=[unk_id] if unk_id is not None else [])
     return dataclasses.replace(dense, query_table_ids=ids, query_table=res.table)

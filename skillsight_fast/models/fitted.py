@@ -6,7 +6,7 @@ point of a fit: a table ``E`` (one row per token the library uses) and per-token
 ``w = exp(a)`` are fitted so that the lookup-and-pool ``q = normalise(sum_t w_t E_t)`` of a text matches
 the transformer's vector ``t`` of it **in the space the scores are computed in** (background removed,
 ``P = I - B B^T``), on pieces of the library's own texts cut to task size (:func:`training_pieces`).
-No labels, no queries; NumPy and Numba (:mod:`skillsight_fast.kernels.tablefit`), no torch.
+No labels, no queries; NumPy and Numba (:mod:`skillsight_fast.models.tablefit`), no torch.
 
 Objectives (``FitConfig.objective``), each plus the prior ``lam/n * sum_v |E_v - E0_v|^2 + mu * |a|^2``:
 
@@ -284,7 +284,7 @@ def fit_query_table(bags: Bags, targets: np.ndarray, prior: np.ndarray, basis: n
     -------
     FitResult
     """
-    from skillsight_fast.kernels.tablefit import adam_rows, pool_rows, pool_rows_backward_into
+    from skillsight_fast.models.tablefit import adam_rows, pool_rows, pool_rows_backward_into
 
     t0 = time.perf_counter()
     targets = np.ascontiguousarray(targets, np.float32)
@@ -342,7 +342,7 @@ def fit_query_table(bags: Bags, targets: np.ndarray, prior: np.ndarray, basis: n
 
 def encode_bags(bags: Bags, table: np.ndarray) -> np.ndarray:
     """Unit vectors of the bags with a (weights folded in) table: what the encoder gives, float32 (n, d)."""
-    from skillsight_fast.kernels.tablefit import pool_rows
+    from skillsight_fast.models.tablefit import pool_rows
 
     u = pool_rows(np.arange(len(bags)), bags.indptr, bags.slots, bags.counts,
                   np.ones(table.shape[0], np.float32), np.ascontiguousarray(table, np.float32))
@@ -350,23 +350,21 @@ def encode_bags(bags: Bags, table: np.ndarray) -> np.ndarray:
 
 
 def library_training_set(skills: Sequence[Any], texts: Sequence[str], doc_emb: np.ndarray,
-                         namedesc_emb: np.ndarray | None, task_encoder: Any
+                         namedesc_texts: Sequence[str], namedesc_emb: np.ndarray | None, task_encoder: Any
                          ) -> tuple[list[str], np.ndarray, np.ndarray]:
     """The training texts of a library, their teacher vectors and the row of the skill of each.
 
     The pieces (:func:`training_pieces`) are encoded by ``task_encoder`` (the index's task encoder:
     the int8 graph by default); the name + description texts and the whole texts reuse the index's
-    own vectors (``namedesc_emb``, ``doc_emb``), so they cost no pass.
+    own vectors (``namedesc_emb`` of ``namedesc_texts``, ``doc_emb`` of ``texts``), so they cost no pass.
     """
-    from skillsight_fast.skills import namedesc_text
-
     pieces, owner = training_pieces(skills)
     parts = [task_encoder.encode(pieces) if pieces else np.zeros((0, doc_emb.shape[1]), np.float32)]
     all_texts = list(pieces)
     owners = [owner]
     rows = np.arange(len(texts), dtype=np.int64)
     if namedesc_emb is not None:
-        all_texts += [namedesc_text(s.name, s.description) for s in skills]
+        all_texts += list(namedesc_texts)
         parts.append(np.asarray(namedesc_emb, np.float32))
         owners.append(rows)
     all_texts += list(texts)
@@ -376,7 +374,7 @@ def library_training_set(skills: Sequence[Any], texts: Sequence[str], doc_emb: n
 
 
 #: The fit an index build runs (the arm experiments/fitted_query_table.py adopted).
-DEFAULT_FIT = FitConfig()
+DEFAULT_FIT = FitConfig(objective="mse+kl")
 
 
 def fit_library_table(token_ids: np.ndarray, prior: np.ndarray, tokenize: Any, texts: Sequence[str],

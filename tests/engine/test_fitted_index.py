@@ -13,7 +13,7 @@ import pytest
 from skillsight_fast import IndexConfig, SkillIndex
 from skillsight_fast.errors import IndexFormatError, ModelError, SkillsightError
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,8 @@ def test_fitted_index_is_the_fit_of_its_contextual_table(teacher, real, built) -
     texts = [s.text for s in skills]
     ids, prior = contextual_table(*token_state_sums(teacher, texts))
     int8 = load_encoder("all-MiniLM-L6-v2", int8=True)
-    all_texts, targets, owner = library_training_set(skills, texts, index.embeddings, index.dense.namedesc, int8)
+    all_texts, targets, owner = library_training_set(
+        skills, texts, index.embeddings, [f"{s.name}\n{s.description}" for s in skills], index.dense.namedesc, int8)
     assert len(all_texts) > 3 * len(skills)  # pieces + name/description + whole texts
     static = load_static_encoder(folder)
     got_ids, res = fit_library_table(ids, prior, teacher.tokenize, all_texts, targets, owner, index.dense.basis,
@@ -70,7 +71,7 @@ def test_fitted_index_is_the_fit_of_its_contextual_table(teacher, real, built) -
 
 @pytest.mark.model
 def test_fitted_index_saves_loads_and_update_keeps_the_table(teacher, real, built, tmp_path: Path) -> None:
-    from skillsight_fast.update import update_index
+    from skillsight_fast.engine.update import update_index
 
     skills, tasks, _ = real
     index, _ = built
@@ -82,7 +83,7 @@ def test_fitted_index_saves_loads_and_update_keeps_the_table(teacher, real, buil
     loaded = SkillIndex.load(tmp_path / "idx")
     np.testing.assert_allclose(loaded.encode(tasks), q, atol=1e-6)
     np.testing.assert_array_equal(loaded.search(tasks, k=5).ids, index.search(tasks, k=5).ids)
-    assert loaded._encoder is None  # a search never loads the transformer
+    assert loaded.encoders.attached is None  # a search never loads the transformer
 
     table = loaded.dense.query_table.copy()
     report = update_index(tmp_path / "idx", skills[:-3])  # update keeps the fitted table (a rebuild refits)
