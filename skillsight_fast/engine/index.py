@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,9 +123,11 @@ def _fitted_dense(dense: DenseState, skills: Sequence[Skill] | Sequence[SkillMet
 
         teacher = load_encoder(config.model, int8=True, threads=getattr(inner, "threads", None),
                                batch_size=getattr(inner, "batch_size", 32))
+    t0 = time.perf_counter()
     all_texts, targets, owner = library_training_set(
         skills, texts, dense.embeddings, [namedesc_text(s.name, s.description) for s in skills], dense.namedesc,
         teacher)
+    logger.info("fitted tier: %d training texts encoded in %.1f s", len(all_texts), time.perf_counter() - t0)
     ids, res = fit_library_table(prior[0], prior[1], inner.tokenize, all_texts, targets, owner, dense.basis,
                                  dense.embeddings_perp, drop=[unk_id] if unk_id is not None else [])
     return dataclasses.replace(dense, query_table_ids=ids, query_table=res.table)
