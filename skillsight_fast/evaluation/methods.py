@@ -229,10 +229,10 @@ class EvalContext:
         the default index's background (teacher: the int8 task graph; pieces' vectors cached), the
         static-mapped vector for a task with no known token."""
         from skillsight_fast.config import IndexConfig
+        from skillsight_fast.library.skills import namedesc_text
         from skillsight_fast.models.contextual import ContextualEncoder
         from skillsight_fast.models.fitted import fit_library_table, training_pieces
         from skillsight_fast.models.static import load_static_encoder
-        from skillsight_fast.library.skills import namedesc_text
 
         enc = self.enc
         qenc = load_encoder(self.model, int8=True) if getattr(enc, "onnx_path", None) is not None else enc

@@ -55,7 +55,7 @@ def pool_rows_backward_into(rows: np.ndarray, indptr: np.ndarray, slots: np.ndar
     """:func:`pool_rows_backward` accumulated into zeroed buffers; returns the slots touched (int64,
     each once) and sets ``mark`` on them (the caller's :func:`adam_rows` clears both)."""
     d = table.shape[1]
-    touched = np.empty(slots.shape[0] if slots.shape[0] < table.shape[0] else table.shape[0], np.int64)
+    touched = np.empty(min(table.shape[0], slots.shape[0]), np.int64)
     n_touched = 0
     for k in range(rows.shape[0]):
         r = rows[k]
