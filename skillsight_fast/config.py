@@ -26,9 +26,11 @@ ADAPTIVE_LEXICAL = "bm25"
 #: Query encoder tiers (docs/ENCODERS.md): the transformer itself; static task vectors mapped into the
 #: transformer's space by a map fitted at build on the library's texts; a table of the transformer's token
 #: states averaged over the library's texts (contextual); skills and tasks both static.
-QUERY_ENCODERS = ("transformer", "static-mapped", "contextual", "static")
+QUERY_ENCODERS = ("transformer", "static-mapped", "contextual", "fitted", "static")
 #: Tiers whose tasks are encoded by a table lookup in the transformer's space (skills by the transformer).
-MAPPED_TIERS = ("static-mapped", "contextual")
+MAPPED_TIERS = ("static-mapped", "contextual", "fitted")
+#: Tiers that search with a token table in the index (the fitted one is the contextual one, fitted).
+TABLE_TIERS = ("contextual", "fitted")
 #: What runs the query stages after the encoder: the Numba kernels, or their NumPy twins
 #: (skillsight_fast/engine/numpy_stages.py: no Numba import, for a one-shot search of a few tasks).
 ENGINES = ("numba", "numpy")

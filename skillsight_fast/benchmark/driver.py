@@ -53,7 +53,8 @@ def _base_index(args: argparse.Namespace, encoder) -> Any:
 
 
 def tier_views(index, static=None, query_map: np.ndarray | None = None, int8_encoder=None,
-               contextual: tuple[np.ndarray, np.ndarray] | None = None, int8_scan=None) -> dict[str, Any]:
+               contextual: tuple[np.ndarray, np.ndarray] | None = None, int8_scan=None,
+               fitted: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, Any]:
     """Views of ``index`` that search with each other tier (the arrays are shared, not copied).
 
     ``transformer-int8`` (with ``int8_encoder``): the index searching with int8 task vectors, its
@@ -64,7 +65,9 @@ def tier_views(index, static=None, query_map: np.ndarray | None = None, int8_enc
     the same shape; the scan, the lexical side and the fusion cost the same whatever the values, so
     the latency is that tier's, while its accuracy is measured on real static indexes (ENCODERS.md).
     ``contextual`` (with ``static``, ``query_map`` and the token table ``contextual``): the
-    static-mapped view plus the table (what ``--query-encoder contextual`` builds).
+    static-mapped view plus the table (what ``--query-encoder contextual`` builds). ``fitted`` (with
+    ``static``, ``query_map`` and the fitted table ``fitted``): the same with the fitted table (what
+    ``--query-encoder fitted`` builds; :mod:`skillsight_fast.models.fitted`).
     With ``int8_scan`` (an :class:`~skillsight_fast.engine.scan.Int8Scan` built over the index's
     background-removed matrix, outside any timing), ``static-mapped+int8``, ``contextual+int8`` and
     ``static+int8`` are the same tiers with that scan as the dense candidate stage (``--scan int8``).
@@ -87,13 +90,15 @@ def tier_views(index, static=None, query_map: np.ndarray | None = None, int8_enc
                                                                  query_model=folder, query_int8=None),
                                     model=ModelInfo(static.model_id, static.checksum))
         views |= {"static-mapped": SkillIndex(mapped, index.encoders.attached, static), "static": SkillIndex(plain, static)}
-        if contextual is not None:
-            ids, vectors = contextual
+        for tier, table in (("contextual", contextual), ("fitted", fitted)):
+            if table is None:
+                continue
+            ids, vectors = table
             ctx = dataclasses.replace(
-                mapped, config=mapped.config.replace(query_encoder="contextual"),
+                mapped, config=mapped.config.replace(query_encoder=tier),
                 dense=dataclasses.replace(mapped.dense, query_table_ids=np.ascontiguousarray(ids, np.int32),
                                           query_table=np.ascontiguousarray(vectors, np.float32)))
-            views["contextual"] = SkillIndex(ctx, index.encoders.attached, static)
+            views[tier] = SkillIndex(ctx, index.encoders.attached, static)
         if int8_scan is not None:
             if int8_scan.docs is not st.dense.embeddings_perp:
                 raise ValueError("the int8 scan must be built over the index's background-removed matrix")
@@ -104,6 +109,38 @@ def tier_views(index, static=None, query_map: np.ndarray | None = None, int8_enc
                     scan="int8", int8_oversample=int8_scan.oversample))
                 views[f"{name}+int8"] = SkillIndex(s8, view.encoders.attached, view.encoders.attached_query)
     return views
+
+
+def cached_fitted_table(base, sources: Sequence[str], contextual: tuple[np.ndarray, np.ndarray], static,
+                        int8_encoder, folder: Path) -> tuple[np.ndarray, np.ndarray] | None:
+    """The fitted tier's table of the bench corpus (what ``--query-encoder fitted`` builds over
+    ``base``), kept in ``folder``; None when the corpus's skills do not load (no texts to fit on)."""
+    from skillsight_fast.errors import SkillsightError
+    from skillsight_fast.files import atomic_output
+    from skillsight_fast.library.skills import load_skills, namedesc_text
+    from skillsight_fast.models.fitted import fit_library_table, library_training_set
+
+    ids_file, vec_file = folder / "ids.npy", folder / "vectors.npy"
+    if ids_file.is_file() and vec_file.is_file():
+        return np.load(ids_file, allow_pickle=False), np.load(vec_file, allow_pickle=False)
+    try:
+        by_id = {s.id: s for s in load_skills(list(sources)).skills}
+        skills = [by_id[m.id] for m in base.skills]
+    except (OSError, KeyError, SkillsightError) as exc:  # sources missing or unreadable, ids that differ
+        logger.warning("cannot read the corpus's skills (%s); the fitted tier is not timed", exc)
+        return None
+    texts = [s.text for s in skills]
+    all_texts, targets, owner = library_training_set(
+        skills, texts, base.embeddings, [namedesc_text(s.name, s.description) for s in skills], base.dense.namedesc,
+        int8_encoder)
+    ids, res = fit_library_table(contextual[0], contextual[1], int8_encoder.tokenize, all_texts, targets, owner,
+                                 base.dense.basis, base.dense.embeddings_perp,
+                                 drop=[static.unk_id] if static.unk_id is not None else [])
+    folder.mkdir(parents=True, exist_ok=True)
+    for path, arr in ((vec_file, res.table), (ids_file, ids)):  # ids last: they mark the pair complete
+        with atomic_output(path, suffix=".npy") as tmp:
+            np.save(tmp, arr, allow_pickle=False)
+    return ids, res.table
 
 
 def _doc_texts(index, sources: Sequence[str]) -> list[str]:
@@ -130,6 +167,7 @@ def run_benchmark(
     static=None,
     int8_encoder=None,
     contextual: tuple[np.ndarray, np.ndarray] | None = None,
+    fitted: tuple[np.ndarray, np.ndarray] | None = None,
     doc_texts: Sequence[str] | None = None,
     reps: int = 30,
     rerank_reps: int = 3,
@@ -161,6 +199,8 @@ def run_benchmark(
         task side). ``encode``, ``end_to_end`` and the ``transformer`` tier stay float32 tasks.
     contextual : (int32 (m,), float32 (m, d)), optional
         The real corpus's contextual token table: times the ``contextual`` tier (with ``static``).
+    fitted : (int32 (m,), float32 (m, d)), optional
+        The real corpus's fitted table (:func:`cached_fitted_table`): times the ``fitted`` tier.
     """
     from skillsight_fast.benchmark.runner import bench_size, cpu_name, load_average
     from skillsight_fast.benchmark.synthetic import scale_up
@@ -226,7 +266,8 @@ def run_benchmark(
         entries = bench_size(
             index, texts, qv, lambda j, src=src: doc_texts[int(src[j])],
             encoder=encoder, cross_encoder=cross_encoder, tinybert=tinybert,
-            tiers=tier_views(index, static, query_map, int8_encoder, contextual, int8_scan=scan8) or None,
+            tiers=tier_views(index, static, query_map, int8_encoder, contextual, int8_scan=scan8,
+                             fitted=fitted) or None,
             int8_scan=scan8,
             reps=reps if n < 500_000 else max(5, reps // 3),
             rerank_reps=rerank_reps, rerank_pairs=rerank_pairs, rerank_cost=rerank_cost,
@@ -354,7 +395,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     sizes = args.sizes or list(QUICK_SIZES if args.quick else DEFAULT_SIZES)
     reps = args.reps or (10 if args.quick else 40)
     rerank_reps = args.rerank_reps or (1 if args.quick else 3)
-    encoder = cross = tinybert = static = int8_encoder = contextual = None
+    encoder = cross = tinybert = static = int8_encoder = contextual = fitted = None
     if not args.no_model:
         from skillsight_fast.models import load_encoder
         from skillsight_fast.models.cross_encoder import load_cross_encoder, load_tinybert_reranker
@@ -382,12 +423,20 @@ def run_from_args(args: argparse.Namespace) -> int:
         contextual = cached_contextual_table(load_encoder(), doc_texts, cache_root() / "bench" / tag)
         print(f"contextual: token table of {len(doc_texts)} skill texts ready in {time.perf_counter() - t0:.1f} s",
               file=sys.stderr)
+        t0 = time.perf_counter()  # the fitted tier's table: pieces through the int8 graph and the fit, cached
+        fitted = cached_fitted_table(base, args.corpus, contextual, static, int8_encoder,
+                                     cache_root() / "bench" / f"fitted-{tag}")
+        if fitted is not None:
+            print(f"fitted: table fitted on the skills' texts, ready in {time.perf_counter() - t0:.1f} s",
+                  file=sys.stderr)
 
     def say(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
     report = run_benchmark(base, queries, [s if s == "real" else int(s) for s in sizes], encoder=encoder,
-                           cross_encoder=cross, tinybert=tinybert, static=static, int8_encoder=int8_encoder, contextual=contextual, doc_texts=doc_texts, reps=reps, rerank_reps=rerank_reps,
+                           cross_encoder=cross, tinybert=tinybert, static=static, int8_encoder=int8_encoder,
+                           contextual=contextual, fitted=fitted, doc_texts=doc_texts, reps=reps,
+                           rerank_reps=rerank_reps,
                            rerank_pairs=10 if args.quick else 100,
                            compressed_from=args.compressed_from, seed=args.seed, progress=say,
                            checkpoint=args.details)

@@ -65,7 +65,8 @@ def add_query_encoder_args(p: argparse.ArgumentParser, evaluation: bool = False)
                    help="how tasks are encoded: the transformer (default), static-mapped (a static table "
                         "lookup mapped into the transformer's space; skills still transformer-encoded), "
                         "contextual (a lookup in a table of the transformer's token states averaged over the "
-                        "library's texts, made at build by one more pass) or static (skills and tasks "
+                        "library's texts, made at build by one more pass), fitted (that table fitted to the "
+                        "transformer on the library's own texts at build) or static (skills and tasks "
                         "static); accuracy and speed in docs/ENCODERS.md")
     p.add_argument("--query-model", metavar="DIR", default=None,
                    help="model2vec folder of the static tiers (default: distilled from --model once, "
@@ -138,9 +139,9 @@ def cmd_index(args: argparse.Namespace) -> int:
     from skillsight_fast.engine.io import check_index_target
 
     check_index_target(args.output)  # a bad output path fails now, not after the encoding
-    if args.query_encoder == "contextual" and (args.stream or args.ray is not None):
-        raise SkillFormatError("--query-encoder contextual is built in memory (its token table needs a pass "
-                               "over every text): drop --stream / --ray")
+    if args.query_encoder in ("contextual", "fitted") and (args.stream or args.ray is not None):
+        raise SkillFormatError(f"--query-encoder {args.query_encoder} is built in memory (its token table "
+                               "needs a pass over every text): drop --stream / --ray")
     if args.chunk_size is not None and not (args.stream or args.ray is not None):
         raise SkillFormatError("--chunk-size is for --stream or --ray")
     if args.ray_workers is not None and args.ray is None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from skillsight_fast import kernels
-from skillsight_fast.config import ENGINES, MAPPED_TIERS, IndexConfig
+from skillsight_fast.config import ENGINES, MAPPED_TIERS, TABLE_TIERS, IndexConfig
 from skillsight_fast.engine import numpy_stages
 from skillsight_fast.engine.background import BM25_B, BM25_K1, estimate_background, select_background_terms
 from skillsight_fast.engine.lexicon import Lexicon
@@ -100,6 +101,36 @@ class SearchResult:
     evidence: list[list[list[str]]] = field(default_factory=list)
     skill_ids: list[list[str | None]] = field(default_factory=list)
     cosine: np.ndarray | None = None
+
+
+def _fitted_dense(dense: DenseState, skills: Sequence[Skill] | Sequence[SkillMeta], texts: Sequence[str] | None,
+                  encoder: Encoder | None, config: IndexConfig, prior: tuple[np.ndarray, np.ndarray],
+                  unk_id: int | None) -> DenseState:
+    """``dense`` with the fitted tier's table: the contextual table ``prior`` fitted to the transformer on
+    the skills' own texts (:mod:`skillsight_fast.models.fitted`), teacher the int8 task graph."""
+    import dataclasses
+
+    from skillsight_fast.models.fitted import fit_library_table, library_training_set
+
+    inner = getattr(encoder, "inner", encoder)
+    if not all(isinstance(s, Skill) for s in skills) or getattr(inner, "tokenize", None) is None:
+        raise SkillsightError("the fitted tier is fitted from the skills' texts with the transformer: build "
+                              "it with SkillIndex.build and the ONNX encoder (or pass query_table)")
+    texts = list(texts) if texts is not None else [s.text for s in skills]  # type: ignore[union-attr]
+    teacher: Any = encoder
+    if getattr(inner, "onnx_path", None) is not None and not getattr(inner, "quantized", True):
+        from skillsight_fast.models import load_encoder
+
+        teacher = load_encoder(config.model, int8=True, threads=getattr(inner, "threads", None),
+                               batch_size=getattr(inner, "batch_size", 32))
+    t0 = time.perf_counter()
+    all_texts, targets, owner = library_training_set(
+        skills, texts, dense.embeddings, [namedesc_text(s.name, s.description) for s in skills], dense.namedesc,
+        teacher)
+    logger.info("fitted tier: %d training texts encoded in %.1f s", len(all_texts), time.perf_counter() - t0)
+    ids, res = fit_library_table(prior[0], prior[1], inner.tokenize, all_texts, targets, owner, dense.basis,
+                                 dense.embeddings_perp, drop=[unk_id] if unk_id is not None else [])
+    return dataclasses.replace(dense, query_table_ids=ids, query_table=res.table)
 
 
 def _decide(config: IndexConfig, embeddings: np.ndarray, basis: np.ndarray, lexical: LexicalState
@@ -180,10 +211,19 @@ class SkillIndex:
             from skillsight_fast.models import load_encoder
 
             encoder = load_encoder(config.model, int8=config.int8)
-        embeddings = encoder.encode([s.text for s in skills])
+        query_table = None
+        if config.query_encoder in TABLE_TIERS and getattr(encoder, "hidden_states", None) is not None:
+            # the table tiers' token states come from the same pass as the skills' vectors
+            from skillsight_fast.models.contextual import contextual_table, encode_with_token_sums
+
+            embeddings, sums, counts = encode_with_token_sums(encoder, [s.text for s in skills])
+            query_table = contextual_table(sums, counts)
+        else:
+            embeddings = encoder.encode([s.text for s in skills])
         return cls.from_embeddings(
             skills, embeddings, config, model_id=encoder.model_id,
-            model_checksum=encoder.checksum, encoder=encoder,
+            model_checksum=encoder.checksum, encoder=encoder, query_table=query_table,
+            fit_query_table=config.query_encoder == "fitted",
         )
 
     @classmethod
@@ -206,6 +246,7 @@ class SkillIndex:
         namedesc: np.ndarray | None = None,
         query_table: tuple[np.ndarray, np.ndarray] | None = None,
         derive: bool | None = None,
+        fit_query_table: bool | None = None,
     ) -> "SkillIndex":
         """Build from precomputed document embeddings (float32 (N, d), unit rows).
 
@@ -239,9 +280,14 @@ class SkillIndex:
             ``static-mapped`` and ``contextual`` tiers: a ready map (default: fitted here on the
             skills' texts).
         query_table : (int32 (m,), float32 (m, d)), optional
-            ``contextual`` tier: a ready token table (default: computed here from ``encoder``'s token
-            states over the skills' texts, a second pass of the transformer;
-            :func:`skillsight_fast.models.contextual.contextual_table`).
+            ``contextual`` / ``fitted`` tier: a ready token table (default: computed here from
+            ``encoder``'s token states over the skills' texts, a second pass of the transformer;
+            :func:`skillsight_fast.models.contextual.contextual_table`; :meth:`build` takes them from
+            its one pass).
+        fit_query_table : bool, optional
+            ``fitted`` tier: fit ``query_table`` (the contextual table) to the transformer here
+            (:mod:`skillsight_fast.models.fitted`). Default: only a table computed here is fitted, a
+            given one is kept as it is (what ``update`` does).
         namedesc : float32 (N, d), optional
             Embeddings of each skill's ``name + "\\n" + description`` for the ``text+namedesc``
             document vector (``config.document_vector_side``). Default: encoded here with
@@ -285,9 +331,12 @@ class SkillIndex:
             query_info = (query_encoder.model_id, query_encoder.checksum)
         else:
             query_map = None
-        if config.query_encoder == "contextual":
+        # the fitted tier fits a table it computes; a given table is kept as it is unless asked to fit it
+        fit_table = config.query_encoder == "fitted" and (query_table is None if fit_query_table is None
+                                                           else fit_query_table)
+        if config.query_encoder in TABLE_TIERS:
             if query_table is None:
-                query_table = contextual_table_of(skills, texts, encoder)
+                query_table = contextual_table_of(skills, texts, encoder, config.query_encoder)
         else:
             query_table = None
         lexical, tau = LexicalState.build(lexicon, beta=config.beta, otsu_weighted=config.otsu_weighted)
@@ -306,6 +355,10 @@ class SkillIndex:
             used_basis, rule_stats = paper_basis, {}
         dense = DenseState.build(emb, used_basis, singular_values, renormalize=config.renormalize,
                                  query_map=query_map, namedesc=namedesc, query_table=query_table)
+        if fit_table:  # against the scored matrix and the basis in use
+            assert query_table is not None
+            dense = _fitted_dense(dense, skills, texts, encoder, config, query_table,
+                                  query_encoder.unk_id if query_encoder is not None else None)
         if decisions.document_vector != dense.document_vector:  # what the scored matrix really is
             decisions = decisions.replace(document_vector=dense.document_vector)
         stats = IndexStats(

@@ -57,7 +57,7 @@ def load_static_query_encoder(config: IndexConfig) -> Encoder:
 
 
 def contextual_table_of(skills: Sequence[Skill] | Sequence[SkillMeta], texts: Sequence[str] | None,
-                      encoder: Encoder | None) -> tuple[np.ndarray, np.ndarray]:
+                        encoder: Encoder | None, tier: str = "contextual") -> tuple[np.ndarray, np.ndarray]:
     """The contextual tier's token table over the skills' texts (a pass of the transformer)."""
     from skillsight_fast.models.contextual import contextual_table, token_state_sums
 
@@ -66,7 +66,7 @@ def contextual_table_of(skills: Sequence[Skill] | Sequence[SkillMeta], texts: Se
             raise SkillsightError("texts are needed to build the contextual token table from SkillMeta")
         texts = [s.text for s in skills]  # type: ignore[union-attr]
     if encoder is None or getattr(getattr(encoder, "inner", encoder), "hidden_states", None) is None:
-        raise SkillsightError("the contextual tier needs the transformer's token states: build it with "
+        raise SkillsightError(f"the {tier} tier needs the transformer's token states: build it with "
                               "SkillIndex.build and the ONNX encoder (or pass query_table)")
     texts = list(texts)
     bar = getattr(encoder, "bar", None)  # a progress wrapper (skillsight_fast.progress.ProgressEncoder)

@@ -491,13 +491,13 @@ class IndexState:
             raise SkillsightError("the BM25 lexical side needs term frequencies and document lengths "
                                   "in the lexicon (Lexicon.build keeps them); rebuild the index")
         tier = self.config.query_encoder
-        mapped = tier in ("static-mapped", "contextual")
+        mapped = tier in ("static-mapped", "contextual", "fitted")
         if mapped != (self.dense.query_map is not None):
             raise SkillsightError(f"a {tier} index needs a query map, and only the mapped tiers have one"
                                   if mapped else f"the index has a query map but its query encoder is {tier!r}")
-        if (tier == "contextual") != (self.dense.query_table is not None):
-            raise SkillsightError("a contextual index needs its token table, and only it has one"
-                                  if tier == "contextual" else
+        if (tier in ("contextual", "fitted")) != (self.dense.query_table is not None):
+            raise SkillsightError(f"a {tier} index needs its token table, and only it has one"
+                                  if tier in ("contextual", "fitted") else
                                   f"the index has a contextual token table but its query encoder is {tier!r}")
         if not self.decisions.background and self.dense.basis.shape[0]:
             raise SkillsightError("background removal is off but the basis has rows")

@@ -74,7 +74,10 @@ class EvalContext:
         ``transformer``; ``static-mapped`` (every dense method's task vectors are static vectors
         mapped into the transformer's space by the map fitted on the corpus's texts, as an index
         of that tier does); ``contextual`` (task vectors from the transformer's token states
-        averaged over the corpus's texts, as an index of that tier does); ``static`` (documents and tasks both encoded by the static model).
+        averaged over the corpus's texts, as an index of that tier does); ``fitted`` (that table
+        fitted to the transformer on the corpus's own texts, :mod:`skillsight_fast.models.fitted`,
+        against the default index's background basis, as an index of that tier does); ``static``
+        (documents and tasks both encoded by the static model).
     query_model : path, optional
         model2vec folder of the static tiers (default: distilled from ``model`` into the cache).
     query_int8 : bool or None
@@ -156,6 +159,8 @@ class EvalContext:
             return self.mapped_query_emb
         if self.query_encoder == "contextual":
             return self.contextual_query_emb
+        if self.query_encoder == "fitted":
+            return self.fitted_query_emb
         if self.query_int8:
             return self.int8_query_emb
         return self.embeddings("query", self.dataset.query_texts)
@@ -205,6 +210,47 @@ class EvalContext:
         mapped = dict(zip(self.dataset.query_texts, self.mapped_query_emb))
         static = load_static_encoder(self.query_model)  # type: ignore[arg-type]
         ctx_enc = ContextualEncoder(static, ids, vectors, max_length=getattr(enc, "max_length", 256),
+                                    fallback=lambda texts: np.stack([mapped[t] for t in texts]))
+        return ctx_enc.encode(list(self.dataset.query_texts))
+
+    @cached_property
+    def contextual_table(self) -> tuple[np.ndarray, np.ndarray]:
+        """The corpus's contextual token table (ids, vectors), cached on disk."""
+        from skillsight_fast.models.contextual import cached_contextual_table
+
+        enc = self.enc
+        texts = list(self.dataset.texts)
+        tag = f"contextual-{enc.model_id}-{enc.checksum[:12]}-{texts_sha(texts)[:16]}"
+        return cached_contextual_table(enc, texts, self.cache / "eval" / tag)
+
+    @cached_property
+    def fitted_query_emb(self) -> np.ndarray:
+        """Task vectors of the fitted tier: the contextual table fitted on the corpus's own texts against
+        the default index's background (teacher: the int8 task graph; pieces' vectors cached), the
+        static-mapped vector for a task with no known token."""
+        from skillsight_fast.config import IndexConfig
+        from skillsight_fast.library.skills import namedesc_text
+        from skillsight_fast.models.contextual import ContextualEncoder
+        from skillsight_fast.models.fitted import fit_library_table, training_pieces
+        from skillsight_fast.models.static import load_static_encoder
+
+        enc = self.enc
+        qenc = load_encoder(self.model, int8=True) if getattr(enc, "onnx_path", None) is not None else enc
+        ids, prior = self.contextual_table
+        pieces, owner = training_pieces(self.dataset.docs)
+        store = EmbeddingCache(self.cache, f"{qenc.model_id}-int8", qenc.checksum, "fitpiece")
+        n = len(self.dataset.docs)
+        texts = pieces + [namedesc_text(d.name, d.description) for d in self.dataset.docs] + list(self.dataset.texts)
+        targets = np.vstack([store.get(pieces, qenc.encode), self.namedesc_emb, self.doc_emb]).astype(np.float32)
+        owners = np.concatenate([owner, np.arange(n), np.arange(n)])
+        index = self.index(IndexConfig())
+        static = load_static_encoder(self.query_model)  # type: ignore[arg-type]
+        unk = [static.unk_id] if static.unk_id is not None else []
+        ids, res = fit_library_table(ids, prior, enc.tokenize, texts, targets, owners, index.dense.basis,
+                                     index.dense.embeddings_perp, drop=unk)
+        self.notes["fitted"] = {"texts": len(texts), "rows": int(ids.size), "fit_s": round(res.seconds, 1)}
+        mapped = dict(zip(self.dataset.query_texts, self.mapped_query_emb))
+        ctx_enc = ContextualEncoder(static, ids, res.table, max_length=getattr(enc, "max_length", 256),
                                     fallback=lambda texts: np.stack([mapped[t] for t in texts]))
         return ctx_enc.encode(list(self.dataset.query_texts))
 
@@ -328,7 +374,7 @@ def abtt_transform(docs: np.ndarray, queries: np.ndarray, n_components: int | No
     D defaults to round(d / 100). Both outputs are re-normalised to unit length (cosine).
     """
     d = docs.shape[1]
-    n_comp = max(1, int(round(d / 100))) if n_components is None else n_components
+    n_comp = max(1, round(d / 100)) if n_components is None else n_components
     mu = docs.mean(0, keepdims=True)
     x = docs - mu
     _, _, vt = np.linalg.svd(x.astype(np.float64), full_matrices=False)

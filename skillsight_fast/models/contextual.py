@@ -65,6 +65,43 @@ def token_state_sums(encoder: Any, texts: Sequence[str], *, progress: Callable[[
     return sums, counts
 
 
+def encode_with_token_sums(encoder: Any, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``encoder.encode(texts)`` and :func:`token_state_sums` of the same texts from **one** pass.
+
+    The pooled vector is the masked mean of the same token states, L2-normalised, as
+    :meth:`~skillsight_fast.models.encoder.OnnxEncoder.encode` computes it; so a build of a table tier
+    pays one transformer pass over the skills, not two.
+
+    Returns
+    -------
+    embeddings : float32 (n, d)
+    sums : float64 (V, d)
+    counts : int64 (V,)
+    """
+    from skillsight_fast.models.pooling import l2_normalize, mean_pool
+
+    inner = getattr(encoder, "inner", encoder)
+    if getattr(inner, "hidden_states", None) is None:
+        raise ModelError(f"{type(inner).__name__} gives no token states: the table tiers need the "
+                         "transformer's ONNX graph")
+    texts = list(texts)
+    out = np.zeros((len(texts), inner.dim), np.float32)
+    vocab = int(inner.vocab_size)
+    sums = np.zeros((vocab, inner.dim), np.float64)
+    counts = np.zeros(vocab, np.int64)
+    ids = inner.tokenize(texts)
+    order = np.argsort([-len(x) for x in ids], kind="stable")
+    for start in range(0, len(order), inner.batch_size):
+        idx = order[start:start + inner.batch_size]
+        rows = [ids[i] for i in idx]
+        mask, hidden = inner.hidden_states(rows)
+        out[idx] = l2_normalize(mean_pool(hidden, mask))
+        tok = np.concatenate(rows)
+        np.add.at(sums, tok, hidden[mask.astype(bool)].astype(np.float64))
+        counts += np.bincount(tok, minlength=vocab)
+    return out, sums, counts
+
+
 def contextual_table(sums: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(token ids int32 (m,), ascending, mean states float32 (m, d)) of the tokens seen at least once."""
     counts = np.asarray(counts)

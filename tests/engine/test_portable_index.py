@@ -66,7 +66,7 @@ def search_as_another_user(index: Path, tasks: list[str], home: Path) -> list[li
     return json.loads(out.stdout)
 
 
-@pytest.mark.parametrize("tier", ["static-mapped", "contextual"])
+@pytest.mark.parametrize("tier", ["static-mapped", "contextual", "fitted"])
 def test_an_index_works_for_another_user_after_the_builders_cache_is_gone(teacher, library, tier, tmp_path):
     skills, tasks, builder_home, folder = library
     index = SkillIndex.build(skills, teacher, IndexConfig(query_encoder=tier, query_model=str(folder)))
