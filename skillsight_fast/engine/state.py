@@ -452,6 +452,10 @@ class IndexState:
     flags: list[list[str]] | None = None
     #: Ids of the skills every answer starts with (``find_skills``), in order.
     pins: list[str] = field(default_factory=list)
+    #: A loaded format-3 index: the bodies as a string column on disk (skillsight_fast.engine.columns).
+    stored_texts: Any = field(default=None, compare=False, repr=False)
+    #: A load that deferred checks: their state (skillsight_fast.io.Verification), else None.
+    verification: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         n = len(self.skills)
