@@ -47,7 +47,7 @@ def main() -> int:
     args = p.parse_args()
 
     import ray
-    from skillsight_fast.index import SkillIndex
+    from skillsight_fast.engine.index import SkillIndex
 
     from skillsight_fast.cluster.index import ShardedIndex
     from skillsight_fast.evaluation.datasets import load_dataset

@@ -117,7 +117,7 @@ def mcp_run(index: str, queries: list[str], n: int) -> dict[str, Any]:
 
 
 def stages(index_dir: str, queries: list[str], n: int) -> dict[str, Any]:
-    from skillsight_fast.find import find_skills
+    from skillsight_fast.agents.find import find_skills
 
     from skillsight_fast import SkillIndex
 
