@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from skillsight_fast.engine.abstention import Abstention
+from skillsight_fast.engine.columns import SkillTable, flagged_mask, name_key, rows_by_id
 from skillsight_fast.errors import QueryError
 
 if TYPE_CHECKING:
@@ -124,7 +125,7 @@ class Answer:
                 "hits": [h.to_dict(digits) for h in self.hits]}
 
 
-def hits_of(index: "SkillIndex", result: "SearchResult", row: int, cosines: np.ndarray) -> list[Hit]:
+def hits_of(index: SkillIndex, result: SearchResult, row: int, cosines: np.ndarray) -> list[Hit]:
     """The real (non-padding) hits of one result row, best first."""
     hits = []
     for rank, j in enumerate(result.ids[row].tolist()):
@@ -139,17 +140,6 @@ def hits_of(index: "SkillIndex", result: "SearchResult", row: int, cosines: np.n
             tags=list(getattr(meta, "tags", ())),
         ))
     return hits
-
-
-def name_key(name: str) -> str:
-    """What two skill names must share to be the same skill: case, spaces, ``-`` and ``_`` ignored.
-
-    Examples
-    --------
-    >>> name_key("PDF Tools") == name_key("pdf-tools") == name_key("pdf_tools")
-    True
-    """
-    return "".join(filter(str.isalnum, name.casefold()))
 
 
 def source_matches(meta: Any, source: str) -> bool:
@@ -187,17 +177,12 @@ def _check_filters(tags: Sequence[str] | None, source: str | None) -> tuple[list
     return [t.strip().casefold() for t in tags], source
 
 
-def allowed_rows(index: "SkillIndex", *, tags: Sequence[str] | None = None, source: str | None = None,
+def allowed_rows(index: SkillIndex, *, tags: Sequence[str] | None = None, source: str | None = None,
                  allow_flagged: bool = False) -> np.ndarray:
     """bool (N,): the skills a search may return (filters passed, not flagged unless allowed)."""
     want, src = _check_filters(tags, source)
     metas = index.skills
-    ok = np.ones(len(metas), bool)
-    if not allow_flagged:
-        flags = list(getattr(index, "flags", None) or [])
-        for j, f in enumerate(flags[: len(metas)]):
-            if f:
-                ok[j] = False
+    ok = np.ones(len(metas), bool) if allow_flagged else ~_flagged(index)
     if want:
         for j, m in enumerate(metas):
             if ok[j]:
@@ -210,7 +195,34 @@ def allowed_rows(index: "SkillIndex", *, tags: Sequence[str] | None = None, sour
     return ok
 
 
-def _restricted_dense_stage(index: "SkillIndex", rows: np.ndarray) -> Any:
+def _flagged(index: SkillIndex) -> np.ndarray:
+    """bool (N,): the skills the injection scan flagged (cached on the index state while its flags
+    are the same object: a served search does not walk a million rows)."""
+    state = getattr(index, "state", None)
+    flags = getattr(index, "flags", None)
+    n = len(index.skills)
+    cached = state.__dict__.get("_flagged") if state is not None else None
+    if cached is not None and cached[0] is flags and cached[1].shape[0] == n:
+        return cached[1]  # type: ignore[no-any-return]
+    mask = flagged_mask(flags, n)
+    if state is not None:
+        state.__dict__["_flagged"] = (flags, mask)
+    return mask
+
+
+def _rows_of(index: SkillIndex) -> Any:
+    """skill id -> row (cached on the index state like :func:`_name_groups`)."""
+    state = getattr(index, "state", None)
+    cached = state.__dict__.get("_rows_of") if state is not None else None
+    if cached is not None and cached[0] is index.skills:
+        return cached[1]
+    rows = rows_by_id(index.skills)
+    if state is not None:
+        state.__dict__["_rows_of"] = (index.skills, rows)
+    return rows
+
+
+def _restricted_dense_stage(index: SkillIndex, rows: np.ndarray) -> Any:
     """A dense stage that scores only ``rows`` (exact s⊥ over the filtered skills)."""
     def stage(q_perp: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
         docs = np.asarray(index.dense.embeddings_perp[rows], dtype=np.float32)
@@ -221,7 +233,7 @@ def _restricted_dense_stage(index: "SkillIndex", rows: np.ndarray) -> Any:
     return stage
 
 
-def _name_groups(index: "SkillIndex") -> dict[str, list[int]]:
+def _name_groups(index: SkillIndex) -> dict[str, list[int]]:
     """name_key -> rows, for the names that more than one skill has (cached on the index state,
     valid while its list of skills is the same object)."""
     state = index.state
@@ -248,7 +260,7 @@ def _other_servers(a: Any, b: Any) -> bool:
     return sa is not None and sb is not None and sa != sb
 
 
-def collapse_rows(index: "SkillIndex", rows: Sequence[int], allowed: np.ndarray | None = None,
+def collapse_rows(index: SkillIndex, rows: Sequence[int], allowed: np.ndarray | None = None,
                   threshold: float = DUPLICATE_COSINE) -> list[tuple[int, list[int]]]:
     """Ranked rows with their copies folded in: ``[(row, [copy rows]), ...]``, best first.
 
@@ -263,7 +275,13 @@ def collapse_rows(index: "SkillIndex", rows: Sequence[int], allowed: np.ndarray 
     metas = index.skills
     emb = np.asarray(index.embeddings[rows], dtype=np.float32)
     sims = emb @ emb.T
-    groups = _name_groups(index)
+    if isinstance(metas, SkillTable):  # the groups stored with the index: no walk over the library
+        same_name = metas.same_name
+    else:
+        groups = _name_groups(index)
+
+        def same_name(row: int) -> list[int]:
+            return groups.get(name_key(metas[row].name), [])
     kept: list[tuple[int, list[int]]] = []
     taken: set[int] = set()
     for a, j in enumerate(rows):
@@ -271,7 +289,7 @@ def collapse_rows(index: "SkillIndex", rows: Sequence[int], allowed: np.ndarray 
             continue
         taken.add(j)
         copies: list[int] = []
-        for j2 in groups.get(name_key(metas[j].name), []):
+        for j2 in same_name(j):
             if (j2 not in taken and (allowed is None or allowed[j2])
                     and not _other_servers(metas[j], metas[j2])):
                 copies.append(j2)
@@ -363,8 +381,8 @@ def find_skills(index: "SkillIndex", tasks: str | Sequence[str], k: int = 5, *,
         raise QueryError(f"'cut' must be one of {', '.join(CUTS)}, got {cut!r}")
     filtered = bool(tags) or source is not None
     allowed = allowed_rows(index, tags=tags, source=source, allow_flagged=allow_flagged)
-    row_of = {m.id: j for j, m in enumerate(index.skills)}
     pin_ids = list(getattr(index, "pins", []) or []) if pins is None else list(pins)
+    row_of = _rows_of(index) if pin_ids else {}
     pin_rows = list(dict.fromkeys(row_of[p] for p in pin_ids if p in row_of and allowed[row_of[p]]))
     rule = abstention.to_dict() if abstention is not None else None
     if not allowed.any():  # nothing passes the filters: nothing to search
@@ -415,7 +433,7 @@ def find_skills(index: "SkillIndex", tasks: str | Sequence[str], k: int = 5, *,
     return answers
 
 
-def _pinned_hit(index: "SkillIndex", row: int, found: Hit | None, vector: np.ndarray, copies: list[int]) -> Hit:
+def _pinned_hit(index: SkillIndex, row: int, found: Hit | None, vector: np.ndarray, copies: list[int]) -> Hit:
     """The hit record of a pinned skill: its search values when the search found it, else its
     dense similarity alone (lexical 0)."""
     ids = [index.skills[c].id for c in copies]

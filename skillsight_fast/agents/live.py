@@ -18,6 +18,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
+from skillsight_fast.engine.columns import rows_by_id
 from skillsight_fast.errors import QueryError
 from skillsight_fast.library.skills import MAX_SKILL_BYTES, SKILL_FILE
 
@@ -70,8 +71,8 @@ class LiveIndex:
         Counts the versions a server has served (0 = the one it started with).
     """
 
-    index: "SkillIndex"
-    abstention: "Abstention | None"
+    index: SkillIndex
+    abstention: Abstention | None
     directory: Path
     version: int = 0
     row_of: dict[str, int] = field(default_factory=dict)
@@ -90,11 +91,13 @@ class LiveIndex:
 
         directory = Path(directory).expanduser()
         stored = getattr(index, "bodies", None)
+        if stored is None:  # a format-3 index carries its bodies' column, opened with the index
+            stored = getattr(getattr(index, "state", None), "stored_texts", None)
         bodies = stored if stored is not None else read_bodies(directory, getattr(index, "texts_sha256", None))
         if bodies is not None and len(bodies) != len(index):
             bodies = None
         return cls(index=index, abstention=abstention, directory=directory, version=version,
-                   row_of={m.id: i for i, m in enumerate(index.skills)}, _bodies=bodies)
+                   row_of=rows_by_id(index.skills), _bodies=bodies)  # type: ignore[arg-type]
 
     def with_abstention(self, abstention: "Abstention | None") -> "LiveIndex":
         """The same version with another abstention rule."""

@@ -94,8 +94,9 @@ class SkillService:
     def _load(self, index: Any = None) -> LiveIndex:
         from skillsight_fast.engine.index import SkillIndex
 
-        if index is None:
-            index = SkillIndex.load(self.directory, mmap=self._mmap)
+        if index is None:  # checksums and float checks on a thread: ready sooner (docs/GUARANTEES.md §8)
+            index = SkillIndex.load(self.directory, mmap=self._mmap or _scan_reads_few_rows(self.directory),
+                                    verify="background")
         return LiveIndex.of(index, self._initial_rule, self.directory)
 
     def start(self, *, warm: bool = True) -> threading.Thread:
@@ -107,7 +108,7 @@ class SkillService:
                 self._ready.set()
                 if warm:
                     self.warm()
-            except BaseException as exc:  # noqa: BLE001 - reported to every request instead
+            except BaseException as exc:
                 logger.exception("loading the index %s failed", self.directory)
                 self._load_error = exc
                 self._ready.set()
@@ -181,6 +182,7 @@ class SkillService:
         if not isinstance(collapse, bool):
             raise QueryError("'collapse' must be true or false")
         live = self.live()
+        _check_verified(live.index)
         answer = find_skills(live.index, [task], k, abstention=live.abstention, lock=self._lock, tags=tags,
                              source=source, cut=cut, collapse=collapse, max_k=MAX_SERVE_K)[0]
         out = answer.to_dict(digits=6)
@@ -232,8 +234,31 @@ class SkillService:
     def health(self) -> dict[str, Any]:
         """Status for ``GET /health``."""
         live = self.live()
-        return {"status": "ok", "n_skills": len(live.index), "model": live.index.model_id,
-                "abstention": live.abstention.to_dict() if live.abstention is not None else None,
-                "live_version": live.version, "version": live.version}
+        check = getattr(live.index, "verification", None)
+        out = {"status": "ok" if check is None or check.status != "failed" else "failed",
+               "n_skills": len(live.index), "model": live.index.model_id,
+               "abstention": live.abstention.to_dict() if live.abstention is not None else None,
+               "live_version": live.version, "version": live.version}
+        if check is not None:  # a load that deferred checks (docs/GUARANTEES.md §8): their state
+            out["verification"] = check.to_dict()
+        return out
+
+
+def _scan_reads_few_rows(directory: Path) -> bool:
+    """An int8 or IVF index is always memory-mapped: a search streams the int8 codes (or visits a few
+    cells) and reads float32 rows only to re-score its survivors, so only those pages need be resident."""
+    from skillsight_fast.engine.io import read_manifest
+
+    try:
+        return read_manifest(directory).get("scan", {}).get("kind") in ("int8", "ivf")
+    except SkillsightError:
+        return False  # the load reports it
+
+
+def _check_verified(index: Any) -> None:
+    """Refuse to answer from an index whose deferred verification failed (IndexFormatError)."""
+    check = getattr(index, "verification", None)
+    if check is not None:
+        check.check()
 
 

@@ -45,7 +45,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-connections", type=positive_int, default=64, metavar="N",
                    help="HTTP: connections served at once; more get 503 (default 64)")
     add_abstention_args(p)
-    p.add_argument("--mmap", action="store_true", help="memory-map the index")
+    p.add_argument("--mmap", action="store_true", help="memory-map the index (always, for an int8 or IVF scan)")
+    p.add_argument("--ray", metavar="ADDRESS", default=None,
+                   help="serve the index sharded over Ray actors of the cluster at ADDRESS ('auto': the running "
+                        "one, 'local': start one here); the index folder must be readable at the same path on "
+                        "every node (docs/LARGE.md)")
+    p.add_argument("--shards", type=positive_int, default=2, metavar="N", help="with --ray: shards (default 2)")
     p.add_argument("--json", action="store_true", help="HTTP: print {url, n_skills} as JSON once ready")
     p.add_argument("-q", "--quiet", action="store_true", help="no startup message")
     p.add_argument("--watch", nargs="*", default=None, metavar="SOURCE",
@@ -135,7 +140,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     rule = resolve_abstention(args.index, args.min_score, args.min_cosine)
     threshold = "none" if rule is None else f"{rule.signal} >= {rule.threshold:.4f}"
     # MCP: answer `initialize` at once and load + warm up behind it; HTTP: ready before listening
-    service = SkillService(args.index, abstention=rule, mmap=args.mmap, defer=args.mcp)
+    if args.ray:  # the same service, its rows on Ray actors (skillsight_fast.cluster)
+        from skillsight_fast.cluster.index import ShardedIndex
+
+        if args.watch is not None:
+            raise SkillsightError("--watch does not work with --ray yet: update the index, then restart the server")
+
+        sharded = ShardedIndex.connect(args.index, args.shards, address=None if args.ray == "local" else args.ray)
+        service = SkillService(args.index, abstention=rule, index=sharded)
+    else:
+        service = SkillService(args.index, abstention=rule, mmap=args.mmap, defer=args.mcp)
     watcher = None
 
     def after_warm_up() -> None:

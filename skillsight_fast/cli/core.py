@@ -295,7 +295,10 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     # validated and cleaned once (lone surrogates from undecodable argv bytes become U+FFFD, printable)
     args.task = SkillIndex.check_queries(args.task)
-    index = SkillIndex.load(args.index, mmap=args.mmap)
+    # --mmap reads only what the search touches: the checks that keep the kernels in bounds run, the
+    # checksums and the finiteness of the float32 matrices do not (docs/GUARANTEES.md)
+    with without_scipy_probe():  # a large index's checks start Numba (skillsight_fast.kernels.validation)
+        index = SkillIndex.load(args.index, mmap=args.mmap, verify="lazy" if args.mmap else True)
     # a one-shot process: for a few tasks the NumPy stages cost less than Numba's start-up
     few = len(args.task) <= ONE_SHOT_MAX_QUERIES
     index.engine = args.engine if args.engine != "auto" else "numpy" if few else "numba"

@@ -191,7 +191,7 @@ class SkillIndex:
     @classmethod
     def build(
         cls, skills: Sequence[Skill], encoder: Encoder | None = None, config: IndexConfig | None = None
-    ) -> "SkillIndex":
+    ) -> SkillIndex:
         """Encode ``skills`` and build the index.
 
         Parameters
@@ -687,6 +687,8 @@ class SkillIndex:
 
     def lexical_scores_all(self, terms: np.ndarray, ptr: np.ndarray) -> np.ndarray:
         """LEC coverage of every document, float32 (n, N) (the lexical candidate generator)."""
+        if self.state.verification is not None:  # a load that deferred the postings' check runs it now
+            self.state.verification.require("postings")
         lex = self.lexicon
         return self._ops.score_lexical_all(terms, ptr, lex.post_indptr, lex.post_docs, self.lexical.weights,
                                            len(self))
@@ -770,6 +772,18 @@ class SkillIndex:
         k = self.check_k(k)
         d = self.query_decisions(candidates=candidates, fusion=fusion, lexical_weight=lexical_weight,
                                  lexical=lexical, lexical_candidates=lexical_candidates, rrf_k=rrf_k)
+        if self._engine == "numba" and len(texts) == 1:
+            # one task: every parallel kernel would run one iteration while its other threads wait at the
+            # barrier; on a loaded machine that wait costs ~15 ms per kernel (bench/serve_latency.py)
+            from skillsight_fast.kernels._threads import n_threads
+
+            with n_threads(1):
+                return self._search_vectors(vectors, texts, k, d, dense_stage, lexical_stage, explain)
+        return self._search_vectors(vectors, texts, k, d, dense_stage, lexical_stage, explain)
+
+    def _search_vectors(self, vectors: np.ndarray, texts: Sequence[str], k: int, d: Decisions,
+                        dense_stage: DenseStage | None, lexical_stage: LexicalStage | None,
+                        explain: bool) -> SearchResult:
         q_perp = self.remove_background(vectors)
         if q_perp.shape[0] != len(texts):
             raise QueryError(f"{q_perp.shape[0]} query vectors for {len(texts)} texts")
@@ -846,8 +860,8 @@ class SkillIndex:
         return save_index(self.state, Path(directory), extra_files)
 
     @classmethod
-    def load(cls, directory: str | Path, *, mmap: bool = False, verify: bool = True,
-             encoder: Encoder | None = None) -> "SkillIndex":
+    def load(cls, directory: str | Path, *, mmap: bool = False, verify: bool | str = True,
+             encoder: Encoder | None = None) -> SkillIndex:
         """Load an index folder written by :meth:`save`.
 
         Parameters
@@ -855,8 +869,11 @@ class SkillIndex:
         directory : path
         mmap : bool
             Memory-map the large arrays read-only instead of reading them.
-        verify : bool
-            Check every array's sha256 against the manifest.
+        verify : bool or str
+            True: check every file's sha256 against the manifest and every value before returning;
+            False: no checksums; ``"background"``: the checks that keep the kernels in bounds now,
+            the checksums and the rest on a thread (:attr:`verification`); ``"lazy"``: the same,
+            the rest run only by ``index.verification.wait()`` (docs/GUARANTEES.md).
         encoder : Encoder, optional
             Document encoder (the query encoder too, except in the static-mapped tier: set
             :attr:`query_encoder`); checked against the model recorded in the manifest.
@@ -871,6 +888,12 @@ class SkillIndex:
         if encoder is not None:
             index.encoder = encoder
         return index
+
+    @property
+    def verification(self) -> Any:
+        """The checks deferred by ``load(verify="background"|"lazy")``
+        (:class:`skillsight_fast.io.Verification`), else None."""
+        return self.state.verification
 
     def warmup(self) -> None:
         """Compile every kernel on tiny arrays of the production dtypes (cached on disk)."""

@@ -8,9 +8,18 @@ Layout of an index folder::
                       (bundle, file, dtype, shape, sha256 of each), roots, injection_screen (read as injection_scan
                       in indexes written before the rename)
     vocab.json        the sorted terms
-    skills.jsonl      one {id, name, description, path, sha256} per row
+    skills.jsonl      one {id, name, description, path, sha256} per row (for people and for
+                      format 2; format 3 loads the skill strings below instead)
     texts.jsonl       optional: each skill's Markdown body, one JSON string per row
                       (indexes without it still load; see read_bodies)
+    skill_strings.npy, skill_offsets.npy, skill_id_order.npy
+                      format 3: the skill records as one UTF-8 blob (uint8) with int64 offsets,
+                      fields interleaved per row (skillsight_fast.engine.columns.SKILL_FIELDS), and the
+                      permutation that sorts the ids; listed under the manifest's ``strings``
+    vocab_strings.npy, vocab_offsets.npy
+                      format 3: the sorted terms, the same way (vocab.json stays, for people)
+    text_strings.npy, text_offsets.npy
+                      format 3, optional: the bodies of texts.jsonl, the same way
     scan_*            optional: the dense candidate scan's own arrays (scan_int8_codes.npy,
                       scan_int8_scales.npy) or files (scan_ivf.faiss, faiss's own format), listed
                       with their sha256 under the manifest's ``scan`` section
@@ -32,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import hashlib
 import json
 import logging
 import math
@@ -39,6 +49,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -64,9 +75,13 @@ from skillsight_fast.files import (
 )
 from skillsight_fast.limits import is_regular_file, load_json, load_json_lines, read_regular_file
 
-#: Version 2: arrays grouped in bundles (skillsight_fast.engine.state), the build's decisions in their own
-#: record; version-1 folders get the "rebuild the index" error.
-FORMAT_VERSION = 2
+#: Version 3: the skill records, the vocabulary and the bodies also as string columns (UTF-8 blob +
+#: int64 offsets, ``.npy``; the manifest's ``strings`` section), so a load parses no JSON lines.
+#: Version 2 (arrays grouped in bundles, the build's decisions in their own record) still loads;
+#: version-1 folders get the "rebuild the index" error.
+FORMAT_VERSION = 3
+#: The versions this package reads.
+READABLE_VERSIONS = (2, 3)
 MANIFEST = "manifest.json"
 logger = logging.getLogger(__name__)
 
@@ -83,6 +98,14 @@ MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 MAX_SIDE_BYTES = 4 * 1024**3
 #: Largest texts.jsonl read (bytes).
 MAX_TEXTS_BYTES = 16 * 1024**3
+#: The string columns of format 3: column -> (part -> (file stem, dtype)).
+STRING_COLUMNS: dict[str, dict[str, tuple[str, str]]] = {
+    "skills": {"blob": ("skill_strings", "uint8"), "offsets": ("skill_offsets", "int64"),
+               "order": ("skill_id_order", "int64"), "group_of": ("skill_name_group", "int64"),
+               "group_ptr": ("skill_name_group_ptr", "int64"), "group_rows": ("skill_name_group_rows", "int64")},
+    "vocab": {"blob": ("vocab_strings", "uint8"), "offsets": ("vocab_offsets", "int64")},
+    "texts": {"blob": ("text_strings", "uint8"), "offsets": ("text_offsets", "int64")},
+}
 
 
 def save_index(state: IndexState, directory: Path, extra_files: dict[str, bytes] | None = None) -> Path:
@@ -183,15 +206,18 @@ def _save_unlocked(state: IndexState, directory: Path, extra_files: dict[str, by
         for name, (bundle, arr, spec) in state.arrays().items():
             entries[name] = {"bundle": bundle, **_save_array(tmp, name, arr, spec.dtype)}
         scan_section = _save_scan(state.scan, tmp)  # type: ignore[arg-type]
-        vocab = json.dumps(state.lexical.lexicon.vocab, ensure_ascii=False).encode("utf-8")
+        vocab = json.dumps(list(state.lexical.lexicon.vocab), ensure_ascii=False).encode("utf-8")
         write_durable(tmp / "vocab.json", vocab)
         skills = "".join(json.dumps(s.to_dict(), ensure_ascii=False) + "\n" for s in state.skills).encode("utf-8")
         write_durable(tmp / "skills.jsonl", skills)
-        files = {"vocab.json": sha256_bytes(vocab), "skills.jsonl": sha256_bytes(skills)}
+        del vocab, skills
+        files = {"vocab.json": sha256_file(tmp / "vocab.json"), "skills.jsonl": sha256_file(tmp / "skills.jsonl")}
+        strings = _save_strings(state, tmp)
         if state.bodies is not None and len(state.bodies) == len(state.skills):
             # line by line: a streamed build's bodies live on disk (skillsight_fast.build.DiskTexts)
             files[TEXTS] = write_durable_chunks(
                 tmp / TEXTS, ((json.dumps(b, ensure_ascii=False) + "\n").encode("utf-8") for b in state.bodies))
+            strings["texts"] = _save_text_column(tmp, state.bodies)
         manifest = {
             "format": "skillsight-fast-index",
             "format_version": FORMAT_VERSION,
@@ -206,6 +232,7 @@ def _save_unlocked(state: IndexState, directory: Path, extra_files: dict[str, by
             "arrays": entries,
             "scan": scan_section,
             "files": files,
+            "strings": strings,
             "roots": [str(r) for r in state.roots],
             "pins": list(state.pins),
             **({"abstention": state.abstention} if state.abstention is not None else {}),
@@ -267,6 +294,53 @@ def _resolve_static_model(config: IndexConfig, directory: Path) -> IndexConfig:
     if config.model == config.query_model:
         changes["model"] = folder
     return config.replace(**changes)
+def _save_strings(state: IndexState, folder: Path) -> dict[str, Any]:
+    """Write the skill records and the vocabulary as string columns; the manifest's ``strings``."""
+    from skillsight_fast.engine.columns import SkillTable, StringColumn
+
+    table = state.skills if isinstance(state.skills, SkillTable) else SkillTable.of(state.skills, SkillMeta)
+    if table.groups is None and len(table):
+        table.same_name(0)  # computes them
+    group_of, group_ptr, group_rows = table.groups if table.groups is not None else (
+        np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64))
+    vocab = state.lexical.lexicon.vocab
+    vcol = vocab if isinstance(vocab, StringColumn) else StringColumn.of(vocab)
+    out: dict[str, Any] = {}
+    for column, parts in (("skills", {"blob": table.column.blob, "offsets": table.column.offsets,
+                                      "order": table.id_order, "group_of": group_of, "group_ptr": group_ptr,
+                                      "group_rows": group_rows}),
+                          ("vocab", {"blob": vcol.blob, "offsets": vcol.offsets})):
+        out[column] = {part: _save_array(folder, STRING_COLUMNS[column][part][0], arr, STRING_COLUMNS[column][part][1])
+                       for part, arr in parts.items()}
+    return out
+
+
+def _save_text_column(folder: Path, bodies: Any) -> dict[str, Any]:
+    """The bodies as a string column, streamed (a streamed build's bodies never sit in memory)."""
+    blob_name, _ = STRING_COLUMNS["texts"]["blob"]
+    raw = folder / f".{blob_name}.raw"
+    n = len(bodies)
+    offsets = np.zeros(n + 1, np.int64)
+    with open(raw, "wb") as fh:
+        for i, body in enumerate(bodies):
+            data = body.encode("utf-8")
+            fh.write(data)
+            offsets[i + 1] = offsets[i] + len(data)
+    total = int(offsets[-1])
+    file = folder / f"{blob_name}.npy"
+    with open(file, "wb") as out, open(raw, "rb") as src:
+        header = {"descr": "|u1", "fortran_order": False, "shape": (total,)}
+        if total < 2**31:
+            np.lib.format.write_array_header_1_0(out, header)
+        else:  # pragma: no cover - bodies over 2 GiB
+            np.lib.format.write_array_header_2_0(out, header)
+        shutil.copyfileobj(src, out, 1 << 20)
+        out.flush()
+        os.fsync(out.fileno())
+    raw.unlink()
+    blob_entry = {"file": file.name, "dtype": "uint8", "shape": [total], "sha256": sha256_file(file)}
+    return {"blob": blob_entry,
+            "offsets": _save_array(folder, STRING_COLUMNS["texts"]["offsets"][0], offsets, "int64")}
 
 
 def _check_side_file_name(name: str) -> None:
@@ -399,10 +473,10 @@ def read_manifest(directory: Path) -> dict[str, Any]:
     if not isinstance(manifest, dict) or manifest.get("format") != "skillsight-fast-index":
         raise IndexFormatError(f"{path}: not a skillsight-fast manifest")
     version = manifest.get("format_version")
-    if version != FORMAT_VERSION:
+    if version not in READABLE_VERSIONS or isinstance(version, bool):
         raise IndexFormatError(
-            f"{directory}: index format version {version!r}, this skillsight-fast reads version "
-            f"{FORMAT_VERSION}; rebuild the index with `skillsight index`"
+            f"{directory}: index format version {version!r}, this skillsight-fast reads versions "
+            f"{', '.join(map(str, READABLE_VERSIONS))}; rebuild the index with `skillsight index`"
         )
     check_manifest_schema(manifest, path)
     return manifest
@@ -465,6 +539,22 @@ def check_manifest_schema(manifest: dict[str, Any], path: Path) -> None:
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                       or not math.isfinite(value)):
                 raise bad(f"'abstention.{key}' must be a finite number or null")
+    if manifest.get("format_version") == 3:
+        strings = manifest.get("strings")
+        if not isinstance(strings, dict) or not {"skills", "vocab"} <= set(strings) or set(strings) - set(STRING_COLUMNS):
+            raise bad("'strings' must list the string columns skills, vocab (and optionally texts)")
+        for column, parts in strings.items():
+            want = STRING_COLUMNS[column]
+            if not isinstance(parts, dict) or set(parts) != set(want):
+                raise bad(f"string column {column!r} must have the parts {', '.join(want)}")
+            for part, entry in parts.items():
+                stem, dtype = want[part]
+                if (not isinstance(entry, dict) or entry.get("file") != f"{stem}.npy" or entry.get("dtype") != dtype
+                        or not isinstance(entry.get("shape"), list) or not isinstance(entry.get("sha256"), str)
+                        or len(entry["shape"]) != 1
+                        or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in entry["shape"])):
+                    raise bad(f"string column entry {column}.{part} must be {{file: '{stem}.npy', dtype: '{dtype}', "
+                              "shape: [int], sha256}")
 
 
 def _array_path(directory: Path, name: str, entry: dict[str, Any]) -> Path:
@@ -486,8 +576,9 @@ def _checksum_error(path: Path) -> IndexFormatError:
     return IndexFormatError(f"{path}: checksum mismatch (the file is corrupt or was changed)")
 
 
-def _load_array(directory: Path, name: str, entry: dict[str, Any], mmap: bool, verify: bool) -> np.ndarray:
-    dtype, ndim = ALL_ARRAYS[name][1:] if name in ALL_ARRAYS else SCAN_ARRAYS[name]
+def _load_array(directory: Path, name: str, entry: dict[str, Any], mmap: bool, verify: bool,
+                spec: tuple[str, int] | None = None) -> np.ndarray:
+    dtype, ndim = spec or (ALL_ARRAYS[name][1:] if name in ALL_ARRAYS else SCAN_ARRAYS[name])
     path = _array_path(directory, name, entry)
     if verify and sha256_file(path) != entry.get("sha256"):
         raise _checksum_error(path)
@@ -571,10 +662,18 @@ def _still_there(directory: Path, pinned: tuple[int, int]) -> bool:
     return (st.st_dev, st.st_ino) == pinned
 
 
-def load_index(directory: Path, *, mmap: bool = False, verify: bool = True
+def load_index(directory: Path, *, mmap: bool = False, verify: bool | str = True
                ) -> tuple[IndexState, Path, str | None]:
     """Load an index folder: its state, the folder, and the sha256 of its ``texts.jsonl`` (None
     when it has none). Every inconsistency raises :class:`IndexFormatError`.
+
+    ``verify``: True checks every checksum and every content check before returning; False every
+    content check but no checksum; ``"background"`` returns after the checks that keep the kernels
+    in bounds and starts the rest (checksums, finiteness of the float32 matrices, UTF-8 of the
+    string columns) on a thread, ``state.verification`` (:class:`Verification`); ``"lazy"`` is the
+    same with nothing started (``state.verification.wait()`` runs it); ``"rows"`` is ``"lazy"`` with
+    the document -> terms lists deferred too, for a caller that checks the rows it reads (a shard of
+    :mod:`skillsight_fast.cluster`). docs/GUARANTEES.md.
 
     A save may swap the folder while it is read. On Linux the load reads through a descriptor of
     the folder it opened, so it sees one version whole; when a save deletes that version before
@@ -609,49 +708,56 @@ def load_index(directory: Path, *, mmap: bool = False, verify: bool = True
     raise AssertionError("unreachable: the locked attempt returns or raises")  # pragma: no cover
 
 
-def _load_once(directory: Path, *, mmap: bool, verify: bool) -> tuple[IndexState, str | None]:
+def _load_once(directory: Path, *, mmap: bool, verify: bool | str) -> tuple[IndexState, str | None]:
     manifest = read_manifest(directory)
     digests = None
+    if verify not in (True, False, "background", "lazy", "rows"):
+        raise ValueError(f"verify must be True, False, 'background', 'lazy' or 'rows', got {verify!r}")
+    later = verify in ("background", "lazy", "rows")
+    version3 = manifest["format_version"] >= 3
     try:
         entries = manifest["arrays"]
         named = [(name, entries[name]) for name in ALL_ARRAYS if name in entries]
-        if verify:  # every path checked first, then hashed on a thread while the rest is read and checked
+        if verify is True:  # every path checked first, then hashed on a thread while the rest is read and checked
+            wanted: list[tuple[Any, dict[str, Any]]] = [
+                (lambda name=name, entry=entry: _array_path(directory, name, entry), entry) for name, entry in named]
+            if version3:  # the string columns and the JSON files kept for people, hashed with the arrays
+                wanted += [(lambda stem=STRING_COLUMNS[column][part][0], entry=entry:
+                            _array_path(directory, stem, entry), entry)
+                           for column, parts in manifest["strings"].items() for part, entry in parts.items()]
+                wanted += [(lambda name=name: _side_file(directory, name), {"sha256": digest})
+                           for name, digest in manifest["files"].items() if name != TEXTS]
             paths: list[tuple[Path, dict[str, Any]]] = []
-            for name, entry in named:
+            for locate, entry in wanted:
                 try:
-                    paths.append((_array_path(directory, name, entry), entry))
+                    paths.append((locate(), entry))
                 except IndexFormatError:  # as one array at a time: the earlier ones' checksums come first
                     for path, earlier in paths:
                         if sha256_file(path) != earlier.get("sha256"):
                             raise _checksum_error(path) from None
                     raise
             digests = (paths, sha256_files_in_background([path for path, _ in paths]))
+        elif version3:
+            for name in manifest["files"]:
+                if name != TEXTS:
+                    _side_file(directory, name)
         arrays: dict[str, np.ndarray] = {}
         for name, (bundle, _, _) in ALL_ARRAYS.items():
             if name in entries:
                 arrays[name] = _load_array(directory, name, entries[name], mmap, verify=False)
             elif not BUNDLES[bundle].ARRAYS[name].optional:
                 raise IndexFormatError(f"{directory}: the manifest lists no array {name}")
-        raw_vocab = read_regular_file(directory / "vocab.json", MAX_SIDE_BYTES, error=IndexFormatError,
-                                      what="vocab.json")
-        raw_skills = read_regular_file(directory / "skills.jsonl", MAX_SIDE_BYTES, error=IndexFormatError,
-                                       what="skills.jsonl")
-        if verify:
-            for fname, raw in (("vocab.json", raw_vocab), ("skills.jsonl", raw_skills)):
-                if sha256_bytes(raw) != manifest["files"][fname]:
-                    raise IndexFormatError(f"{directory / fname}: checksum mismatch")
-        vocab = load_json(raw_vocab, error=IndexFormatError, what=str(directory / "vocab.json"), max_depth=1)
-        try:
-            lines = raw_skills.decode("utf-8").split("\n")  # not splitlines(): U+2028 is a character
-        except UnicodeDecodeError as exc:
-            raise IndexFormatError(f"{directory / 'skills.jsonl'}: not valid UTF-8 (byte {exc.start})") from None
-        records = load_json_lines(lines, error=IndexFormatError, what=str(directory / "skills.jsonl"))
+        columns: dict[str, Any] = {}
+        if version3:
+            vocab, records, columns = _load_strings(directory, manifest, mmap=mmap)
+        else:
+            vocab, records = _load_json_sides(directory, manifest, verify=verify is True)
         if len(records) != manifest["n_skills"]:
             raise IndexFormatError(f"{directory}: skills.jsonl has {len(records)} rows, the manifest "
                                    f"{manifest['n_skills']}")
-        validate.check_index_contents(arrays, vocab, records, manifest["stats"], manifest["config"],
-                                      manifest["decisions"])
-        skills = [SkillMeta(**rec) for rec in records]
+        deferred = validate.check_index_contents(arrays, vocab, records, manifest["stats"], manifest["config"],
+                                                 manifest["decisions"], defer=later, forward=verify != "rows")
+        skills = records if version3 else [SkillMeta(**rec) for rec in records]
         config = IndexConfig.from_dict(manifest["config"])
         decisions = Decisions.from_dict(manifest["decisions"])
         stats = IndexStats.from_dict(manifest["stats"])
@@ -663,15 +769,21 @@ def _load_once(directory: Path, *, mmap: bool, verify: bool) -> tuple[IndexState
         n = len(skills)
         dense = BUNDLES["dense"].from_arrays(arrays, n, stats.dim)  # type: ignore[call-arg]
         lexical = BUNDLES["lexical"].from_arrays(arrays, vocab, n)  # type: ignore[arg-type]
-        scan = _load_scan(directory, manifest, dense.embeddings_perp, mmap=mmap, verify=verify)
+        scan = _load_scan(directory, manifest, dense.embeddings_perp, mmap=mmap, verify=verify is True)
         state = IndexState(skills=skills, dense=dense, lexical=lexical, decisions=decisions, stats=stats,
                            config=config, model=model, scan=scan, roots=list(manifest["roots"]),
                            flags=_read_flags(manifest, n, directory), pins=list(manifest.get("pins", [])),
                            abstention=manifest.get("abstention"))
+        state.stored_texts = columns.get("texts")
         _check_digests(digests)
+        if later:
+            deferred.update({f"UTF-8 of {name}": column.decode_all for name, column in columns.items()})
+            state.verification = Verification(directory, _verification_jobs(directory, manifest), deferred,
+                                              start=verify == "background")
     except IndexFormatError as exc:
         _check_digests(digests)  # a changed file is reported as such, before what it broke
-        if str(exc).startswith(("array ", "vocab.json:", "skills.jsonl:", "manifest ", "doc_tf ", "unknown ")):
+        if str(exc).startswith(("array ", "vocab.json:", "skills.jsonl:", "manifest ", "doc_tf ", "unknown ",
+                                "skill strings", "vocab:")):
             raise IndexFormatError(f"{directory}: {exc}") from None
         raise
     except SkillsightError as exc:
@@ -681,6 +793,163 @@ def _load_once(directory: Path, *, mmap: bool, verify: bool) -> tuple[IndexState
         _check_digests(digests)
         raise IndexFormatError(f"{directory}: inconsistent index ({type(exc).__name__}: {exc})") from None
     return state, manifest["files"].get(TEXTS)
+
+
+def _load_json_sides(directory: Path, manifest: dict[str, Any], *, verify: bool) -> tuple[list[str], list[Any]]:
+    """Format 2: the vocabulary and the skill records parsed from vocab.json and skills.jsonl."""
+    raw_vocab = read_regular_file(directory / "vocab.json", MAX_SIDE_BYTES, error=IndexFormatError,
+                                  what="vocab.json")
+    raw_skills = read_regular_file(directory / "skills.jsonl", MAX_SIDE_BYTES, error=IndexFormatError,
+                                   what="skills.jsonl")
+    if verify:
+        for fname, raw in (("vocab.json", raw_vocab), ("skills.jsonl", raw_skills)):
+            if sha256_bytes(raw) != manifest["files"][fname]:
+                raise IndexFormatError(f"{directory / fname}: checksum mismatch")
+    vocab = load_json(raw_vocab, error=IndexFormatError, what=str(directory / "vocab.json"), max_depth=1)
+    try:
+        lines = raw_skills.decode("utf-8").split("\n")  # not splitlines(): U+2028 is a character
+    except UnicodeDecodeError as exc:
+        raise IndexFormatError(f"{directory / 'skills.jsonl'}: not valid UTF-8 (byte {exc.start})") from None
+    records = load_json_lines(lines, error=IndexFormatError, what=str(directory / "skills.jsonl"))
+    return vocab, records
+
+
+def _side_file(directory: Path, name: str) -> Path:
+    """A JSON side file the manifest lists (vocab.json, skills.jsonl): there and a regular file."""
+    path = directory / name
+    if not is_regular_file(path):
+        raise IndexFormatError(f"{path}: cannot read {name} (missing or not a regular file)")
+    return path
+
+
+def _load_strings(directory: Path, manifest: dict[str, Any], *, mmap: bool) -> tuple[Any, Any, dict[str, Any]]:
+    """Format 3: the vocabulary and the skill records as string columns (no JSON parsed); also the
+    bodies' column when the index stores one. Offsets and the id order are checked by
+    :func:`skillsight_fast.validate.check_index_contents`; the bodies' offsets here."""
+    from skillsight_fast.engine.columns import SkillTable, StringColumn
+
+    parts: dict[str, dict[str, np.ndarray]] = {}
+    for column, entries in manifest["strings"].items():
+        parts[column] = {part: _load_array(directory, STRING_COLUMNS[column][part][0], entry, mmap, False,
+                                           spec=(STRING_COLUMNS[column][part][1], 1))
+                         for part, entry in entries.items()}
+    vocab = StringColumn(parts["vocab"]["blob"], parts["vocab"]["offsets"], name="vocab")
+    sk = parts["skills"]
+    skills = SkillTable(StringColumn(sk["blob"], sk["offsets"], name="skill strings"), sk["order"],
+                        (sk["group_of"], sk["group_ptr"], sk["group_rows"]), record=SkillMeta)
+    columns: dict[str, Any] = {"vocab": vocab, "skills": skills.column}
+    if "texts" in parts:
+        texts = StringColumn(parts["texts"]["blob"], parts["texts"]["offsets"], name=TEXTS)
+        validate.check_string_offsets("text_offsets", texts.offsets, int(manifest["n_skills"]),
+                                      int(texts.blob.shape[0]))
+        columns["texts"] = texts
+    return vocab, skills, columns
+
+
+def _verification_jobs(directory: Path, manifest: dict[str, Any]) -> list[tuple[str, int, str]]:
+    """(file name, open descriptor, expected sha256) of every checksummed file of the folder; opened
+    now, so a later save swapping the folder cannot make the check read another version."""
+    wanted: list[tuple[str, str]] = [(e["file"], e["sha256"]) for e in manifest["arrays"].values()]
+    scan = manifest.get("scan") or {}
+    wanted += [(e["file"], e["sha256"]) for e in (scan.get("arrays") or {}).values()]
+    wanted += [(name, e["sha256"]) for name, e in (scan.get("files") or {}).items()]
+    wanted += [(name, digest) for name, digest in manifest["files"].items()]
+    for entries in (manifest.get("strings") or {}).values():
+        wanted += [(e["file"], e["sha256"]) for e in entries.values()]
+    jobs = []
+    try:
+        for name, digest in wanted:
+            jobs.append((name, os.open(directory / name, os.O_RDONLY), digest))
+    except OSError as exc:
+        for _, fd, _ in jobs:
+            os.close(fd)
+        raise IndexFormatError(f"{directory}: cannot open {exc.filename} to verify it ({exc.strerror})") from None
+    return jobs
+
+
+class Verification:
+    """The checks of a loaded index that run after it answers (docs/GUARANTEES.md): the sha256 of every
+    file against the manifest, then the deferred content checks (finiteness of the float32
+    matrices, UTF-8 of the string columns), on a daemon thread of their own.
+
+    ``status`` is ``"pending"``, ``"ok"`` or ``"failed"``; ``error`` the first failure's message.
+    :meth:`check` raises it (IndexFormatError) once the verification has failed; a server calls it
+    before every answer, so a corrupt index stops answering as soon as the corruption is found.
+    """
+
+    def __init__(self, directory: Path, jobs: list[tuple[str, int, str]], checks: dict[str, Any],
+                 start: bool = True) -> None:
+        self.directory = Path(str(directory))
+        self._jobs = jobs
+        self._checks = dict(checks)
+        self._passed: set[str] = set()
+        self._check_lock = threading.Lock()
+        self.status = "pending"
+        self.error: str | None = None
+        self.seconds: float | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="skillsight-verify", daemon=True)
+        if start:
+            self._thread.start()
+
+    def _run(self) -> None:
+        t0 = time.perf_counter()
+        jobs, self._jobs = self._jobs, []
+        try:
+            for name, fd, digest in jobs:
+                if self.error is None:
+                    h = hashlib.sha256()
+                    with os.fdopen(os.dup(fd), "rb") as fh:
+                        while block := fh.read(1 << 20):
+                            h.update(block)
+                    if h.hexdigest() != digest:
+                        self.error = f"{name}: checksum mismatch (the file is corrupt or was changed)"
+            for name in list(self._checks) if self.error is None else ():
+                self.require(name)
+        except IndexFormatError as exc:
+            self.error = self.error or str(exc)
+        except (OSError, ValueError) as exc:  # pragma: no cover - a file unreadable after it was opened
+            self.error = f"cannot verify: {exc}"
+        finally:
+            for _, fd, _ in jobs:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self.seconds = time.perf_counter() - t0
+            self.status = "failed" if self.error else "ok"
+            self._done.set()
+
+    def require(self, name: str) -> None:
+        """Run the deferred content check ``name`` now unless it has run (a kernel about to read what
+        it checks calls this first); raises IndexFormatError when it fails."""
+        if name in self._passed or name not in self._checks:
+            return
+        with self._check_lock:
+            if name in self._passed:
+                return
+            try:
+                self._checks[name]()
+            except IndexFormatError as exc:
+                self.error = self.error or str(exc)
+                raise IndexFormatError(f"{self.directory}: {exc}") from None
+            self._passed.add(name)
+
+    def wait(self, timeout: float | None = None) -> str:
+        """Wait for the verification (at most ``timeout`` seconds) and return its status."""
+        if not self._thread.is_alive() and not self._done.is_set():
+            self._run()
+        self._done.wait(timeout)
+        return self.status
+
+    def check(self) -> None:
+        """Raise IndexFormatError when the verification has failed (never waits)."""
+        if self.error is not None and self._done.is_set():
+            raise IndexFormatError(f"{self.directory}: the index failed its verification after loading: "
+                                   f"{self.error}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{status, error, seconds}`` for ``GET /health``."""
+        return {"status": self.status, "error": self.error,
+                "seconds": round(self.seconds, 3) if self.seconds is not None else None}
 
 
 def _check_digests(digests: tuple[list[tuple[Path, dict[str, Any]]], Any] | None) -> None:
@@ -722,19 +991,22 @@ def _load_scan(directory: Path, manifest: dict[str, Any], perp: np.ndarray, *, m
     return restore_scan(kind, perp, params, arrays, directory, mmap=mmap)
 
 
-def _read_flags(manifest: dict[str, Any], n: int, directory: Path) -> list[list[str]]:
-    """Per skill, the reasons the index-time injection screen flagged it (empty lists when none)."""
+def _read_flags(manifest: dict[str, Any], n: int, directory: Path) -> Any:
+    """Per skill, the reasons the index-time injection screen flagged it (empty lists when none), as a
+    :class:`~skillsight_fast.engine.columns.FlagList` (no list per skill is built)."""
+    from skillsight_fast.engine.columns import FlagList
+
     section = manifest.get("injection_screen", manifest.get("injection_scan"))
     flags = section.get("flagged")
-    out: list[list[str]] = [[] for _ in range(n)]
     if not isinstance(flags, dict):
         raise IndexFormatError(f"{directory}: malformed manifest ('injection_screen.flagged' must be an object)")
+    out: dict[int, list[str]] = {}
     for row, reasons in flags.items():
         if (not row.isdigit() or int(row) >= n or not isinstance(reasons, list)
                 or not all(isinstance(r, str) for r in reasons)):
             raise IndexFormatError(f"{directory}: malformed manifest (injection_screen entry {row!r})")
         out[int(row)] = list(reasons)
-    return out
+    return FlagList(n, out)
 
 
 def read_bodies(directory: Path, expected_sha256: str | None = None) -> list[str] | None:
@@ -756,8 +1028,20 @@ def read_bodies(directory: Path, expected_sha256: str | None = None) -> list[str
             raise IndexFormatError(f"{path}: gone since the index was loaded (the folder was replaced)")
         return None
     manifest = read_manifest(directory)
-    raw = read_regular_file(path, MAX_TEXTS_BYTES, error=IndexFormatError, what=TEXTS)
     expected = manifest.get("files", {}).get(TEXTS)
+    if "texts" in (manifest.get("strings") or {}):  # format 3: the column, mapped, nothing parsed
+        if expected_sha256 is not None and expected != expected_sha256:
+            raise IndexFormatError(f"{path}: the index folder was replaced since the index was loaded "
+                                   "(another version's texts); reload the index")
+        with _pinned(directory) as (base, _):
+            entries = manifest["strings"]["texts"]
+            blob = _load_array(base, "text_strings", entries["blob"], True, False, spec=("uint8", 1))
+            offsets = _load_array(base, "text_offsets", entries["offsets"], False, False, spec=("int64", 1))
+        validate.check_string_offsets("text_offsets", offsets, int(manifest["n_skills"]), int(blob.shape[0]))
+        from skillsight_fast.engine.columns import StringColumn
+
+        return StringColumn(blob, offsets, name=str(path))  # type: ignore[return-value]
+    raw = read_regular_file(path, MAX_TEXTS_BYTES, error=IndexFormatError, what=TEXTS)
     digest = sha256_bytes(raw)
     if expected is not None and digest != expected:
         raise IndexFormatError(f"{path}: checksum mismatch")

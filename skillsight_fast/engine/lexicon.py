@@ -64,7 +64,7 @@ class Lexicon:
     doc_len: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        self._term_ids: dict[str, int] | None = None
+        self._term_ids: Mapping[str, int] | None = None
 
     @property
     def n_docs(self) -> int:
@@ -76,10 +76,16 @@ class Lexicon:
         return self.doc_tf is not None and self.doc_len is not None
 
     @property
-    def term_ids(self) -> dict[str, int]:
-        """term → id, built on first use."""
+    def term_ids(self) -> Mapping[str, int]:
+        """term → id, built on first use (a loaded format-3 index bisects its sorted vocabulary
+        column instead of building a dictionary of every term)."""
         if self._term_ids is None:
-            self._term_ids = {t: i for i, t in enumerate(self.vocab)}
+            from skillsight_fast.engine.columns import SortedTerms, StringColumn
+
+            if isinstance(self.vocab, StringColumn):
+                self._term_ids = SortedTerms(self.vocab)
+            else:
+                self._term_ids = {t: i for i, t in enumerate(self.vocab)}
         return self._term_ids
 
     def df(self) -> np.ndarray:

@@ -473,6 +473,10 @@ class IndexState:
     #: The label-free abstention rule derived at build (:func:`skillsight_fast.engine.abstention.derive_abstention`;
     #: manifest key ``abstention``), or None (an index built without an encoder, or before the rule).
     abstention: dict[str, Any] | None = None
+    #: A loaded format-3 index: the bodies as a string column on disk (skillsight_fast.engine.columns).
+    stored_texts: Any = field(default=None, compare=False, repr=False)
+    #: A load that deferred checks: their state (skillsight_fast.io.Verification), else None.
+    verification: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         n = len(self.skills)

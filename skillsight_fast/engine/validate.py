@@ -9,7 +9,13 @@ plain values, and raise :class:`~skillsight_fast.errors.IndexFormatError` naming
 first bad entry. :func:`check_index_contents` is called by :func:`skillsight_fast.engine.io.load_index`.
 
 The checks cost one pass over each array (vectorised numpy, no copies of the large matrices beyond
-a boolean per entry); ``bench/validate_cost.py`` measures them at 3,434 and 1M skills.
+a boolean per entry); ``bench/validate_cost.py`` measures them at 3,434 and 1M skills. From
+:data:`KERNEL_FROM` entries on, the CSR checks run as one Numba pass per matrix
+(:mod:`skillsight_fast.kernels.validation`; these NumPy functions are its reference). What is checked
+before a loaded index answers and what after (the finiteness of the float32 matrices, the checksums)
+is the policy of docs/GUARANTEES.md: :func:`check_index_contents` with ``defer=True`` runs the checks
+that keep every kernel's reads in bounds and returns the others (named callables) instead of
+running them.
 """
 
 from __future__ import annotations
@@ -29,6 +35,11 @@ ORTHONORMAL_TOL = 1e-3
 #: Rows of a large matrix checked per block (bounds the temporary boolean array).
 _BLOCK = 1 << 16
 _TINY32 = float(np.finfo(np.float32).tiny)
+#: CSR matrices with at least this many entries are checked by the Numba kernel (smaller ones by
+#: NumPy, so a one-shot search over a small index never imports Numba).
+KERNEL_FROM = 1 << 22
+#: The (N, d) float32 matrices whose finiteness may be checked after the first answer.
+LARGE_FLOATS = ("embeddings", "embeddings_perp", "namedesc")
 
 
 def _fail(name: str, problem: str) -> IndexFormatError:
@@ -206,7 +217,8 @@ def check_config(config: Mapping[str, Any]) -> None:
         raise IndexFormatError("manifest config: 'query_int8' must be true, false or null")
 
 
-def check_arrays(arrays: Mapping[str, np.ndarray], n_skills: int, n_terms: int, dim: int) -> None:
+def check_arrays(arrays: Mapping[str, np.ndarray], n_skills: int, n_terms: int, dim: int, *,
+                 defer: bool = False, forward: bool = True) -> dict[str, Any]:
     """Every array's contents: offsets, ids, sortedness, finiteness, basis, lexicon consistency.
 
     Parameters
@@ -219,7 +231,9 @@ def check_arrays(arrays: Mapping[str, np.ndarray], n_skills: int, n_terms: int, 
     for name in ("embeddings", "embeddings_perp"):
         if arrays[name].shape != (n_skills, dim):
             raise _fail(name, f"shape {arrays[name].shape}, expected {(n_skills, dim)}")
-        check_finite(name, arrays[name])
+        if not defer:
+            check_finite(name, arrays[name])
+    deferred: dict[str, Any] = {}
     check_basis(arrays["basis"], dim)
     check_finite("singular_values", arrays["singular_values"])
     for name in ("idf", "weights", "generic"):
@@ -229,21 +243,22 @@ def check_arrays(arrays: Mapping[str, np.ndarray], n_skills: int, n_terms: int, 
     check_weights("weights", arrays["weights"])
     doc_indptr, doc_terms = arrays["doc_indptr"], arrays["doc_terms"]
     post_indptr, post_docs = arrays["post_indptr"], arrays["post_docs"]
-    check_offsets("doc_indptr", doc_indptr, n_skills, doc_terms.shape[0])
-    check_offsets("post_indptr", post_indptr, n_terms, post_docs.shape[0])
+    if doc_indptr.shape != (n_skills + 1,):
+        raise _fail("doc_indptr", f"{doc_indptr.shape[0]} offsets for {n_skills} rows")
+    if post_indptr.shape != (n_terms + 1,):
+        raise _fail("post_indptr", f"{post_indptr.shape[0]} offsets for {n_terms} rows")
     if doc_terms.shape != post_docs.shape:
         raise IndexFormatError(f"arrays doc_terms and post_docs differ in length "
                                f"({doc_terms.shape[0]} and {post_docs.shape[0]})")
-    check_ids("doc_terms", doc_terms, n_terms)
-    check_ids("post_docs", post_docs, n_skills)
-    check_sorted_rows("doc_terms", doc_indptr, doc_terms)
-    check_sorted_rows("post_docs", post_indptr, post_docs)
-    # the postings are the transpose of the forward lists: the same count per term
-    df = np.bincount(doc_terms, minlength=n_terms) if doc_terms.size else np.zeros(n_terms, np.int64)
-    if not np.array_equal(df, np.diff(post_indptr)):
-        bad = int(np.nonzero(df != np.diff(post_indptr))[0][0])
-        raise _fail("post_indptr", f"term {bad} has {int(np.diff(post_indptr)[bad])} postings but occurs in "
-                    f"{int(df[bad])} documents")
+    if defer:  # the forward lists now (every lexical kernel reads them), the postings on first use
+        if forward:
+            check_forward_lists(doc_indptr, doc_terms, n_skills, n_terms)
+        else:  # the caller checks the rows it reads (a shard: skillsight_fast.cluster.shard)
+            deferred["forward lists"] = lambda: check_forward_lists(doc_indptr, doc_terms, n_skills, n_terms)
+        deferred["postings"] = lambda: check_postings(doc_indptr, doc_terms, post_indptr, post_docs, n_skills,
+                                                      n_terms)
+    else:
+        check_postings(doc_indptr, doc_terms, post_indptr, post_docs, n_skills, n_terms)
     if "doc_tf" in arrays:
         if arrays["doc_tf"].shape != doc_terms.shape:
             raise _fail("doc_tf", "does not match doc_terms")
@@ -251,23 +266,91 @@ def check_arrays(arrays: Mapping[str, np.ndarray], n_skills: int, n_terms: int, 
             raise _fail("doc_len", f"shape {arrays['doc_len'].shape}, expected ({n_skills},)")
         if n_skills and int(arrays["doc_len"].min()) < 0:
             raise _fail("doc_len", "negative document length")
+    return deferred
 
 
-def check_index_contents(arrays: Mapping[str, np.ndarray], vocab: Any, records: Sequence[Mapping[str, Any]],
+def check_forward_lists(doc_indptr: np.ndarray, doc_terms: np.ndarray, n_skills: int, n_terms: int) -> None:
+    """The document -> terms CSR: offsets, term ids in range, sorted and distinct per document."""
+    if doc_terms.shape[0] >= KERNEL_FROM:
+        check_csr_kernel("doc_indptr", "doc_terms", doc_indptr, doc_terms, n_terms)
+        return
+    check_offsets("doc_indptr", doc_indptr, n_skills, doc_terms.shape[0])
+    check_ids("doc_terms", doc_terms, n_terms)
+    check_sorted_rows("doc_terms", doc_indptr, doc_terms)
+
+
+def check_postings(doc_indptr: np.ndarray, doc_terms: np.ndarray, post_indptr: np.ndarray,
+                   post_docs: np.ndarray, n_skills: int, n_terms: int) -> None:
+    """Both CSR matrices, and the postings the transpose of the forward lists (same count per term)."""
+    if doc_terms.shape[0] >= KERNEL_FROM:
+        df = np.zeros(n_terms, np.int64)
+        check_csr_kernel("doc_indptr", "doc_terms", doc_indptr, doc_terms, n_terms, df)
+        check_csr_kernel("post_indptr", "post_docs", post_indptr, post_docs, n_skills)
+    else:
+        check_offsets("doc_indptr", doc_indptr, n_skills, doc_terms.shape[0])
+        check_offsets("post_indptr", post_indptr, n_terms, post_docs.shape[0])
+        check_ids("doc_terms", doc_terms, n_terms)
+        check_ids("post_docs", post_docs, n_skills)
+        check_sorted_rows("doc_terms", doc_indptr, doc_terms)
+        check_sorted_rows("post_docs", post_indptr, post_docs)
+        df = np.bincount(doc_terms, minlength=n_terms) if doc_terms.size else np.zeros(n_terms, np.int64)
+    if not np.array_equal(df, np.diff(post_indptr)):
+        bad = int(np.nonzero(df != np.diff(post_indptr))[0][0])
+        raise _fail("post_indptr", f"term {bad} has {int(np.diff(post_indptr)[bad])} postings but occurs in "
+                    f"{int(df[bad])} documents")
+
+
+def check_index_contents(arrays: Mapping[str, np.ndarray], vocab: Any, records: Any,
                          stats: Mapping[str, Any], config: Mapping[str, Any],
-                         decisions: Mapping[str, Any]) -> None:
-    """All content checks of one index, in order of cost (cheap JSON first, arrays last)."""
-    check_vocab(vocab)
-    check_skill_records(records)
+                         decisions: Mapping[str, Any], *, defer: bool = False, forward: bool = True
+                         ) -> dict[str, Any]:
+    """All content checks of one index, in order of cost (cheap JSON first, arrays last).
+
+    ``vocab`` and ``records`` are the parsed ``vocab.json`` / ``skills.jsonl`` (format 2) or the
+    string columns of format 3 (:class:`~skillsight_fast.engine.columns.StringColumn`,
+    :class:`~skillsight_fast.engine.columns.SkillTable`). With ``defer`` only the checks that keep every
+    kernel's reads in bounds run here (shapes, offsets, the forward lists' term ids and order, the
+    small arrays); the others are returned as name -> callable (raising IndexFormatError): the
+    finiteness of the (N, d) float32 matrices, the postings, the order of the string columns
+    (docs/GUARANTEES.md). ``forward=False`` (with ``defer``) defers the forward lists too: for a
+    caller that checks the rows it reads itself.
+    """
+    from skillsight_fast.engine.columns import SkillTable, StringColumn
+
+    deferred: dict[str, Any] = {}
+    # the string columns are read through Python slices (bounds-checked), never by a kernel: with
+    # ``defer`` their offsets, order and groups are checked after the first answer
+    if isinstance(vocab, StringColumn):
+        if defer:
+            deferred["vocab"] = lambda: check_string_column(vocab, "vocab", sorted_strictly=True)
+        else:
+            check_string_column(vocab, "vocab", sorted_strictly=True)
+    else:
+        check_vocab(vocab)
+    if isinstance(records, SkillTable):
+        if records.id_order.shape != (len(records),):
+            raise _fail("skill_id_order", f"shape {records.id_order.shape}, expected ({len(records)},)")
+        if defer:
+            deferred["skill strings"] = lambda: check_skill_table(records)
+        else:
+            check_skill_table(records)
+    else:
+        check_skill_records(records)
     check_config(config)
     check_stats(stats, len(records), len(vocab), int(arrays["basis"].shape[0]))
     check_decisions(decisions, int(arrays["basis"].shape[0]))
-    check_arrays(arrays, len(records), len(vocab), int(stats["dim"]))
-    check_namedesc(arrays, decisions, len(records), int(stats["dim"]))
+    deferred.update(check_arrays(arrays, len(records), len(vocab), int(stats["dim"]), defer=defer,
+                                 forward=forward))
+    check_namedesc(arrays, decisions, len(records), int(stats["dim"]), defer=defer)
+    if defer:
+        for name in LARGE_FLOATS:
+            if name in arrays:
+                deferred[f"finite {name}"] = lambda name=name: check_finite(name, arrays[name])
+    return deferred
 
 
 def check_namedesc(arrays: Mapping[str, np.ndarray], decisions: Mapping[str, Any], n_skills: int,
-                   dim: int) -> None:
+                   dim: int, *, defer: bool = False) -> None:
     """The name + description vectors are there exactly when the decisions say the index scores them
     (``document_vector``; absent in manifests written before it = ``text``), finite, one per skill."""
     wanted = decisions.get("document_vector", "text") == "text+namedesc"
@@ -277,4 +360,107 @@ def check_namedesc(arrays: Mapping[str, np.ndarray], decisions: Mapping[str, Any
     if wanted:
         if arrays["namedesc"].shape != (n_skills, dim):
             raise _fail("namedesc", f"shape {arrays['namedesc'].shape}, expected {(n_skills, dim)}")
-        check_finite("namedesc", arrays["namedesc"])
+        if not defer:
+            check_finite("namedesc", arrays["namedesc"])
+
+
+_CSR_PROBLEMS = {1: "offsets do not run from 0 to the number of entries", 2: "offsets decrease at row {}",
+                 3: "id out of range at entry {}", 4: "row {} is not sorted and distinct"}
+
+
+def check_csr_kernel(ptr_name: str, ids_name: str, indptr: np.ndarray, ids: np.ndarray, bound: int,
+                     counts: np.ndarray | None = None) -> None:
+    """:func:`check_offsets`, :func:`check_ids` and :func:`check_sorted_rows` (and the counts of
+    ``np.bincount``) in one Numba pass (:func:`skillsight_fast.kernels.validation.check_csr`)."""
+    from skillsight_fast.kernels.validation import CSR_DECREASING, CSR_ENDS, CSR_ID_RANGE, check_csr
+
+    code, pos = check_csr(indptr, ids, bound, counts)
+    if code == CSR_ENDS:
+        raise _fail(ptr_name, f"offsets run from {int(indptr[0])} to {int(indptr[-1])}, expected 0 to "
+                    f"{ids.shape[0]}")
+    if code == CSR_DECREASING:
+        raise _fail(ptr_name, f"offsets decrease at row {pos}")
+    if code == CSR_ID_RANGE:
+        raise _fail(ids_name, f"id {int(ids[pos])} at entry {pos}, expected 0 to {bound - 1}")
+    if code:
+        raise _fail(ids_name, f"row {pos} is not sorted and distinct")
+
+
+def check_string_offsets(name: str, offsets: np.ndarray, n_strings: int, n_bytes: int) -> None:
+    """Offsets of a string column: ``n_strings + 1`` of them, 0 first, ``n_bytes`` last, never decreasing."""
+    check_offsets(name, offsets, n_strings, n_bytes)
+
+
+def _first_unsorted_python(column: Any, order: np.ndarray | None, stride: int, field: int) -> int:
+    n = order.shape[0] if order is not None else len(column) // stride
+    if order is not None:
+        seen = np.zeros(n, bool)
+        for i, r in enumerate(order.tolist()):
+            if not 0 <= r < n or seen[r]:
+                return i
+            seen[r] = True
+    rows = order.tolist() if order is not None else range(n)
+    prev = None
+    for i, r in enumerate(rows):
+        key = column.raw(r * stride + field)
+        if prev is not None and not prev < key:
+            return i
+        prev = key
+    return -1
+
+
+def first_unsorted(column: Any, order: np.ndarray | None = None, stride: int = 1, field: int = 0) -> int:
+    """First position where ``order`` (the identity when None) stops sorting the strings
+    ``column[r * stride + field]`` strictly (or is not a permutation), -1 when it sorts them."""
+    n = order.shape[0] if order is not None else len(column) // stride
+    if n < 2 and order is None:
+        return -1
+    if column.blob.size >= KERNEL_FROM or n >= KERNEL_FROM // 16:
+        from skillsight_fast.kernels.validation import first_unsorted_string
+
+        perm = order if order is not None else np.arange(n, dtype=np.int64)
+        return first_unsorted_string(column.blob, column.offsets, perm, stride, field)
+    return _first_unsorted_python(column, order, stride, field)
+
+
+def check_string_column(column: Any, name: str, *, sorted_strictly: bool = False) -> None:
+    """A :class:`~skillsight_fast.engine.columns.StringColumn`: sane offsets; sorted and distinct if asked."""
+    check_string_offsets(f"{name}_offsets", column.offsets, len(column), int(column.blob.shape[0]))
+    if sorted_strictly:
+        bad = first_unsorted(column)
+        if bad >= 0:
+            raise IndexFormatError(f"{name}: terms {bad - 1} and {bad} are not sorted and distinct")
+
+
+def check_skill_table(table: Any, *, order: bool = True) -> None:
+    """The skill columns of format 3: offsets, non-empty ids, the name groups, and (``order``) the id
+    permutation sorting the ids strictly (so ids are distinct). UTF-8 and the tags' JSON are checked
+    as rows are decoded."""
+    from skillsight_fast.engine.columns import SKILL_FIELDS
+
+    nf = len(SKILL_FIELDS)
+    column = table.column
+    check_string_column(column, "skill_strings")
+    n = len(table)
+    if table.id_order.shape != (n,):
+        raise _fail("skill_id_order", f"shape {table.id_order.shape}, expected ({n},)")
+    id_len = column.offsets[1::nf] - column.offsets[0:-1:nf] if n else np.zeros(0, np.int64)
+    if (id_len <= 0).any():
+        row = int(np.nonzero(id_len <= 0)[0][0])
+        raise IndexFormatError(f"skill strings: row {row} has an empty id")
+    if order:
+        bad = first_unsorted(column, table.id_order, nf, 0)
+        if bad >= 0:
+            raise IndexFormatError(f"skill strings: ids not distinct or id order broken at position {bad}")
+    if table.groups is not None:
+        group_of, ptr, rows = table.groups
+        if group_of.shape != (n,):
+            raise _fail("skill_name_group", f"shape {group_of.shape}, expected ({n},)")
+        n_groups = ptr.shape[0] - 1
+        check_offsets("skill_name_group_ptr", ptr, n_groups, rows.shape[0])
+        check_ids("skill_name_group_rows", rows, n)
+        if n and (int(group_of.min()) < -1 or int(group_of.max()) >= n_groups):
+            raise _fail("skill_name_group", f"group ids from {int(group_of.min())} to {int(group_of.max())}, "
+                        f"expected -1 to {n_groups - 1}")
+        if not np.array_equal(group_of[rows], np.repeat(np.arange(n_groups, dtype=np.int64), np.diff(ptr))):
+            raise _fail("skill_name_group_rows", "a group lists a row of another group")

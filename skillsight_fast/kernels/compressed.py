@@ -273,6 +273,26 @@ def quantize_int8(docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return codes, scales
 
 
+@njit(**JIT)
+def _rescore_many(q, docs, cand, out):  # pragma: no cover - jitted
+    for c in range(cand.shape[0]):
+        out[c] = _dot(q, docs, cand[c])
+
+
+def rescore_rows(q: np.ndarray, docs: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Exact ``q · docs[r]`` float32 (m,) for ``rows`` int64 (m,), by the float32 loop of the int8
+    scan's re-scoring and the exact scan (the same score a document gets from either scan; what a
+    shard of :mod:`skillsight_fast.cluster` returns for its rows)."""
+    x = docs if docs.dtype == np.float32 and docs.flags.c_contiguous else np.ascontiguousarray(docs, np.float32)
+    r = np.ascontiguousarray(rows, np.int64)
+    if r.size and (r.min() < 0 or r.max() >= x.shape[0]):
+        raise ValueError("rows out of range")
+    out = np.empty(r.shape[0], np.float32)
+    if r.size:
+        _rescore_many(np.ascontiguousarray(q, np.float32), x, r, out)
+    return out
+
+
 def dense_topk_int8(
     queries: np.ndarray,
     codes: np.ndarray,

@@ -104,6 +104,9 @@ class OnnxEncoder:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or os.cpu_count() or 1
         options.inter_op_num_threads = 1
+        # no busy-waiting between runs: a server encodes one task per request, and threads spinning after
+        # it steal the cores from the scan that follows (bench/serve_latency.py, docs/LARGE.md)
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3

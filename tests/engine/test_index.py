@@ -102,7 +102,7 @@ def test_save_load_roundtrip_identical(index, tmp_path):
     before = index.search(queries, k=7)
     index.save(tmp_path / "idx")
     manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
-    assert manifest["format_version"] == 2 and manifest["model"]["id"] == "hash-test"
+    assert manifest["format_version"] == 3 and manifest["model"]["id"] == "hash-test"
     assert manifest["decisions"] == index.decisions.to_dict()
     assert {e["bundle"] for e in manifest["arrays"].values()} == {"dense", "lexical"}
     assert manifest["arrays"]["embeddings"]["shape"] == [40, 64]

@@ -1,0 +1,175 @@
+"""Served search latency next to the scoring: where the time of a served search goes, at any size.
+
+For each index (``-i``, repeatable: e.g. the 26k, 100k and 1M synthetic scale-ups of
+bench/build_synthetic.py), one after the other:
+
+1. ``skillsight serve --http --mmap --port 0 --json`` is started as a real process; *ready* is the
+   time from its spawn to the line it prints when it listens (index loaded, kernels and encoder
+   warmed up). Then ``--requests`` sequential ``POST /search`` (k=5, keep-alive connection, the 73
+   skillsbench tasks in turn) give the HTTP p50/p99, and the server is stopped.
+2. ``skillsight serve --mcp --mmap`` is started through the MCP SDK's stdio client; ``find_skills``
+   is called ``--requests`` times: the MCP p50/p99 (JSON-RPC over pipes included).
+3. In this process, the index is loaded (``--mmap``) and the same tasks are timed stage by stage:
+   the encoder alone, the *scoring* (``search_vectors`` on already encoded tasks, no evidence: the
+   scan + lexical + fusion, what docs/LARGE.md calls scoring) and the whole ``find_skills`` (encoder,
+   search, evidence, hit records, collapse), so the served latency can be read against them.
+
+    python bench/serve_latency.py -i /tmp/idx-26k -i /tmp/idx-100k -i /tmp/idx-1m --json results/serve_latency.json
+
+One request at a time (latency, not throughput; bench/load_test.py measures throughput).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import http.client
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tasks() -> list[str]:
+    from skillsight_fast.evaluation.datasets import load_dataset
+
+    return [q.text if hasattr(q, "text") else str(q) for q in load_dataset(ROOT / "data" / "skillsbench").queries]
+
+
+def pct(ms: list[float]) -> dict[str, float]:
+    a = np.asarray(ms)
+    return {"p50": round(float(np.percentile(a, 50)), 3), "p99": round(float(np.percentile(a, 99)), 3),
+            "mean": round(float(a.mean()), 3), "n": int(a.size)}
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def http_run(index: str, queries: list[str], n: int) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "skillsight_fast.cli", "serve", "--http", "--mmap", "-i", index,
+                             "--port", "0", "--json", "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=_env())
+    try:
+        line = proc.stdout.readline()  # type: ignore[union-attr]
+        if not line:
+            raise RuntimeError(f"the server did not start: {proc.stderr.read()}")  # type: ignore[union-attr]
+        ready = time.perf_counter() - t0
+        url = json.loads(line)["url"]
+        host, port = url.split("//")[1].rstrip("/").split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=60)
+        first = None
+        ms = []
+        for i in range(n):
+            body = json.dumps({"task": queries[i % len(queries)], "k": 5})
+            t = time.perf_counter()
+            conn.request("POST", "/search", body, {"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            data = resp.read()
+            dt = (time.perf_counter() - t) * 1000
+            if resp.status != 200:
+                raise RuntimeError(f"POST /search: {resp.status} {data[:200]!r}")
+            if first is None:
+                first = dt
+            ms.append(dt)
+        conn.request("GET", "/health")
+        health = json.loads(conn.getresponse().read())
+        conn.close()
+        return {"ready_s": round(ready, 3), "first_ms": round(first or 0, 3), **pct(ms), "health": health}
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def mcp_run(index: str, queries: list[str], n: int) -> dict[str, Any]:
+    import mcp
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    async def go() -> dict[str, Any]:
+        params = StdioServerParameters(command=sys.executable, env=_env(),
+                                       args=["-m", "skillsight_fast.cli", "serve", "--mcp", "--mmap", "-i", index, "-q"])
+        t0 = time.perf_counter()
+        async with stdio_client(params) as (read, write), mcp.ClientSession(read, write) as session:
+            await session.initialize()
+            await session.call_tool("find_skills", {"task": queries[0], "k": 5})  # waits for the load
+            ready = time.perf_counter() - t0
+            ms = []
+            for i in range(n):
+                t = time.perf_counter()
+                out = await session.call_tool("find_skills", {"task": queries[i % len(queries)], "k": 5})
+                ms.append((time.perf_counter() - t) * 1000)
+                if getattr(out, "isError", False):
+                    raise RuntimeError(out.content[0].text)
+            return {"ready_s": round(ready, 3), **pct(ms)}
+
+    return asyncio.run(asyncio.wait_for(go(), 900))
+
+
+def stages(index_dir: str, queries: list[str], n: int) -> dict[str, Any]:
+    from skillsight_fast.agents.find import find_skills
+
+    from skillsight_fast import SkillIndex
+
+    t0 = time.perf_counter()
+    index = SkillIndex.load(index_dir, mmap=True, verify="lazy")
+    load = time.perf_counter() - t0
+    index.warmup()
+    find_skills(index, queries[:2], 5)
+    enc, score, full = [], [], []
+    for i in range(n):
+        q = [queries[i % len(queries)]]
+        t = time.perf_counter()
+        v = index.encode(q)
+        enc.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        index.search_vectors(v, q, 5, explain=False)
+        score.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        find_skills(index, q, 5)
+        full.append((time.perf_counter() - t) * 1000)
+    return {"n_skills": len(index), "scan": index.scan.kind, "load_lazy_s": round(load, 3),
+            "encoder": pct(enc), "scoring": pct(score), "find_skills": pct(full)}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("-i", "--index", action="append", required=True)
+    p.add_argument("--requests", type=int, default=200)
+    p.add_argument("--skip-mcp", action="store_true")
+    p.add_argument("--json", help="write the results here")
+    args = p.parse_args()
+    queries = tasks()
+    out: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                                       "load_average": list(os.getloadavg())}, "indexes": []}
+    for index in args.index:
+        row: dict[str, Any] = {"index": index, "load_before": list(os.getloadavg())}
+        row["http"] = http_run(index, queries, args.requests)
+        if not args.skip_mcp:
+            row["mcp"] = mcp_run(index, queries, args.requests)
+        row.update(stages(index, queries, args.requests))
+        row["load_after"] = list(os.getloadavg())
+        out["indexes"].append(row)
+        print(json.dumps({k: row[k] for k in ("index", "n_skills", "scan", "load_lazy_s")}), flush=True)
+        print(f"  http  ready {row['http']['ready_s']} s  p50 {row['http']['p50']} ms  p99 {row['http']['p99']} ms")
+        if "mcp" in row:
+            print(f"  mcp   ready {row['mcp']['ready_s']} s  p50 {row['mcp']['p50']} ms  p99 {row['mcp']['p99']} ms")
+        for key in ("encoder", "scoring", "find_skills"):
+            print(f"  {key:12s} p50 {row[key]['p50']} ms  p99 {row[key]['p99']} ms")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

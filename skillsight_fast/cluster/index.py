@@ -1,0 +1,295 @@
+"""The coordinator of a sharded index: the same search as :class:`~skillsight_fast.engine.index.SkillIndex`,
+its rows spread over shards (Ray actors, or in-process :class:`ShardEngine` objects).
+
+The coordinator holds what is global and small: the skill records, the vocabulary, the background
+basis, the decisions, the encoder (the index folder memory-mapped: only these pages become
+resident). A search encodes the task once, removes the background, finds the evidence tokens, and
+fans out:
+
+* **exact scan**: every shard returns its ``C`` best rows (C = the candidate depth) with their exact
+  dense score, lexical score, cosine and evidence; the coordinator keeps the global ``C`` best
+  (score descending, then row ascending: the single index's order) - the global top C is in the union
+  of the shards' top C;
+* **int8 scan**: first round, every shard returns its ``kk = oversample × C`` best rows by the int8
+  score; the coordinator keeps the global ``kk`` best (the survivors the single index's int8 scan
+  keeps: rows are scored independently, ties by row); second round, the shards score their
+  survivors exactly, and the coordinator keeps the ``C`` best.
+
+Then the coordinator fuses the candidates with the index's fusion (Eq. 15 z-scores the candidate
+set, so the candidate set must be the single index's, which it is) and returns a
+:class:`~skillsight_fast.engine.index.SearchResult`. Every per-skill value comes from the same kernel on the
+same float32 rows with the library's global statistics, so the answer equals the single index's
+(tests/test_cluster.py checks ids, scores and evidence on a local Ray cluster).
+
+:class:`ShardedIndex` offers what :func:`~skillsight_fast.agents.find.find_skills` and
+:class:`~skillsight_fast.agents.service.SkillService` use of an index, so ``skillsight serve --ray ADDRESS``
+serves it through the same HTTP and MCP surfaces. Not sharded (a clear QueryError): the LEC coverage
+candidates (``lexical_candidates`` > 0, which read the postings of every term) and the filtered
+searches (``tags``/``source``, which scan the allowed rows on the coordinator).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from skillsight_fast.cluster.shard import LEXICAL_SIDES, ShardEngine
+from skillsight_fast.errors import QueryError, SkillsightError
+
+logger = logging.getLogger(__name__)
+
+
+def shard_ranges(n: int, shards: int) -> list[tuple[int, int]]:
+    """``shards`` contiguous row ranges covering ``0..n`` (sizes differ by at most one)."""
+    if shards < 1:
+        raise SkillsightError("the number of shards must be at least 1")
+    bounds = np.linspace(0, n, shards + 1).round().astype(np.int64)
+    return [(int(a), int(b)) for a, b in itertools.pairwise(bounds.tolist())]
+
+
+class _Rows:
+    """``index.embeddings[rows]`` / ``index.dense.embeddings_perp[rows]`` fetched from the shards."""
+
+    def __init__(self, owner: ShardedIndex, which: str) -> None:
+        self.owner, self.which = owner, which
+        self.shape = (len(owner), owner.stats.dim)
+
+    def __getitem__(self, rows: Any) -> np.ndarray:
+        r = np.asarray(rows, np.int64)
+        return self.owner._fetch_rows(r.reshape(-1), self.which).reshape(*r.shape, -1)
+
+
+class _Dense:
+    def __init__(self, owner: ShardedIndex) -> None:
+        self.embeddings_perp = _Rows(owner, "perp")
+        self.basis = owner.head.dense.basis
+        self.query_map = owner.head.dense.query_map
+        self.query_table = owner.head.dense.query_table
+
+
+class ShardedIndex:
+    """An index whose rows live on shards (see the module docstring).
+
+    Parameters
+    ----------
+    directory : path
+        The index folder (every shard reads its rows from it: the same path on every node).
+    shards : list
+        Ray actor handles of :class:`ShardEngine` (:meth:`connect`) or ShardEngine objects
+        (:meth:`local`), in row order.
+    ranges : list of (start, stop)
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], shards: list[Any], ranges: list[tuple[int, int]],
+                 *, head: Any = None, remote: bool = False) -> None:
+        from skillsight_fast.engine.index import SkillIndex
+
+        self.directory = Path(directory)
+        self.head = head if head is not None else SkillIndex.load(self.directory, mmap=True, verify="background")
+        self.shards = shards
+        self.ranges = ranges
+        self.remote = remote
+        self._starts = np.asarray([a for a, _ in ranges], np.int64)
+        self.dense = _Dense(self)
+        self.embeddings = _Rows(self, "raw")
+        if self.head.scan.kind not in ("exact", "int8"):
+            raise SkillsightError(f"a sharded index serves the exact and int8 scans, not {self.head.scan.kind!r}")
+
+    # ------------------------------------------------------------------ construction
+    @staticmethod
+    def global_stats(head: Any) -> dict[str, Any]:
+        """What every shard scores with: the library's LEC weights, BM25 idf and mean length."""
+        idf, avgdl = head.lexical.bm25 if head.lexicon.has_tf else (np.zeros(0, np.float32), 1.0)
+        return {"weights": np.asarray(head.lexical.weights, np.float32), "bm25_idf": np.asarray(idf, np.float32),
+                "avgdl": float(avgdl)}
+
+    @classmethod
+    def local(cls, directory: str | os.PathLike[str], shards: int) -> ShardedIndex:
+        """Shards as in-process objects (tests, and the reference the Ray shards are checked against)."""
+        from skillsight_fast.engine.index import SkillIndex
+
+        head = SkillIndex.load(Path(directory), mmap=True, verify="background")
+        ranges = shard_ranges(len(head), shards)
+        stats = cls.global_stats(head)
+        return cls(directory, [ShardEngine(directory, a, b, stats) for a, b in ranges], ranges, head=head)
+
+    @classmethod
+    def connect(cls, directory: str | os.PathLike[str], shards: int, *, address: str | None = None,
+                cpus_per_shard: float = 1.0) -> ShardedIndex:
+        """Start ``shards`` Ray actors (joining the cluster at ``address``; None: the one this
+        process is connected to, else a new local one), each holding its rows."""
+        from skillsight_fast.build.ray import import_ray
+        from skillsight_fast.engine.index import SkillIndex
+
+        ray = import_ray()
+        if not ray.is_initialized():
+            ray.init(address=address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+        directory = Path(directory).expanduser().absolute()
+        head = SkillIndex.load(directory, mmap=True, verify="background")
+        ranges = shard_ranges(len(head), shards)
+        stats = ray.put(cls.global_stats(head))
+        actor = ray.remote(num_cpus=cpus_per_shard)(ShardEngine)
+        handles = [actor.remote(str(directory), a, b, stats) for a, b in ranges]
+        ray.get([h.info.remote() for h in handles])  # every shard loaded (errors surface here)
+        return cls(directory, handles, ranges, head=head, remote=True)
+
+    def close(self) -> None:
+        """Stop the shard actors (Ray)."""
+        if self.remote:
+            import ray
+
+            for h in self.shards:
+                ray.kill(h)
+        self.shards = []
+
+    # ------------------------------------------------------------------ fan-out
+    def _call(self, method: str, per_shard: Sequence[tuple[tuple[Any, ...], int]]) -> list[Any]:
+        """Call ``method(*args)`` on the shards ``(args, shard index)`` at once; results in order."""
+        if self.remote:
+            import ray
+
+            return list(ray.get([getattr(self.shards[s], method).remote(*args) for args, s in per_shard]))
+        return [getattr(self.shards[s], method)(*args) for args, s in per_shard]
+
+    def shard_info(self) -> list[dict[str, Any]]:
+        """Per shard: rows, scan, array bytes, resident bytes and process."""
+        return self._call("info", [((), s) for s in range(len(self.shards))])
+
+    def _owner(self, rows: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self._starts, rows, side="right") - 1
+
+    def _fetch_rows(self, rows: np.ndarray, which: str) -> np.ndarray:
+        out = np.zeros((rows.shape[0], self.stats.dim), np.float32)
+        if not rows.size:
+            return out
+        if rows.min() < 0 or rows.max() >= len(self):
+            raise IndexError("row out of range")
+        owner = self._owner(rows)
+        shards = np.unique(owner).tolist()
+        got = self._call("rows", [((rows[owner == s], which), s) for s in shards])
+        for s, part in zip(shards, got):
+            out[owner == s] = part
+        return out
+
+    # ------------------------------------------------------------------ what find_skills reads
+    def __len__(self) -> int:
+        return len(self.head)
+
+    def __getattr__(self, name: str) -> Any:
+        # skills, flags, pins, roots, bodies, state, stats, config, decisions, model_id, lexicon,
+        # lexical, scan, verification, encoder, query_encoder, check_*, encode, remove_background,
+        # evidence_tokens, query_decisions, fuse: the head's (global, small)
+        if name in ("head", "shards", "ranges", "remote", "dense", "embeddings", "directory", "_starts"):
+            raise AttributeError(name)
+        return getattr(self.head, name)
+
+    def warmup(self) -> None:
+        """Compile the coordinator's kernels; the shards compile theirs on their first search."""
+        self.head.warmup()
+
+    def search(self, queries: str | Sequence[str], k: int = 10, **knobs: Any) -> Any:
+        """:meth:`SkillIndex.search` over the shards."""
+        texts = self.head.check_queries(queries)
+        self.head.check_k(k)
+        return self.search_vectors(self.head.encode(texts), texts, k, **knobs)
+
+    def search_vectors(self, vectors: np.ndarray, texts: Sequence[str], k: int = 10, *,
+                       candidates: int | None = None, fusion: str | None = None,
+                       lexical_weight: float | None = None, lexical: str | None = None,
+                       lexical_candidates: int | None = None, rrf_k: float | None = None,
+                       dense_stage: Any = None, lexical_stage: Any = None, explain: bool = True) -> Any:
+        """:meth:`SkillIndex.search_vectors` over the shards (same arguments, same result)."""
+        from skillsight_fast.engine.index import SearchResult, SkillIndex
+
+        head = self.head
+        k = head.check_k(k)
+        d = head.query_decisions(candidates=candidates, fusion=fusion, lexical_weight=lexical_weight,
+                                 lexical=lexical, lexical_candidates=lexical_candidates, rrf_k=rrf_k)
+        if dense_stage is not None or lexical_stage is not None:
+            raise QueryError("a sharded index does not take custom stages (tags/source filters are not sharded)")
+        if d.lexical_candidates:
+            raise QueryError("a sharded index does not admit LEC coverage candidates (lexical_candidates > 0)")
+        if d.lexical not in LEXICAL_SIDES:
+            raise QueryError(f"a sharded index scores the lexical sides {', '.join(LEXICAL_SIDES)}")
+        raw = np.ascontiguousarray(np.atleast_2d(vectors), np.float32)
+        from skillsight_fast.kernels._threads import n_threads
+
+        with n_threads(1 if raw.shape[0] == 1 else None):
+            q_perp = head.remove_background(raw)
+        if q_perp.shape[0] != len(texts):
+            raise QueryError(f"{q_perp.shape[0]} query vectors for {len(texts)} texts")
+        terms, ptr = head.evidence_tokens(texts)
+        s_terms, s_ptr = terms, ptr  # what the lexical side scores; the evidence shown stays Q'
+        if d.lexical == "bm25" and getattr(d, "lexical_evidence", "") == "all":
+            s_terms, s_ptr = head.evidence_tokens(texts, exclude=head._no_generic)
+        n, depth = len(self), min(len(self), max(d.candidates, k))
+        rows_out: list[Any] = []
+        evid: list[Any] = []
+        for i in range(q_perp.shape[0]):
+            t = terms[ptr[i] : ptr[i + 1]]
+            st = s_terms[s_ptr[i] : s_ptr[i + 1]]
+            got = self._candidates(q_perp[i], raw[i], depth, (st, t), d.lexical) if n else None
+            rows_out.append(got)
+        width = max(1, depth)
+        cand = np.full((len(texts), width), -1, np.int64)
+        s_dense = np.full(cand.shape, -np.inf, np.float32)
+        s_lex = np.zeros(cand.shape, np.float32)
+        for i, got in enumerate(rows_out):
+            if got is None:
+                evid.append({})
+                continue
+            m = got["rows"].shape[0]
+            cand[i, :m], s_dense[i, :m], s_lex[i, :m] = got["rows"], got["dense"], got["lexical"]
+            evid.append(got)
+        from skillsight_fast.kernels._threads import n_threads
+
+        with n_threads(1 if len(texts) == 1 else None):
+            ids, scores, pos = head.fuse(cand, s_dense, s_lex, k, fusion=d.fusion,
+                                         lexical_weight=d.lexical_weight, rrf_k=d.rrf_k)
+        rows = np.arange(len(texts))[:, None]
+        safe = np.maximum(pos, 0)
+        dense = np.where(pos >= 0, s_dense[rows, safe], np.nan).astype(np.float32)
+        lex = np.where(pos >= 0, s_lex[rows, safe], np.nan).astype(np.float32)
+        # qᵀd of the hits as the single index computes it (the same rows, fetched from the shards)
+        result = SearchResult(ids=ids, scores=scores, dense=dense, lexical=lex,
+                              cosine=SkillIndex._hit_cosines(self, raw, ids))  # type: ignore[arg-type]
+        metas = head.skills
+        result.skill_ids = [[metas[j].id if j >= 0 else None for j in row] for row in ids.tolist()]
+        if explain:
+            vocab = head.lexicon.vocab
+            result.evidence = [[[vocab[t] for t in evid[i]["ev"][p]] if p >= 0 else [] for p in pos[i].tolist()]
+                               for i in range(len(texts))]
+        return result
+
+    def _candidates(self, q_perp: np.ndarray, q_raw: np.ndarray, depth: int,
+                    terms: tuple[np.ndarray, np.ndarray], side: str) -> dict[str, Any]:
+        """The single index's ``depth`` candidates of one query, scored (see the module docstring)."""
+        everyone = range(len(self.shards))
+        if self.head.scan.kind == "int8":
+            kk = min(max(depth, self.head.scan.oversample * depth), max(len(self), 1))
+            firsts = self._call("approx", [((q_perp, kk), s) for s in everyone])
+            ids = np.concatenate([f[0] for f in firsts])
+            approx = np.concatenate([f[1] for f in firsts])
+            keep = np.lexsort((ids, -approx))[:kk]  # score descending, row ascending
+            survivors = np.sort(ids[keep])
+            owner = self._owner(survivors)
+            shards = np.unique(owner).tolist()
+            parts = self._call("score", [((q_perp, q_raw, survivors[owner == s], terms, side), s) for s in shards])
+        else:
+            parts = self._call("exact_top", [((q_perp, q_raw, depth, terms, side), s) for s in everyone])
+        rows = np.concatenate([p["rows"] for p in parts])
+        dense = np.concatenate([p["dense"] for p in parts])
+        best = np.lexsort((rows, -dense))[:depth]  # exact score descending, row ascending
+        lexical = np.concatenate([p["lexical"] for p in parts])
+        cosine = np.concatenate([p["cosine"] for p in parts])
+        ev = [p["ev_terms"][p["ev_ptr"][c] : p["ev_ptr"][c + 1]].tolist() for p in parts
+              for c in range(p["rows"].shape[0])]
+        return {"rows": rows[best], "dense": dense[best], "lexical": lexical[best], "cosine": cosine[best],
+                "ev": [ev[b] for b in best.tolist()]}
+

@@ -1,0 +1,179 @@
+"""One shard of a sharded index: a contiguous range of rows and the library's global statistics.
+
+A shard holds rows ``[start, stop)`` of the index's per-skill arrays (the background-removed and raw
+matrices, the int8 codes and scales, the document -> terms lists with their term frequencies and
+lengths), memory-mapped from the index folder, so only its own rows become resident. It does not
+derive any statistic from its rows: the per-term weights (LEC weights, BM25 idf, the mean document
+length) are the whole library's, handed to it by the coordinator
+(:class:`skillsight_fast.cluster.index.ShardedIndex`), which is why a shard scores a skill exactly as
+the single index does. Ids in and out are the index's global rows.
+
+What a shard answers (one query at a time, ``q_perp`` float32 (d,)):
+
+* :meth:`ShardEngine.approx` (int8 scan, first round): the ``kk`` best rows by the int8 score, the
+  same scores and tie order as the single index's int8 scan (rows are scored independently);
+* :meth:`ShardEngine.exact_top` (exact scan): its ``depth`` best rows by the exact float32 score,
+  with what :meth:`ShardEngine.score` returns for them;
+* :meth:`ShardEngine.score` (second round): for given rows, the exact dense score (the float32 loop of
+  the int8 scan's re-scoring), the lexical score, the raw cosine qᵀd and the evidence term ids;
+* :meth:`ShardEngine.rows`: raw or background-removed rows (duplicate collapse, pinned skills).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from skillsight_fast.config import BM25_B, BM25_K1
+from skillsight_fast.engine import validate
+from skillsight_fast.errors import IndexFormatError
+
+#: The lexical sides a shard scores (the LEC coverage candidates need the postings: not sharded).
+LEXICAL_SIDES = ("bm25", "lec")
+
+
+class ShardEngine:
+    """Rows ``[start, stop)`` of the index in ``directory`` with the global statistics (see the module).
+
+    Parameters
+    ----------
+    directory : path
+        The index folder (readable at the same path where the shard runs: one machine, or shared
+        storage).
+    start, stop : int
+        The shard's rows.
+    stats : dict
+        The library's ``weights`` (LEC), ``bm25_idf``, ``avgdl`` and ``lexical`` side, from the
+        coordinator.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], start: int, stop: int, stats: dict[str, Any]) -> None:
+        from skillsight_fast.engine.index import SkillIndex
+
+        # "rows": the bounds checks of the whole folder except its document -> terms lists, which the
+        # shard checks for its own rows below (a shard start reads its rows, not the library's)
+        whole = SkillIndex.load(Path(directory), mmap=True, verify="rows")
+        n = len(whole)
+        if not 0 <= start <= stop <= n:
+            raise IndexFormatError(f"shard rows {start}..{stop} outside the index's {n} skills")
+        self.start, self.stop = int(start), int(stop)
+        self.directory = str(directory)
+        lex = whole.lexicon
+        self.perp = whole.dense.embeddings_perp[start:stop]
+        self.raw = whole.embeddings[start:stop]
+        a, b = int(lex.doc_indptr[start]), int(lex.doc_indptr[stop])
+        self.doc_indptr = np.ascontiguousarray(lex.doc_indptr[start : stop + 1] - a)
+        self.doc_terms = lex.doc_terms[a:b]
+        self.doc_tf = lex.doc_tf[a:b] if lex.doc_tf is not None else None
+        self.doc_len = lex.doc_len[start:stop] if lex.doc_len is not None else None
+        validate.check_forward_lists(self.doc_indptr, self.doc_terms, stop - start, len(lex.vocab))
+        self.scan_kind = whole.scan.kind
+        if self.scan_kind == "int8":
+            self.codes = whole.scan.codes[start:stop]
+            self.scales = whole.scan.scales[start:stop]
+            self.oversample = whole.scan.oversample
+        elif self.scan_kind != "exact":
+            raise IndexFormatError(f"a sharded index serves the exact and int8 scans, not {self.scan_kind!r}")
+        self.weights = np.ascontiguousarray(stats["weights"], np.float32)
+        self.bm25_idf = np.ascontiguousarray(stats["bm25_idf"], np.float32)
+        self.avgdl = float(stats["avgdl"])
+        self.n_terms = int(self.weights.shape[0])
+        del whole
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    def info(self) -> dict[str, Any]:
+        """Rows, scan and the bytes of the shard's arrays (what becomes resident when all is touched)."""
+        arrays = [self.perp, self.raw, self.doc_indptr, self.doc_terms, self.doc_tf, self.doc_len,
+                  getattr(self, "codes", None), getattr(self, "scales", None), self.weights, self.bm25_idf]
+        return {"start": self.start, "stop": self.stop, "scan": self.scan_kind, "pid": os.getpid(),
+                "array_bytes": int(sum(a.nbytes for a in arrays if a is not None)), "rss": _rss()}
+
+    # ------------------------------------------------------------------ rounds
+    def approx(self, q_perp: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
+        """int8 scan: the ``min(kk, rows)`` best rows by the int8 score (global ids, scores), best first
+        and ties by ascending id, as the single index's int8 scan orders its survivors."""
+        from skillsight_fast.kernels._threads import n_threads
+        from skillsight_fast.kernels.compressed import dense_topk_int8
+
+        if len(self) == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        with n_threads(1):  # one query: no parallel launch (a shard is one actor, one CPU)
+            ids, scores = dense_topk_int8(q_perp[None, :], self.codes, self.scales, min(kk, len(self)))
+        keep = ids[0] >= 0
+        return ids[0][keep] + self.start, scores[0][keep]
+
+    def exact_top(self, q_perp: np.ndarray, q_raw: np.ndarray, depth: int, terms: tuple[np.ndarray, np.ndarray],
+                  side: str) -> dict[str, Any]:
+        """Exact scan: the ``depth`` best rows of the shard and :meth:`score` of them."""
+        from skillsight_fast.kernels import dense_topk
+        from skillsight_fast.kernels._threads import n_threads
+
+        if len(self) == 0:
+            return self.score(q_perp, q_raw, np.zeros(0, np.int64), terms, side)
+        with n_threads(1):
+            ids, _ = dense_topk(q_perp[None, :], self.perp, min(depth, len(self)))
+        rows = ids[0][ids[0] >= 0] + self.start
+        return self.score(q_perp, q_raw, rows, terms, side)
+
+    def score(self, q_perp: np.ndarray, q_raw: np.ndarray, rows: np.ndarray, terms: tuple[np.ndarray, np.ndarray],
+              side: str) -> dict[str, Any]:
+        """For global ``rows`` of this shard: exact dense score, lexical score (``side``, over the
+        scoring terms ``terms[0]``), raw cosine, evidence term ids (of ``terms[1]``, the query's
+        evidence tokens; CSR ``ev_ptr``/``ev_terms``), in the order given."""
+        from skillsight_fast.kernels import matched_terms, score_bm25_candidates, score_lexical_candidates
+        from skillsight_fast.kernels._threads import n_threads
+        from skillsight_fast.kernels.compressed import rescore_rows
+
+        if side not in LEXICAL_SIDES:
+            raise ValueError(f"lexical side {side!r}: a shard scores {', '.join(LEXICAL_SIDES)}")
+        local = np.ascontiguousarray(np.asarray(rows, np.int64) - self.start)
+        if local.size and (local.min() < 0 or local.max() >= len(self)):
+            raise ValueError("rows outside the shard")
+        q = np.ascontiguousarray(q_perp, np.float32)
+        dense = rescore_rows(q, self.perp, local)
+        cosine = (np.asarray(self.raw[local], np.float32) @ np.asarray(q_raw, np.float32)
+                  if local.size else np.zeros(0, np.float32))
+        t = np.ascontiguousarray(terms[0], np.int32)
+        ptr = np.array([0, t.shape[0]], np.int64)
+        ev = np.ascontiguousarray(terms[1], np.int32)
+        ev_ptr_q = np.array([0, ev.shape[0]], np.int64)
+        cand = local[None, :] if local.size else np.full((1, 1), -1, np.int64)
+        with n_threads(1):
+            if side == "bm25":
+                lex = score_bm25_candidates(cand, t, ptr, self.doc_indptr, self.doc_terms, self.doc_tf,
+                                            self.doc_len, self.bm25_idf, k1=_BM25[0], b=_BM25[1], avgdl=self.avgdl)
+            else:
+                lex = score_lexical_candidates(cand, t, ptr, self.doc_indptr, self.doc_terms, self.weights)
+            ev_ptr, ev_terms = matched_terms(cand, ev, ev_ptr_q, self.doc_indptr, self.doc_terms)
+        n = local.size
+        return {"rows": np.asarray(rows, np.int64), "dense": dense.astype(np.float32),
+                "lexical": np.asarray(lex[0, :n], np.float32), "cosine": np.asarray(cosine, np.float32),
+                "ev_ptr": np.asarray(ev_ptr[: n + 1], np.int64), "ev_terms": np.asarray(ev_terms, np.int32)}
+
+    def rows(self, rows: np.ndarray, which: str = "raw") -> np.ndarray:
+        """float32 rows (global ids) of the raw (``raw``) or background-removed (``perp``) matrix."""
+        local = np.asarray(rows, np.int64) - self.start
+        src = self.raw if which == "raw" else self.perp
+        return np.asarray(src[local], np.float32)
+
+
+def _rss() -> dict[str, int]:
+    """Resident bytes of this process: ``anon`` (its own memory) and ``file`` (mapped index pages,
+    shared with the page cache and with every process mapping the same folder)."""
+    out = {"anon": -1, "file": -1}
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(("RssAnon:", "RssFile:")):
+                    out["anon" if line.startswith("RssAnon") else "file"] = int(line.split()[1]) * 1024
+    except (OSError, ValueError):  # pragma: no cover - not Linux
+        pass
+    return out
+
+
+_BM25 = (float(BM25_K1), float(BM25_B))

@@ -1,0 +1,173 @@
+"""Sharded serving (skillsight_fast.cluster): the shards answer exactly what the single index answers.
+
+In-process shards for 1-3 shards and both scans, then the same through Ray actors on a local Ray
+cluster started here (as tests/test_build_ray.py does), and the served surface (SkillService) over it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fakes import HashEncoder
+
+from skillsight_fast.agents.find import find_skills
+from skillsight_fast.agents.service import SkillService
+from skillsight_fast.cluster.index import ShardedIndex, shard_ranges
+from skillsight_fast.config import IndexConfig
+from skillsight_fast.engine.index import SkillIndex
+from skillsight_fast.errors import QueryError
+from skillsight_fast.library.skills import load_skills
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT / "data" / "skillsbench" / "corpus.jsonl.gz"
+QUERIES = ["extract the tables of a PDF report", "resize png thumbnails for a web page",
+           "merge two branches and fix the conflicts", "fit a regression to a csv of sales",
+           "transcribe an audio file", "zzzz qqqq", "deploy a docker container to kubernetes"]
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cluster")
+    index = SkillIndex.build(load_skills([CORPUS]).skills[:600], HashEncoder(dim=48), IndexConfig(candidates=40))
+    out = {}
+    for scan in ("exact", "int8"):
+        index.rebuild_scan(scan)
+        out[scan] = index.save(root / scan)
+    return out
+
+
+def _same(a, b):
+    assert a.skill_ids == b.skill_ids
+    np.testing.assert_array_equal(a.ids, b.ids)
+    np.testing.assert_array_equal(a.scores, b.scores)
+    np.testing.assert_array_equal(a.dense, b.dense)
+    np.testing.assert_array_equal(a.lexical, b.lexical)
+    assert a.evidence == b.evidence
+
+
+def test_shard_ranges_cover_the_rows():
+    assert shard_ranges(10, 3) == [(0, 3), (3, 7), (7, 10)]
+    assert shard_ranges(2, 4)[-1] == (2, 2) and shard_ranges(0, 1) == [(0, 0)]
+
+
+@pytest.mark.parametrize("scan", ["exact", "int8"])
+@pytest.mark.parametrize("shards", [1, 2, 3])
+def test_in_process_shards_answer_as_the_single_index(folders, scan, shards):
+    single = SkillIndex.load(folders[scan], encoder=HashEncoder(dim=48))
+    sharded = ShardedIndex.local(folders[scan], shards)
+    sharded.head.encoder = HashEncoder(dim=48)
+    assert single.scan.kind == scan
+    for k in (1, 5, 12):
+        _same(single.search(QUERIES, k=k), sharded.search(QUERIES, k=k))
+    assert sharded.search(QUERIES[:2], k=5, fusion="convex").skill_ids == single.search(
+        QUERIES[:2], k=5, fusion="convex").skill_ids
+    a = find_skills(single, QUERIES, 5)
+    b = find_skills(sharded, QUERIES, 5)
+    assert [x.to_dict() for x in a] == [x.to_dict() for x in b]
+    with pytest.raises(QueryError, match="lexical_candidates"):
+        sharded.search(QUERIES[:1], k=3, lexical_candidates=10)
+    with pytest.raises(QueryError, match="filters are not sharded"):
+        find_skills(sharded, QUERIES[:1], 3, source="skillsbench")
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    import fakes
+    import ray
+
+    ray.cloudpickle.register_pickle_by_value(fakes)
+    ctx = ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield ctx.address_info["gcs_address"]
+    finally:
+        ray.shutdown()
+        ray.cloudpickle.unregister_pickle_by_value(fakes)
+
+
+@pytest.mark.parametrize("scan", ["exact", "int8"])
+def test_ray_shards_answer_as_the_single_index_through_the_service(ray_cluster, folders, scan):
+    single = SkillIndex.load(folders[scan], encoder=HashEncoder(dim=48))
+    sharded = ShardedIndex.connect(folders[scan], 2, address=ray_cluster, cpus_per_shard=0.5)
+    try:
+        sharded.head.encoder = HashEncoder(dim=48)
+        _same(single.search(QUERIES, k=7), sharded.search(QUERIES, k=7))
+        info = sharded.shard_info()
+        assert [(i["start"], i["stop"]) for i in info] == shard_ranges(len(single), 2)
+        assert len({i["pid"] for i in info}) == 2 and all(i["array_bytes"] > 0 for i in info)
+        one, many = SkillService(folders[scan], index=single), SkillService(folders[scan], index=sharded)
+        for q in QUERIES:
+            assert one.find(q, 5) == many.find(q, 5)
+        assert many.health()["n_skills"] == len(single)
+        sid = single.skills[3].id
+        assert many.get_skill(sid) == one.get_skill(sid)
+    finally:
+        sharded.close()
+
+
+@pytest.mark.model
+def test_cli_serve_http_ray_answers_as_the_single_server(ray_cluster, tmp_path):
+    """`skillsight serve --http --ray ADDRESS --shards 2` (real MiniLM) joins the cluster and answers
+    POST /search as a SkillService over the single index does."""
+    import gzip
+    import http.client
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from skillsight_fast.cli import main
+
+    with gzip.open(CORPUS, "rt", encoding="utf-8") as fh:
+        lines = list(fh)[:40]
+    src = tmp_path / "skills.jsonl"
+    src.write_text("".join(lines), encoding="utf-8")
+    assert main(["index", str(src), "-o", str(tmp_path / "idx"), "--scan", "int8", "-q"]) == 0
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-m", "skillsight_fast.cli", "serve", "--http", "-i", str(tmp_path / "idx"),
+                             "--ray", ray_cluster, "--shards", "2", "--port", "0", "--json", "-q"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read()[-2000:]
+        host, port = json.loads(line)["url"].split("//")[1].rstrip("/").split(":")
+        single = SkillService(tmp_path / "idx")
+        conn = http.client.HTTPConnection(host, int(port), timeout=120)
+        for q in QUERIES[:4]:
+            conn.request("POST", "/search", json.dumps({"task": q, "k": 4}), {"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            assert resp.status == 200
+            assert json.loads(resp.read()) == single.find(q, 4)
+    finally:
+        proc.terminate()
+        proc.wait(60)
+
+
+def test_a_shard_checks_its_own_rows(folders, tmp_path):
+    """A shard loads with verify="rows": the document -> terms lists are checked for its rows only,
+    so damage in another shard's rows does not stop it, and damage in its own does."""
+    import hashlib
+    import json
+    import shutil
+
+    from skillsight_fast.cluster.shard import ShardEngine
+    from skillsight_fast.errors import IndexFormatError
+
+    d = tmp_path / "idx"
+    shutil.copytree(folders["exact"], d)
+    index = SkillIndex.load(d)
+    stats = ShardedIndex.global_stats(index)
+    ptr = index.lexicon.doc_indptr
+    terms = np.load(d / "doc_terms.npy")
+    terms[int(ptr[-2])] = 10**6  # a term id past the vocabulary, in the last skill's row
+    np.save(d / "doc_terms.npy", terms)
+    m = json.loads((d / "manifest.json").read_text())
+    m["arrays"]["doc_terms"]["sha256"] = hashlib.sha256((d / "doc_terms.npy").read_bytes()).hexdigest()
+    (d / "manifest.json").write_text(json.dumps(m))
+    n = len(index)
+    ShardEngine(d, 0, n // 2, stats)  # rows without the damage
+    with pytest.raises(IndexFormatError, match="doc_terms"):
+        ShardEngine(d, n // 2, n, stats)
+    with pytest.raises(IndexFormatError, match="doc_terms"):
+        SkillIndex.load(d, mmap=True, verify="lazy")
