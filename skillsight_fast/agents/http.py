@@ -686,8 +686,10 @@ def make_http_server(service: SkillService, host: str = "127.0.0.1", port: int =
         import starlette  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError:
+        from skillsight_fast.errors import install_hint
+
         raise SkillsightError("the HTTP server needs Starlette and uvicorn (they come with the MCP SDK): "
-                              "pip install 'skillsight-fast[serve]'") from None
+                              + install_hint("serve")) from None
     limits = limits or HTTPLimits()
     if max_connections is not None:
         check_http_options(host, port, token, max_connections)

@@ -77,4 +77,4 @@ def test_ray_missing_is_a_clear_error(monkeypatch, tmp_path, capsys):
 
     monkeypatch.setitem(sys.modules, "ray", None)
     assert main(["index", str(CORPUS), "-o", str(tmp_path / "x"), "--ray", "-q"]) == 1
-    assert "skillsight-fast[ray]" in capsys.readouterr().err
+    assert "the [ray] extra" in capsys.readouterr().err
