@@ -394,7 +394,7 @@ def bench_size(
         floor8 = scan8.nbytes() / (bandwidth * 1e9) * 1e3
         scan8_p50 = p50("dense_topk_int8")
         detail_common["int8_scan"] = {
-            "dense_topk_ms": scan8_p50, "scoring_ms": p50("scoring_int8"), "floor_ms": round(floor8, 4),
+            "dense_topk_ms": scan8_p50, "scoring_ms": p50("scoring_int8"), "floor_ms": float(f"{floor8:.4g}"),
             "scan_over_floor": None if scan8_p50 is None else round(scan8_p50 / floor8, 3),
             "matrix_MB": round(scan8.nbytes() / 1e6, 1), "oversample": scan8.oversample}
     tier_p50: dict[str, dict[str, float | None]] = {}
@@ -403,7 +403,7 @@ def bench_size(
     for tier_name in tiers or {}:
         tier_p50[tier_name] = {"encode": p50(f"encode@{tier_name}"), "end_to_end": p50(f"end_to_end@{tier_name}")}
     entries = [{"n_docs": n_docs, "dim": dim, "dtype": "float32", "p50_ms": base_p50,
-                "floor_ms": round(floor_ms, 4), "tiers": tier_p50, "detail": detail_common}]
+                "floor_ms": float(f"{floor_ms:.4g}"), "tiers": tier_p50, "detail": detail_common}]
     if compressed:
         exact_ids, _ = index.dense_candidates(qp_all, kc)
         with n_threads(all_threads):
@@ -422,7 +422,7 @@ def bench_size(
                    else round(t["end_to_end"] + shift, 4)} for name, t in tier_p50.items()}
         int8_bytes = scan8.nbytes()
         entries.append({"n_docs": n_docs, "dim": dim, "dtype": "int8", "p50_ms": p8, "tiers": tiers8,
-                        "floor_ms": round(int8_bytes / (bandwidth * 1e9) * 1e3, 4),
+                        "floor_ms": float(f"{int8_bytes / (bandwidth * 1e9) * 1e3:.4g}"),
                         "detail": {"recall_at_K_vs_exact": round(_recall(ids8, exact_ids), 4),
                                    "oversample": scan8.oversample, "matrix_MB": round(int8_bytes / 1e6, 1),
                                    "end_to_end_note": "end_to_end = float32 end_to_end - scoring + scoring_int8"}})
