@@ -132,7 +132,10 @@ def test_cli_serve_http_ray_answers_as_the_single_server(ray_cluster, tmp_path):
         line = proc.stdout.readline()
         assert line, proc.stderr.read()[-2000:]
         host, port = json.loads(line)["url"].split("//")[1].rstrip("/").split(":")
-        single = SkillService(tmp_path / "idx")
+        from skillsight_fast.engine.abstention import resolve_abstention
+
+        # the rule `serve` applies: the one the index derived at build
+        single = SkillService(tmp_path / "idx", abstention=resolve_abstention(tmp_path / "idx"))
         conn = http.client.HTTPConnection(host, int(port), timeout=120)
         for q in QUERIES[:4]:
             conn.request("POST", "/search", json.dumps({"task": q, "k": 4}), {"Content-Type": "application/json"})
