@@ -205,7 +205,7 @@ class ShardedIndex:
                        lexical_candidates: int | None = None, rrf_k: float | None = None,
                        dense_stage: Any = None, lexical_stage: Any = None, explain: bool = True) -> Any:
         """:meth:`SkillIndex.search_vectors` over the shards (same arguments, same result)."""
-        from skillsight_fast.engine.index import SearchResult, SkillIndex
+        from skillsight_fast.engine.index import SearchResult, SkillIndex, hit_parts
 
         head = self.head
         k = head.check_k(k)
@@ -252,10 +252,7 @@ class ShardedIndex:
         with n_threads(1 if len(texts) == 1 else None):
             ids, scores, pos = head.fuse(cand, s_dense, s_lex, k, fusion=d.fusion,
                                          lexical_weight=d.lexical_weight, rrf_k=d.rrf_k)
-        rows = np.arange(len(texts))[:, None]
-        safe = np.maximum(pos, 0)
-        dense = np.where(pos >= 0, s_dense[rows, safe], np.nan).astype(np.float32)
-        lex = np.where(pos >= 0, s_lex[rows, safe], np.nan).astype(np.float32)
+        dense, lex = hit_parts(pos, s_dense, s_lex)
         # qᵀd of the hits as the single index computes it (the same rows, fetched from the shards)
         result = SearchResult(ids=ids, scores=scores, dense=dense, lexical=lex,
                               cosine=SkillIndex._hit_cosines(self, raw, ids))  # type: ignore[arg-type]

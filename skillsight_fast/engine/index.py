@@ -160,6 +160,28 @@ def _namedesc_vectors(config: IndexConfig, metas: Sequence[SkillMeta], emb: np.n
     return nd
 
 
+def hit_parts(pos: np.ndarray, s_dense: np.ndarray, s_lex: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The dense and lexical score of each hit, from the candidates' scores and the hits' positions.
+
+    Parameters
+    ----------
+    pos : int64 (n, k)
+        Position of each hit among its query's candidates (-1 on padding), as :meth:`SkillIndex.fuse` returns.
+    s_dense, s_lex : float32 (n, K)
+        The candidates' dense and lexical scores.
+
+    Returns
+    -------
+    dense, lexical : float32 (n, k)
+        NaN on padding.
+    """
+    rows = np.arange(pos.shape[0])[:, None]
+    safe = np.maximum(pos, 0)
+    dense = np.where(pos >= 0, s_dense[rows, safe], np.nan).astype(np.float32)
+    lex = np.where(pos >= 0, s_lex[rows, safe], np.nan).astype(np.float32)
+    return dense, lex
+
+
 class SkillIndex:
     """A SkillSight index over a skill library.
 
@@ -800,10 +822,7 @@ class SkillIndex:
             s_lex = self.lexical_scores(cand, s_terms, s_ptr, side=d.lexical)
         ids, scores, pos = self.fuse(cand, s_dense, s_lex, k, fusion=d.fusion,
                                      lexical_weight=d.lexical_weight, rrf_k=d.rrf_k)
-        rows = np.arange(len(texts))[:, None]
-        safe = np.maximum(pos, 0)
-        dense = np.where(pos >= 0, s_dense[rows, safe], np.nan).astype(np.float32)
-        lex = np.where(pos >= 0, s_lex[rows, safe], np.nan).astype(np.float32)
+        dense, lex = hit_parts(pos, s_dense, s_lex)
         result = SearchResult(ids=ids, scores=scores, dense=dense, lexical=lex,
                               cosine=self._hit_cosines(vectors, ids))
         metas = self.skills
