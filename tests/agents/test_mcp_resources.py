@@ -208,17 +208,18 @@ def test_watch_sends_resources_list_changed(tmp_path):
             if method == "notifications/resources/list_changed":
                 changed.set()
 
-        async with stdio_client(_params("-i", str(tmp_path / "idx"), "-q", "--watch", "--debounce", "100")) as (r, w):
-            async with mcp.ClientSession(r, w, message_handler=on_message) as session:
-                init = await session.initialize()
-                before = {str(x.uri) for x in (await session.list_resources()).resources}  # waits for the load
-                await asyncio.sleep(1.0)  # the watcher starts after the warm-up
-                assert not changed.is_set()  # nothing changed yet: no notification
-                write_skill(lib, "docker", name="docker", description="Build and deploy Docker images.",
-                            body="docker build compose deploy containers registry push")
-                await asyncio.wait_for(changed.wait(), 60)
-                after = {str(x.uri) for x in (await session.list_resources()).resources}
-                return init, before, after, methods
+        args = ("-i", str(tmp_path / "idx"), "-q", "--watch", "--debounce", "100")
+        async with (stdio_client(_params(*args)) as (r, w),
+                    mcp.ClientSession(r, w, message_handler=on_message) as session):
+            init = await session.initialize()
+            before = {str(x.uri) for x in (await session.list_resources()).resources}  # waits for the load
+            await asyncio.sleep(1.0)  # the watcher starts after the warm-up
+            assert not changed.is_set()  # nothing changed yet: no notification
+            write_skill(lib, "docker", name="docker", description="Build and deploy Docker images.",
+                        body="docker build compose deploy containers registry push")
+            await asyncio.wait_for(changed.wait(), 60)
+            after = {str(x.uri) for x in (await session.list_resources()).resources}
+            return init, before, after, methods
 
     init, before, after, methods = asyncio.run(asyncio.wait_for(session_calls(), 120))
     assert init.capabilities.resources.list_changed is True
