@@ -226,3 +226,31 @@ def test_watch_sends_resources_list_changed(tmp_path):
     assert "skill://docker/SKILL.md" not in before and "skill://pdf/SKILL.md" in before
     assert after == before | {"skill://docker/SKILL.md"}
     assert methods.count("notifications/resources/list_changed") >= 1
+
+
+def test_watch_notifies_subscriptions_listen_streams(tmp_path):
+    """The same over the 2026-07-28 protocol (``mcp.Client`` negotiates it by ``server/discover``): the
+    change arrives on a ``subscriptions/listen`` stream that asked for resource list changes."""
+    from mcp import Client
+
+    from skillsight_fast.cli import main
+
+    lib = _library(tmp_path / "lib")
+    assert main(["index", str(lib), "-o", str(tmp_path / "idx"), "-q"]) == 0
+
+    async def session_calls():
+        async with Client(_params("-i", str(tmp_path / "idx"), "-q", "--watch", "--debounce", "100")) as client:
+            version = client.session.protocol_version
+            before = {str(x.uri) for x in (await client.list_resources()).resources}
+            async with client.listen(resources_list_changed=True) as sub:
+                honored = sub.honored.resources_list_changed
+                write_skill(lib, "docker", name="docker", description="Build and deploy Docker images.",
+                            body="docker build compose deploy containers registry push")
+                event = await asyncio.wait_for(anext(aiter(sub)), 60)
+            after = {str(x.uri) for x in (await client.list_resources()).resources}
+            return version, honored, event, before, after
+
+    version, honored, event, before, after = asyncio.run(asyncio.wait_for(session_calls(), 120))
+    assert version == "2026-07-28" and honored is True
+    assert type(event).__name__ == "ResourcesListChanged"
+    assert after == before | {"skill://docker/SKILL.md"}
