@@ -165,10 +165,14 @@ def build_mcp_server(service: SkillService) -> Any:
     # log_level: no INFO chatter (the SDK configures the root logger only when nothing has yet)
     try:  # serverInfo.version: the package's version, not an empty string
         from mcp.server.subscriptions import InMemorySubscriptionBus
-    except ImportError:  # mcp 1.x: no list_changed notifications
-        server = SkillServer("skillsight", instructions=instructions, log_level="WARNING")
-        if getattr(server, "_mcp_server", None) is not None:
-            server._mcp_server.version = __version__
+    except ImportError:  # an SDK without subscriptions: no list_changed notifications
+        try:
+            server = SkillServer("skillsight", instructions=instructions, version=__version__,
+                                 log_level="WARNING")
+        except TypeError:  # mcp 1.x FastMCP takes no version: set it on its low-level server
+            server = SkillServer("skillsight", instructions=instructions, log_level="WARNING")
+            if getattr(server, "_mcp_server", None) is not None:
+                server._mcp_server.version = __version__
     else:
         bus = InMemorySubscriptionBus()
         notifier = ListChangedNotifier(bus)
