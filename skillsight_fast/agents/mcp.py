@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 from typing import Any
 
 from skillsight_fast._version import __version__
@@ -36,6 +37,78 @@ def one_line_logging() -> None:
     handler.setFormatter(OneLineFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root.addHandler(handler)
     root.setLevel(logging.WARNING)
+
+
+class ListChangedNotifier:
+    """Sends ``notifications/resources/list_changed`` to the connected MCP clients after a swap.
+
+    It is the server's middleware: each inbound message records the server's event loop, and a
+    handshake-era client's ``notifications/initialized`` records that client's session. A 2026-07-28
+    client gets the change on its ``subscriptions/listen`` stream, through the subscription bus.
+    :meth:`changed` runs on the watcher's thread and sends through the event loop; a session that is
+    gone is dropped, and no failure reaches the server or the watcher.
+
+    Parameters
+    ----------
+    bus : SubscriptionBus, optional
+        The server's subscription bus (SDK 2.x); None sends to handshake-era sessions only.
+    """
+
+    #: Most sessions remembered (the oldest is forgotten first); HTTP bounds its sessions lower.
+    MAX_SESSIONS = 1024
+    #: Longest one notification round may take before the watcher moves on (seconds).
+    SEND_TIMEOUT_S = 5.0
+
+    def __init__(self, bus: Any = None) -> None:
+        self._bus = bus
+        self._token: Any = None
+        self._sessions: dict[int, Any] = {}  # insertion-ordered: the oldest first
+        self._guard = threading.Lock()
+
+    async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        """The middleware: note the loop and a new handshake-era session, then go on."""
+        import anyio.lowlevel
+
+        if self._token is None:
+            self._token = anyio.lowlevel.current_token()
+        if ctx.method == "notifications/initialized" and ctx.request_id is None:
+            with self._guard:
+                self._sessions[id(ctx.session)] = ctx.session
+                while len(self._sessions) > self.MAX_SESSIONS:
+                    self._sessions.pop(next(iter(self._sessions)))
+        return await call_next(ctx)
+
+    def changed(self, live: Any = None) -> None:
+        """Tell every client the resource list changed (a swap listener; any thread but the loop's)."""
+        import anyio.from_thread
+
+        if self._token is None:
+            return  # no client has spoken yet
+        try:
+            anyio.from_thread.run(self._send, token=self._token)
+        except Exception as exc:  # noqa: BLE001 - the loop is gone (server closing) or this is its thread
+            logger.debug("resources/list_changed not sent: %s", exc)
+
+    async def _send(self) -> None:
+        import anyio
+
+        with self._guard:
+            sessions = list(self._sessions.items())
+        with anyio.move_on_after(self.SEND_TIMEOUT_S):
+            if self._bus is not None:
+                from mcp.server.subscriptions import ResourcesListChanged
+
+                try:
+                    await self._bus.publish(ResourcesListChanged())
+                except Exception:
+                    logger.debug("resources/list_changed not published", exc_info=True)
+            for key, session in sessions:
+                try:
+                    await session.send_resource_list_changed()
+                except Exception as exc:  # noqa: BLE001 - a closed session: forget it
+                    logger.debug("dropped a session: %s", exc)
+                    with self._guard:
+                        self._sessions.pop(key, None)
 
 
 def build_mcp_server(service: SkillService) -> Any:
@@ -91,12 +164,22 @@ def build_mcp_server(service: SkillService) -> Any:
     )
     # log_level: no INFO chatter (the SDK configures the root logger only when nothing has yet)
     try:  # serverInfo.version: the package's version, not an empty string
+        from mcp.server.subscriptions import InMemorySubscriptionBus
+    except ImportError:  # an SDK without subscriptions: no list_changed notifications
+        try:
+            server = SkillServer("skillsight", instructions=instructions, version=__version__,
+                                 log_level="WARNING")
+        except TypeError:  # mcp 1.x FastMCP takes no version: set it on its low-level server
+            server = SkillServer("skillsight", instructions=instructions, log_level="WARNING")
+            if getattr(server, "_mcp_server", None) is not None:
+                server._mcp_server.version = __version__
+    else:
+        bus = InMemorySubscriptionBus()
+        notifier = ListChangedNotifier(bus)
         server = SkillServer("skillsight", instructions=instructions, version=__version__,
-                             log_level="WARNING")
-    except TypeError:  # mcp 1.x FastMCP takes no version: set it on its low-level server
-        server = SkillServer("skillsight", instructions=instructions, log_level="WARNING")
-        if getattr(server, "_mcp_server", None) is not None:
-            server._mcp_server.version = __version__
+                             log_level="WARNING", subscriptions=bus, middleware=[notifier])
+        _declare_resources_list_changed(server)
+        service.add_swap_listener(notifier.changed)
 
     @server.tool()
     async def find_skills(task: str, k: int = 5, tags: list[str] | None = None, source: str | None = None,
@@ -142,6 +225,23 @@ def build_mcp_server(service: SkillService) -> Any:
             raise ToolError(str(exc)) from None
 
     return server
+
+
+def _declare_resources_list_changed(server: Any) -> None:
+    """Declare ``resources.listChanged`` in ``initialize`` (the SDK takes it only as an argument of
+    ``create_initialization_options``, which its transports call without one). 2026-07-28 clients
+    see it in ``server/discover``, derived by the SDK from the served ``subscriptions/listen``."""
+    from mcp.server.lowlevel import NotificationOptions
+
+    low = getattr(server, "_lowlevel_server", None)
+    if low is None:
+        return
+    create = low.create_initialization_options
+
+    def with_resources_changed(notification_options: Any = None, *args: Any, **kwargs: Any) -> Any:
+        return create(notification_options or NotificationOptions(resources_changed=True), *args, **kwargs)
+
+    low.create_initialization_options = with_resources_changed
 
 
 def run_mcp(service: SkillService) -> None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,7 @@ class SkillService:
         self._load_error: BaseException | None = None
         self._live: LiveIndex | None = None
         self._thread: threading.Thread | None = None
+        self._swap_listeners: list[Callable[[LiveIndex], None]] = []
         if not defer:
             self._live = self._load(index)
             self._ready.set()
@@ -129,6 +131,19 @@ class SkillService:
         """Serve ``live`` from the next request on (one reference assignment: atomic)."""
         self._live = live
         logger.info("serving version %d of %s: %d skills", live.version, self.directory, len(live.index))
+        for listener in list(self._swap_listeners):
+            try:
+                listener(live)
+            except Exception:  # a listener (an MCP notification) never undoes a swap
+                logger.warning("a swap listener failed", exc_info=True)
+
+    def add_swap_listener(self, listener: Callable[[LiveIndex], None]) -> None:
+        """Call ``listener(live)`` after each :meth:`swap`, on the swapping thread (the watcher's).
+
+        The MCP server uses it to send ``notifications/resources/list_changed``; a listener that
+        raises is logged and the swap stands.
+        """
+        self._swap_listeners.append(listener)
 
     @property
     def index(self) -> Any:

@@ -185,3 +185,72 @@ def test_initialize_does_not_wait_for_the_index(tmp_path):
     assert tools == {"find_skills", "get_skill"}
     assert _is_error(found) and "could not be loaded" in found.content[0].text
     assert listed_error and "could not be loaded" in listed_error
+
+
+def test_watch_sends_resources_list_changed(tmp_path):
+    """``serve --mcp --watch`` declares ``resources.listChanged`` and, when the watcher swaps in a new
+    version, sends ``notifications/resources/list_changed``: after it, ``resources/list`` has the
+    new skill. Only the notification is awaited (the test never polls the list)."""
+    from mcp.client.stdio import stdio_client
+
+    from skillsight_fast.cli import main
+
+    lib = _library(tmp_path / "lib")
+    assert main(["index", str(lib), "-o", str(tmp_path / "idx"), "-q"]) == 0
+
+    async def session_calls():
+        changed = asyncio.Event()
+        methods = []
+
+        async def on_message(message):
+            method = getattr(getattr(message, "root", message), "method", None)
+            methods.append(method)
+            if method == "notifications/resources/list_changed":
+                changed.set()
+
+        args = ("-i", str(tmp_path / "idx"), "-q", "--watch", "--debounce", "100")
+        async with (stdio_client(_params(*args)) as (r, w),
+                    mcp.ClientSession(r, w, message_handler=on_message) as session):
+            init = await session.initialize()
+            before = {str(x.uri) for x in (await session.list_resources()).resources}  # waits for the load
+            await asyncio.sleep(1.0)  # the watcher starts after the warm-up
+            assert not changed.is_set()  # nothing changed yet: no notification
+            write_skill(lib, "docker", name="docker", description="Build and deploy Docker images.",
+                        body="docker build compose deploy containers registry push")
+            await asyncio.wait_for(changed.wait(), 60)
+            after = {str(x.uri) for x in (await session.list_resources()).resources}
+            return init, before, after, methods
+
+    init, before, after, methods = asyncio.run(asyncio.wait_for(session_calls(), 120))
+    assert init.capabilities.resources.list_changed is True
+    assert "skill://docker/SKILL.md" not in before and "skill://pdf/SKILL.md" in before
+    assert after == before | {"skill://docker/SKILL.md"}
+    assert methods.count("notifications/resources/list_changed") >= 1
+
+
+def test_watch_notifies_subscriptions_listen_streams(tmp_path):
+    """The same over the 2026-07-28 protocol (``mcp.Client`` negotiates it by ``server/discover``): the
+    change arrives on a ``subscriptions/listen`` stream that asked for resource list changes."""
+    from mcp import Client
+
+    from skillsight_fast.cli import main
+
+    lib = _library(tmp_path / "lib")
+    assert main(["index", str(lib), "-o", str(tmp_path / "idx"), "-q"]) == 0
+
+    async def session_calls():
+        async with Client(_params("-i", str(tmp_path / "idx"), "-q", "--watch", "--debounce", "100")) as client:
+            version = client.session.protocol_version
+            before = {str(x.uri) for x in (await client.list_resources()).resources}
+            async with client.listen(resources_list_changed=True) as sub:
+                honored = sub.honored.resources_list_changed
+                write_skill(lib, "docker", name="docker", description="Build and deploy Docker images.",
+                            body="docker build compose deploy containers registry push")
+                event = await asyncio.wait_for(anext(aiter(sub)), 60)
+            after = {str(x.uri) for x in (await client.list_resources()).resources}
+            return version, honored, event, before, after
+
+    version, honored, event, before, after = asyncio.run(asyncio.wait_for(session_calls(), 120))
+    assert version == "2026-07-28" and honored is True
+    assert type(event).__name__ == "ResourcesListChanged"
+    assert after == before | {"skill://docker/SKILL.md"}

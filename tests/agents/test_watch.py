@@ -127,6 +127,26 @@ def test_a_new_skill_is_found_after_it_is_written(live):
     assert json.loads((service.directory / "manifest.json").read_text())["n_skills"] == 3
 
 
+def test_swap_listeners_hear_each_swap_and_cannot_undo_it(live):
+    """Each swap calls the listeners (the MCP server's list_changed sender) with the new version, on
+    the watcher's thread; a listener that raises is logged and the new version still serves."""
+    service, lib, _ = live
+    heard = []
+
+    def broken(new):
+        raise RuntimeError("the client is gone")
+
+    service.add_swap_listener(broken)
+    service.add_swap_listener(lambda new: heard.append((new.version, threading.current_thread().name)))
+    with LiveIndexWatcher(service, [lib], rule=lambda d: None, debounce_ms=50):
+        assert heard == []  # the initial refresh changed nothing: no swap, no call
+        write_skill(lib, "docker", name="docker", description="Build Docker images.",
+                    body="docker build compose deploy containers kubernetes")
+        _wait_for(lambda: heard)
+    assert heard == [(1, "skillsight-watch")]
+    assert service.live().version == 1 and "docker" in service.live().row_of
+
+
 def test_no_request_fails_while_versions_are_swapped(live):
     """Searches from several threads while the watcher writes and swaps versions: none fails and each
     answer comes from one version (its hits all exist in the version it reports)."""
