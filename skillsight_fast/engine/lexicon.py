@@ -26,9 +26,20 @@ def _read_stopwords() -> frozenset[str]:
 STOPWORDS: frozenset[str] = _read_stopwords()
 
 
-def stopword_mask(vocab: Sequence[str]) -> np.ndarray:
-    """bool (V,): which terms of ``vocab`` are :data:`STOPWORDS`."""
-    return np.fromiter((t in STOPWORDS for t in vocab), bool, len(vocab))
+def stopword_mask(vocab: Sequence[str], term_ids: Mapping[str, int] | None = None) -> np.ndarray:
+    """bool (V,): which terms of ``vocab`` are :data:`STOPWORDS`.
+
+    With ``term_ids`` (term -> id of the same vocabulary) each stop-word is looked up, so the cost is
+    that of a few hundred lookups, not a pass over every term (2.8 M at a million skills).
+    """
+    if term_ids is None:
+        return np.fromiter((t in STOPWORDS for t in vocab), bool, len(vocab))
+    mask = np.zeros(len(vocab), bool)
+    for word in STOPWORDS:
+        j = term_ids.get(word)
+        if j is not None:
+            mask[j] = True
+    return mask
 
 
 #: Largest stored term frequency (doc_tf is uint16; BM25's tf saturation makes the cap harmless:

@@ -259,7 +259,7 @@ class LexicalState:
         """bool (V,): the vocabulary's English function words (:data:`~skillsight_fast.engine.lexicon.STOPWORDS`)."""
         from skillsight_fast.engine.lexicon import stopword_mask
 
-        return stopword_mask(self.lexicon.vocab)
+        return stopword_mask(self.lexicon.vocab, self.lexicon.term_ids)
 
     @cached_property
     def stopword_flags(self) -> bytes:

@@ -321,3 +321,16 @@ def test_static_tier_k3_gives_three_distinct_skills(tmp_path):
     (answer,) = find_skills(index, "commit my staged changes with a good message", k=3, abstention=None)
     ids = [h.id for h in answer.hits]
     assert len(ids) == 3 and len(set(ids)) == 3 and ids[0] == "git-commit-messages"
+
+
+def test_stopword_mask_by_lookup_equals_the_pass_over_the_vocabulary():
+    """The mask a loaded index computes by looking each stop-word up (a million-skill vocabulary is
+    never walked) is the mask of the plain pass, on a vocabulary with and without stop-words."""
+    from skillsight_fast.engine.lexicon import STOPWORDS, stopword_mask
+
+    words = sorted(STOPWORDS)
+    for vocab in (sorted({"csv", "chart", "tokyo", *words[:7], words[-1]}), ["csv", "pdf"], []):
+        lookup = {t: i for i, t in enumerate(vocab)}
+        want = np.array([t in STOPWORDS for t in vocab], bool)
+        np.testing.assert_array_equal(stopword_mask(vocab), want)
+        np.testing.assert_array_equal(stopword_mask(vocab, lookup), want)
