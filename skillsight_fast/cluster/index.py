@@ -205,7 +205,7 @@ class ShardedIndex:
                        lexical_candidates: int | None = None, rrf_k: float | None = None,
                        dense_stage: Any = None, lexical_stage: Any = None, explain: bool = True) -> Any:
         """:meth:`SkillIndex.search_vectors` over the shards (same arguments, same result)."""
-        from skillsight_fast.engine.index import SearchResult, SkillIndex, hit_parts
+        from skillsight_fast.engine.index import SearchResult, hit_cosines, hit_parts
 
         head = self.head
         k = head.check_k(k)
@@ -255,7 +255,7 @@ class ShardedIndex:
         dense, lex = hit_parts(pos, s_dense, s_lex)
         # qᵀd of the hits as the single index computes it (the same rows, fetched from the shards)
         result = SearchResult(ids=ids, scores=scores, dense=dense, lexical=lex,
-                              cosine=SkillIndex._hit_cosines(self, raw, ids))  # type: ignore[arg-type]
+                              cosine=hit_cosines(self.embeddings, raw, ids))
         metas = head.skills
         result.skill_ids = [[metas[j].id if j >= 0 else None for j in row] for row in ids.tolist()]
         if explain:

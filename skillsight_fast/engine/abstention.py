@@ -148,20 +148,6 @@ def resolve_abstention(directory: str | os.PathLike[str], min_score: float | Non
     return Abstention.of_rule(manifest.get("abstention"))
 
 
-def hit_cosines(index: Any, vectors: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """Raw dense similarity qᵀd of every hit, float32 (n, k), NaN on padding.
-
-    A search already carries these (:attr:`SearchResult.cosine`); this is for ids found otherwise.
-    """
-    emb = index.embeddings
-    out = np.full(ids.shape, np.nan, np.float32)
-    for i in range(ids.shape[0]):
-        valid = ids[i] >= 0
-        if valid.any():
-            out[i, valid] = np.asarray(emb[ids[i, valid]]) @ vectors[i]
-    return out
-
-
 def task_passes(result: Any, cosines: np.ndarray, rule: Abstention | None) -> np.ndarray:
     """bool (n,): the tasks that keep their hits (abstention is decided per task, on its best hit).
 
@@ -544,7 +530,7 @@ def derive_abstention(index: Any, bodies: Sequence[str] | None = None,
     if off_texts and len(index):
         vectors = index.encode(off_texts)
         res = index.search_vectors(vectors, off_texts, min(DERIVE_K, len(index)), explain=False)
-        cos = np.nan_to_num(hit_cosines(index, vectors, res.ids), nan=-np.inf)
+        cos = np.nan_to_num(res.cosine, nan=-np.inf)  # the search carries each hit's qᵀd
         off = cos.max(axis=1).astype(np.float64)
     threshold, balanced, fence = label_free_threshold(on, off)
     error = float(np.mean(off >= threshold) + np.mean(on < threshold)) if on.size and off.size else 1.0

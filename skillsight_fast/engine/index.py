@@ -182,6 +182,32 @@ def hit_parts(pos: np.ndarray, s_dense: np.ndarray, s_lex: np.ndarray) -> tuple[
     return dense, lex
 
 
+def hit_cosines(embeddings: np.ndarray, vectors: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """The raw dense similarity qᵀd of every hit.
+
+    Parameters
+    ----------
+    embeddings : float32 (N, d)
+        The document vectors (may be a memory map: only the hits' rows are read).
+    vectors : float32 (n, d)
+        The query vectors.
+    ids : int64 (n, k)
+        Rows of the hits, -1 on padding.
+
+    Returns
+    -------
+    float32 (n, k)
+        NaN on padding.
+    """
+    q = np.atleast_2d(np.asarray(vectors, dtype=np.float32))
+    out = np.full(ids.shape, np.nan, np.float32)
+    for i in range(ids.shape[0]):
+        valid = ids[i] >= 0
+        if valid.any():
+            out[i, valid] = np.asarray(embeddings[ids[i, valid]]) @ q[i]
+    return out
+
+
 class SkillIndex:
     """A SkillSight index over a skill library.
 
@@ -824,23 +850,12 @@ class SkillIndex:
                                      lexical_weight=d.lexical_weight, rrf_k=d.rrf_k)
         dense, lex = hit_parts(pos, s_dense, s_lex)
         result = SearchResult(ids=ids, scores=scores, dense=dense, lexical=lex,
-                              cosine=self._hit_cosines(vectors, ids))
+                              cosine=hit_cosines(self.embeddings, vectors, ids))
         metas = self.skills
         result.skill_ids = [[metas[j].id if j >= 0 else None for j in row] for row in ids.tolist()]
         if explain:
             result.evidence = self._evidence(ids, terms, ptr)
         return result
-
-    def _hit_cosines(self, vectors: np.ndarray, ids: np.ndarray) -> np.ndarray:
-        """Raw dense similarity qᵀd of every hit, float32 (n, k), NaN on padding."""
-        q = np.atleast_2d(np.asarray(vectors, dtype=np.float32))
-        emb = self.embeddings
-        out = np.full(ids.shape, np.nan, np.float32)
-        for i in range(ids.shape[0]):
-            valid = ids[i] >= 0
-            if valid.any():
-                out[i, valid] = np.asarray(emb[ids[i, valid]]) @ q[i]
-        return out
 
     def _evidence(self, ids: np.ndarray, terms: np.ndarray, ptr: np.ndarray) -> list[list[list[str]]]:
         """Per query and hit, the query's evidence tokens the hit contains (query order)."""

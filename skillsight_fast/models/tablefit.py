@@ -28,31 +28,11 @@ def pool_rows(rows: np.ndarray, indptr: np.ndarray, slots: np.ndarray, counts: n
 
 
 @nb.njit(cache=True, fastmath=False)
-def pool_rows_backward(rows: np.ndarray, indptr: np.ndarray, slots: np.ndarray, counts: np.ndarray,
-                       weights: np.ndarray, table: np.ndarray, grad: np.ndarray
-                       ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """Gradients of ``sum_k grad[k] . u[k]`` with respect to ``table`` and to ``log(weights)``."""
-    m, d = table.shape
-    g_table = np.zeros((m, d), np.float32)
-    g_logw = np.zeros(m, np.float32)
-    for k in range(rows.shape[0]):
-        r = rows[k]
-        for j in range(indptr[r], indptr[r + 1]):
-            s = slots[j]
-            c = counts[j] * weights[s]
-            dot = 0.0
-            for t in range(d):
-                g_table[s, t] += c * grad[k, t]
-                dot += grad[k, t] * table[s, t]
-            g_logw[s] += c * dot
-    return g_table, g_logw
-
-
-@nb.njit(cache=True, fastmath=False)
 def pool_rows_backward_into(rows: np.ndarray, indptr: np.ndarray, slots: np.ndarray, counts: np.ndarray,
                             weights: np.ndarray, table: np.ndarray, grad: np.ndarray, g_table: np.ndarray,
                             g_logw: np.ndarray, mark: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
-    """:func:`pool_rows_backward` accumulated into zeroed buffers; returns the slots touched (int64,
+    """Gradients of ``sum_k grad[k] . u[k]`` with respect to ``table`` and to ``log(weights)``,
+    accumulated into the zeroed buffers ``g_table`` and ``g_logw``; returns the slots touched (int64,
     each once) and sets ``mark`` on them (the caller's :func:`adam_rows` clears both)."""
     d = table.shape[1]
     touched = np.empty(min(table.shape[0], slots.shape[0]), np.int64)
