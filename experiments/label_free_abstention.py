@@ -227,7 +227,7 @@ def first_hits(index, prompts: list[str], threshold: float | None, dup: float | 
 
 
 def evaluate(lib: Library, tier: str, n_boot: int) -> dict:
-    from skillsight_fast.engine.abstention import derive_abstention, hit_cosines
+    from skillsight_fast.engine.abstention import derive_abstention
     from skillsight_fast.evaluation.metrics import bootstrap_diff
 
     t0 = time.perf_counter()
@@ -265,7 +265,7 @@ def evaluate(lib: Library, tier: str, n_boot: int) -> dict:
     offs = offtopic_prompts()
     vec = index.encode(offs)
     res = index.search_vectors(vec, offs, min(10, len(index)), explain=False)
-    o_vals = np.nan_to_num(hit_cosines(index, vec, res.ids), nan=-np.inf).max(axis=1)
+    o_vals = np.nan_to_num(res.cosine, nan=-np.inf).max(axis=1)
     from skillsight_fast.engine.abstention import balanced_threshold
 
     rules = {
