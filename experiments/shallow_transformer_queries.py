@@ -93,10 +93,10 @@ end to end; 20 short tasks x 3 rounds, 73 long tasks x 3 rounds, 146 end-to-end 
 | contextual (fitted: same encoder and table shape) | 0.05 | 0.19 | 0.73 | 2.28 |
 
 Verdict under the declared rule: neither depth becomes the default (mean loss over the fit sets 10.4 / 10.3,
-not <= 1; more than 3 on every dataset but L1's bfcl, 3.0). Neither is offered as a tier: the speed half
+not <= 1; more than 3 on every dataset but L1's bfcl, 2.95). Neither is offered as a tier: the speed half
 holds (end to end at 26,000 skills 7.76 / 12.6 ms, 0.27x / 0.44x of the int8 transformer's 28.4 ms) but the
 accuracy half fails (10.3-10.4 is not 1 point below fitted's 4.9; it is worse than every lookup tier's fit-set
-mean, and on gorilla_hf worse than fitted's -7.0). Every lookup tier is both faster (3-5x end to end at
+mean, and on gorilla_hf worse than fitted's -7.0). Every lookup tier is both faster (3-6x end to end at
 26,000) and more accurate on the fit-set mean: the shallow arms are dominated. Dropped, not wired.
 
 Why: the map is linear and the pooling is a mean, so ``[mean_t h_t 1] W = mean_t (h_t W_x) + b``: the arm is
