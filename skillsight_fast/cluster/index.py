@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from skillsight_fast.cluster.shard import LEXICAL_SIDES, ShardEngine
+from skillsight_fast.cluster.shard import LEXICAL_SIDES, ShardHost
 from skillsight_fast.errors import QueryError, SkillsightError
 
 logger = logging.getLogger(__name__)
@@ -81,13 +81,15 @@ class ShardedIndex:
     directory : path
         The index folder (every shard reads its rows from it: the same path on every node).
     shards : list
-        Ray actor handles of :class:`ShardEngine` (:meth:`connect`) or ShardEngine objects
-        (:meth:`local`), in row order.
+        Ray actor handles of :class:`ShardHost` (:meth:`connect`) or ShardHost objects
+        (:meth:`local`), in row order, each serving ``version``.
     ranges : list of (start, stop)
+    version : int
+        The version of the folder the hosts serve for this object (:meth:`next_version`).
     """
 
     def __init__(self, directory: str | os.PathLike[str], shards: list[Any], ranges: list[tuple[int, int]],
-                 *, head: Any = None, remote: bool = False) -> None:
+                 *, head: Any = None, remote: bool = False, version: int = 0) -> None:
         from skillsight_fast.engine.index import SkillIndex
 
         self.directory = Path(directory)
@@ -95,6 +97,9 @@ class ShardedIndex:
         self.shards = shards
         self.ranges = ranges
         self.remote = remote
+        self.version = version
+        #: Per shard: opened from the folder for this version (True) or kept from the previous one.
+        self.reopened: list[bool] = [True] * len(shards)
         self._starts = np.asarray([a for a, _ in ranges], np.int64)
         self.dense = _Dense(self)
         self.embeddings = _Rows(self, "raw")
@@ -117,7 +122,10 @@ class ShardedIndex:
         head = SkillIndex.load(Path(directory), mmap=True, verify="background")
         ranges = shard_ranges(len(head), shards)
         stats = cls.global_stats(head)
-        return cls(directory, [ShardEngine(directory, a, b, stats) for a, b in ranges], ranges, head=head)
+        hosts = [ShardHost() for _ in ranges]
+        for h, (a, b) in zip(hosts, ranges):
+            h.open(0, directory, a, b, stats)
+        return cls(directory, hosts, ranges, head=head)
 
     @classmethod
     def connect(cls, directory: str | os.PathLike[str], shards: int, *, address: str | None = None,
@@ -134,13 +142,66 @@ class ShardedIndex:
         head = SkillIndex.load(directory, mmap=True, verify="background")
         ranges = shard_ranges(len(head), shards)
         stats = ray.put(cls.global_stats(head))
-        actor = ray.remote(num_cpus=cpus_per_shard)(ShardEngine)
-        handles = [actor.remote(str(directory), a, b, stats) for a, b in ranges]
-        ray.get([h.info.remote() for h in handles])  # every shard loaded (errors surface here)
+        actor = ray.remote(num_cpus=cpus_per_shard)(ShardHost)
+        handles = [actor.remote() for _ in ranges]
+        # every shard loaded (errors surface here)
+        ray.get([h.open.remote(0, str(directory), a, b, stats) for h, (a, b) in zip(handles, ranges)])
         return cls(directory, handles, ranges, head=head, remote=True)
 
+    def next_version(self, directory: str | os.PathLike[str] | None = None, *, encoder: Any = None) -> ShardedIndex:
+        """The index folder's current version, served by the same shard hosts: call it after
+        :func:`~skillsight_fast.engine.update.update_index` rewrote the folder (``serve --ray --watch``
+        does).
+
+        The folder holds what the single-index update computed: the skills in the library's order,
+        their rows, and the global statistics recomputed over the whole library (background basis,
+        IDF, generic tokens, LEC weights, BM25 idf and mean length), so the new version answers
+        exactly what the single updated index answers. Rows are assigned by the rule of
+        :meth:`connect` (:func:`shard_ranges` over the new size). Each shard then either keeps its
+        engine (its rows hold the same skills, by id and content hash, and the statistics its rows
+        and scores derive from are unchanged) or opens its new rows from the folder; which one is
+        recorded in :attr:`reopened`. The previous version stays served by the hosts (until the
+        next update) for the searches that began on it, and this object keeps serving it.
+
+        Parameters
+        ----------
+        directory : path, optional
+            The folder (default: this index's).
+        encoder : Encoder, optional
+            Attached to the new coordinator (default: the current one's, if attached).
+        """
+        from skillsight_fast.engine.index import SkillIndex
+
+        directory = Path(directory).expanduser().absolute() if directory is not None else self.directory
+        head = SkillIndex.load(directory, mmap=True, verify="background")
+        enc = encoder if encoder is not None else self.head.encoders.attached
+        if enc is not None:
+            head.encoder = enc
+        version = self.version + 1
+        ranges = shard_ranges(len(head), len(self.shards))
+        stats = self.global_stats(head)
+        same_stats = _same_statistics(self.head, head)
+        old_ids = [(m.id, m.sha256) for m in self.head.skills]
+        new_ids = [(m.id, m.sha256) for m in head.skills]
+        keep = [same_stats and old == new and old_ids[old[0] : old[1]] == new_ids[new[0] : new[1]]
+                and _sample_rows_equal(self.head, head, new) for old, new in zip(self.ranges, ranges)]
+        if self.remote:
+            import ray
+
+            ref = ray.put(stats)
+            ray.get([h.keep.remote(version, self.version) if kept else h.open.remote(version, str(directory), a, b, ref)
+                     for h, kept, (a, b) in zip(self.shards, keep, ranges)])
+        else:
+            for h, kept, (a, b) in zip(self.shards, keep, ranges):
+                h.keep(version, self.version) if kept else h.open(version, directory, a, b, stats)
+        new = ShardedIndex(directory, self.shards, ranges, head=head, remote=self.remote, version=version)
+        new.reopened = [not kept for kept in keep]
+        logger.info("sharded index version %d: %d skills, %d of %d shards re-opened", version, len(head),
+                    sum(new.reopened), len(keep))
+        return new
+
     def close(self) -> None:
-        """Stop the shard actors (Ray)."""
+        """Stop the shard actors (Ray; they are shared by every version of this index)."""
         if self.remote:
             import ray
 
@@ -154,8 +215,8 @@ class ShardedIndex:
         if self.remote:
             import ray
 
-            return list(ray.get([getattr(self.shards[s], method).remote(*args) for args, s in per_shard]))
-        return [getattr(self.shards[s], method)(*args) for args, s in per_shard]
+            return list(ray.get([self.shards[s].call.remote(self.version, method, *args) for args, s in per_shard]))
+        return [self.shards[s].call(self.version, method, *args) for args, s in per_shard]
 
     def shard_info(self) -> list[dict[str, Any]]:
         """Per shard: rows, scan, array bytes, resident bytes and process."""
@@ -185,7 +246,8 @@ class ShardedIndex:
         # skills, flags, pins, roots, bodies, state, stats, config, decisions, model_id, lexicon,
         # lexical, scan, verification, encoder, query_encoder, check_*, encode, remove_background,
         # evidence_tokens, query_decisions, fuse: the head's (global, small)
-        if name in ("head", "shards", "ranges", "remote", "dense", "embeddings", "directory", "_starts"):
+        if name in ("head", "shards", "ranges", "remote", "dense", "embeddings", "directory", "_starts", "version",
+                    "reopened"):
             raise AttributeError(name)
         return getattr(self.head, name)
 
@@ -211,8 +273,13 @@ class ShardedIndex:
         k = head.check_k(k)
         d = head.query_decisions(candidates=candidates, fusion=fusion, lexical_weight=lexical_weight,
                                  lexical=lexical, lexical_candidates=lexical_candidates, rrf_k=rrf_k)
-        if dense_stage is not None or lexical_stage is not None:
-            raise QueryError("a sharded index does not take custom stages (tags/source filters are not sharded)")
+        # a filter (find_skills's tags/source) restricts the dense stage to the rows it allows: the shards
+        # score those rows; any other custom stage would run on the coordinator over every row
+        allowed = getattr(dense_stage, "restricted_rows", None) if dense_stage is not None else None
+        if (dense_stage is not None and allowed is None) or lexical_stage is not None:
+            raise QueryError("a sharded index takes no custom search stages other than a filter's")
+        if allowed is not None:
+            allowed = np.asarray(allowed, np.int64)
         if d.lexical_candidates:
             raise QueryError("a sharded index does not admit LEC coverage candidates (lexical_candidates > 0)")
         if d.lexical not in LEXICAL_SIDES:
@@ -234,9 +301,9 @@ class ShardedIndex:
         for i in range(q_perp.shape[0]):
             t = terms[ptr[i] : ptr[i + 1]]
             st = s_terms[s_ptr[i] : s_ptr[i + 1]]
-            got = self._candidates(q_perp[i], raw[i], depth, (st, t), d.lexical) if n else None
+            got = self._candidates(q_perp[i], raw[i], depth, (st, t), d.lexical, allowed) if n else None
             rows_out.append(got)
-        width = max(1, depth)
+        width = max([1] + [got["rows"].shape[0] for got in rows_out if got is not None])  # the single's
         cand = np.full((len(texts), width), -1, np.int64)
         s_dense = np.full(cand.shape, -np.inf, np.float32)
         s_lex = np.zeros(cand.shape, np.float32)
@@ -265,10 +332,18 @@ class ShardedIndex:
         return result
 
     def _candidates(self, q_perp: np.ndarray, q_raw: np.ndarray, depth: int,
-                    terms: tuple[np.ndarray, np.ndarray], side: str) -> dict[str, Any]:
-        """The single index's ``depth`` candidates of one query, scored (see the module docstring)."""
+                    terms: tuple[np.ndarray, np.ndarray], side: str,
+                    allowed: np.ndarray | None = None) -> dict[str, Any]:
+        """The single index's ``depth`` candidates of one query, scored (see the module docstring);
+        ``allowed``: only these rows (a filter), scored exactly whatever the scan, as the single
+        index's filtered stage does."""
         everyone = range(len(self.shards))
-        if self.head.scan.kind == "int8":
+        if allowed is not None:
+            owner = self._owner(allowed)
+            shards = np.unique(owner).tolist()
+            parts = self._call("restricted_top", [((q_perp, q_raw, depth, allowed[owner == s], terms, side), s)
+                                                  for s in shards])
+        elif self.head.scan.kind == "int8":
             kk = min(max(depth, self.head.scan.oversample * depth), max(len(self), 1))
             firsts = self._call("approx", [((q_perp, kk), s) for s in everyone])
             ids = np.concatenate([f[0] for f in firsts])
@@ -290,3 +365,25 @@ class ShardedIndex:
         return {"rows": rows[best], "dense": dense[best], "lexical": lexical[best], "cosine": cosine[best],
                 "ev": [ev[b] for b in best.tolist()]}
 
+
+
+def _same_statistics(old: Any, new: Any) -> bool:
+    """Whether every statistic a shard's rows and scores derive from is the same in both versions:
+    the background basis, the vocabulary (term ids), the LEC weights, BM25 idf and mean length, the
+    scan and the document vector."""
+    a, b = ShardedIndex.global_stats(old), ShardedIndex.global_stats(new)
+    return (old.scan.kind == new.scan.kind and getattr(old.scan, "oversample", None) == getattr(new.scan, "oversample", None)
+            and old.decisions.document_vector == new.decisions.document_vector
+            and old.config.renormalize == new.config.renormalize
+            and np.array_equal(old.dense.basis, new.dense.basis)
+            and all(np.array_equal(a[key], b[key]) for key in ("weights", "bm25_idf")) and a["avgdl"] == b["avgdl"]
+            and old.lexicon.vocab == new.lexicon.vocab)
+
+
+def _sample_rows_equal(old: Any, new: Any, rows: tuple[int, int], samples: int = 16) -> bool:
+    """A cheap check on top of the ids, hashes and statistics: a few rows of the scored matrix equal."""
+    a, b = rows
+    if b <= a:
+        return True
+    at = np.unique(np.linspace(a, b - 1, min(samples, b - a)).round().astype(np.int64))
+    return bool(np.array_equal(np.asarray(old.dense.embeddings_perp[at]), np.asarray(new.dense.embeddings_perp[at])))

@@ -16,7 +16,12 @@ What a shard answers (one query at a time, ``q_perp`` float32 (d,)):
   with what :meth:`ShardEngine.score` returns for them;
 * :meth:`ShardEngine.score` (second round): for given rows, the exact dense score (the float32 loop of
   the int8 scan's re-scoring), the lexical score, the raw cosine qᵀd and the evidence term ids;
+* :meth:`ShardEngine.restricted_top` (filtered search): the best of the rows a filter allows, by the
+  exact score, and :meth:`ShardEngine.score` of them;
 * :meth:`ShardEngine.rows`: raw or background-removed rows (duplicate collapse, pinned skills).
+
+A :class:`ShardHost` (the Ray actor) holds the engine of each served version of its shard, so a
+library update swaps a shard's rows in place (:meth:`skillsight_fast.cluster.index.ShardedIndex.next_version`).
 """
 
 from __future__ import annotations
@@ -120,6 +125,21 @@ class ShardEngine:
         rows = ids[0][ids[0] >= 0] + self.start
         return self.score(q_perp, q_raw, rows, terms, side)
 
+    def restricted_top(self, q_perp: np.ndarray, q_raw: np.ndarray, depth: int, rows: np.ndarray,
+                       terms: tuple[np.ndarray, np.ndarray], side: str) -> dict[str, Any]:
+        """Filtered search: the ``depth`` best of the given global ``rows`` of this shard (the rows a
+        filter allows, ascending) by the exact float32 score, ties by ascending row (the order of the
+        single index's filtered stage, :func:`skillsight_fast.agents.find.find_skills`), and
+        :meth:`score` of them."""
+        from skillsight_fast.kernels.compressed import rescore_rows
+
+        local = np.ascontiguousarray(np.asarray(rows, np.int64) - self.start)
+        if local.size and (local.min() < 0 or local.max() >= len(self)):
+            raise ValueError("rows outside the shard")
+        s = rescore_rows(np.ascontiguousarray(q_perp, np.float32), self.perp, local)
+        top = np.argsort(-s, kind="stable")[: min(depth, local.size)]
+        return self.score(q_perp, q_raw, local[top] + self.start, terms, side)
+
     def score(self, q_perp: np.ndarray, q_raw: np.ndarray, rows: np.ndarray, terms: tuple[np.ndarray, np.ndarray],
               side: str) -> dict[str, Any]:
         """For global ``rows`` of this shard: exact dense score, lexical score (``side``, over the
@@ -160,6 +180,50 @@ class ShardEngine:
         local = np.asarray(rows, np.int64) - self.start
         src = self.raw if which == "raw" else self.perp
         return np.asarray(src[local], np.float32)
+
+
+class ShardHost:
+    """The place of one shard (run as a Ray actor): the :class:`ShardEngine` of each index version it
+    serves, so an update swaps a shard's rows without a new actor (and without the CPUs a second one
+    would reserve).
+
+    A version is opened from the index folder (:meth:`open`) or carried over unchanged from the
+    previous version (:meth:`keep`); every search names its version (:meth:`call`). The host keeps
+    the :data:`KEEP` newest versions, so a search that began before an update ends on the version it
+    began with; an older one is dropped when a newer one arrives.
+    """
+
+    #: Versions a host keeps (the current one and the one before it).
+    KEEP = 2
+
+    def __init__(self) -> None:
+        self.engines: dict[int, ShardEngine] = {}
+
+    def open(self, version: int, directory: str | os.PathLike[str], start: int, stop: int,
+             stats: dict[str, Any]) -> dict[str, Any]:
+        """Serve rows ``[start, stop)`` of the folder as ``version``; returns :meth:`ShardEngine.info`."""
+        return self._put(version, ShardEngine(directory, start, stop, stats))
+
+    def keep(self, version: int, previous: int) -> dict[str, Any]:
+        """Serve ``previous``'s engine as ``version`` too (its rows and statistics did not change)."""
+        return self._put(version, self.engines[previous])
+
+    def _put(self, version: int, engine: ShardEngine) -> dict[str, Any]:
+        self.engines[version] = engine
+        for old in sorted(self.engines)[: -self.KEEP]:
+            del self.engines[old]
+        return engine.info()
+
+    def versions(self) -> list[int]:
+        """The versions this host serves, oldest first."""
+        return sorted(self.engines)
+
+    def call(self, version: int, method: str, *args: Any) -> Any:
+        """``engine(version).method(*args)``."""
+        engine = self.engines.get(version)
+        if engine is None:
+            raise IndexFormatError(f"this shard no longer serves version {version} (it serves {self.versions()})")
+        return getattr(engine, method)(*args)
 
 
 def _rss() -> dict[str, int]:

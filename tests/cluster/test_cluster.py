@@ -6,6 +6,8 @@ cluster started here (as tests/test_build_ray.py does), and the served surface (
 
 from __future__ import annotations
 
+import gzip
+import json
 from pathlib import Path
 
 import numpy as np
@@ -174,3 +176,147 @@ def test_a_shard_checks_its_own_rows(folders, tmp_path):
         ShardEngine(d, n // 2, n, stats)
     with pytest.raises(IndexFormatError, match="doc_terms"):
         SkillIndex.load(d, mmap=True, verify="lazy")
+
+
+# ---------------------------------------------------------------------- filters and updates per shard
+def _records(skills, *, tagged=True):
+    """JSONL records of ``skills`` with tags and two id prefixes, so the filters select something."""
+    import json
+
+    out = []
+    for i, s in enumerate(skills):
+        rec = {"id": s.id if i % 4 else "alpha:" + s.id.split(":")[-1], "name": s.name, "description": s.description,
+               "body": s.body}
+        if tagged:
+            rec["tags"] = [t for t, on in (("even", i % 2 == 0), ("third", i % 3 == 0)) if on]
+        out.append(json.dumps(rec) + "\n")
+    return out
+
+
+def _write(path, lines):
+    path.write_text("".join(lines), encoding="utf-8")
+    return path
+
+
+def _library(tmp_path, lines, scan):
+    """A JSONL library and its index (HashEncoder), built as `skillsight index` builds it."""
+    src = _write(tmp_path / "skills.jsonl", lines)
+    index = SkillIndex.build(load_skills([src]).skills, HashEncoder(dim=48), IndexConfig(candidates=40, scan=scan))
+    return src, index.save(tmp_path / "idx")
+
+
+FILTERS = [{"tags": ["even"]}, {"tags": ["even", "third"]}, {"source": "alpha"}, {"source": "alpha", "tags": "third"},
+           {"tags": ["nothing-has-this"]}, {"pins": ["alpha:audio-extractor", "skillsbench:academic-pdf-redaction"]},
+           {"pins": ["skillsbench:academic-pdf-redaction"], "tags": ["even"]}, {"cut": "hit"}, {"collapse": False},
+           {"candidates": 7}, {"fusion": "convex", "lexical_weight": 0.3}, {"fusion": "rrf", "rrf_k": 20.0},
+           {"lexical": "lec"}, {"lexical": "bm25", "tags": ["third"]}]
+
+
+@pytest.mark.parametrize("scan", ["exact", "int8"])
+def test_filters_and_options_answer_as_the_single_index(tmp_path, scan):
+    """Every filter and option of find_skills and SkillIndex.search (tags, source, pins, cut, collapse,
+    candidates, fusion, lexical side, explain) gives the single index's answer on 1-3 shards."""
+    with gzip.open(CORPUS, "rt", encoding="utf-8") as fh:
+        lines = _records([_Rec(json.loads(x)) for x in fh])
+    _, folder = _library(tmp_path, lines, scan)
+    single = SkillIndex.load(folder, encoder=HashEncoder(dim=48))
+    for shards in (1, 3):
+        sharded = ShardedIndex.local(folder, shards)
+        sharded.head.encoder = HashEncoder(dim=48)
+        for opts in FILTERS:
+            for k in (3, 9) if shards > 1 else (4,):
+                a = find_skills(single, QUERIES, k, abstention=None, **opts)
+                b = find_skills(sharded, QUERIES, k, abstention=None, **opts)
+                assert [x.to_dict() for x in a] == [x.to_dict() for x in b], (shards, opts, k)
+        a, b = single.search(QUERIES, k=6, explain=False), sharded.search(QUERIES, k=6, explain=False)
+        assert a.evidence == b.evidence and a.skill_ids == b.skill_ids
+        np.testing.assert_array_equal(a.scores, b.scores)
+    assert any(find_skills(single, q, 3, tags=["even"], abstention=None)[0].hits for q in QUERIES)
+
+
+class _Rec:
+    """A corpus record as a Skill-like object for :func:`_records`."""
+
+    def __init__(self, rec):
+        self.id, self.name, self.description, self.body = rec["id"], rec["name"], rec["description"], rec["body"]
+
+
+def _update_lines(lines):
+    """The library after an update: one skill removed, one changed, three added (new ids)."""
+    rec = [json.loads(x) for x in lines]
+    removed = rec.pop(10)
+    rec[20]["body"] += "\n\nAlso converts spreadsheets to PDF reports and merges their tables."
+    for i, new in enumerate(("pdf-table-miner", "kube-deployer", "audio-notes")):
+        rec.append({"id": f"alpha:{new}", "name": new, "description": f"{new.replace('-', ' ')} for agents, step {i}",
+                    "body": f"Use this skill to {new.replace('-', ' ')}: extract, deploy, transcribe.", "tags": ["even"]})
+    return [json.dumps(r) + "\n" for r in rec], removed["id"], rec[20]["id"]
+
+
+@pytest.mark.parametrize("scan", ["exact", "int8"])
+def test_an_update_reaches_the_shards_and_answers_as_the_single_updated_index(tmp_path, scan):
+    """`update` (add, change, remove) then next_version: the shards answer what the single updated index
+    answers; an update that changes nothing keeps every shard's engine."""
+    from skillsight_fast.engine.update import update_index
+
+    with gzip.open(CORPUS, "rt", encoding="utf-8") as fh:
+        lines = _records([_Rec(json.loads(x)) for x in fh])
+    src, folder = _library(tmp_path, lines, scan)
+    sharded = ShardedIndex.local(folder, 3)
+    sharded.head.encoder = HashEncoder(dim=48)
+    before = sharded.search(QUERIES, k=5)
+    new_lines, removed, changed = _update_lines(lines)
+    _write(src, new_lines)
+    report = update_index(folder, load_skills([src]).skills, encoder=HashEncoder(dim=48))
+    assert len(report.added) == 3 and report.changed == [changed] and report.removed == [removed]
+    v1 = sharded.next_version()
+    assert v1.version == 1 and len(v1) == len(lines) + 2
+    single = SkillIndex.load(folder, encoder=HashEncoder(dim=48))
+    for k in (1, 5, 12):
+        _same(single.search(QUERIES, k=k), v1.search(QUERIES, k=k))
+    for opts in FILTERS[:4]:
+        a = find_skills(single, QUERIES, 4, abstention=None, **opts)
+        assert [x.to_dict() for x in a] == [x.to_dict() for x in find_skills(v1, QUERIES, 4, abstention=None, **opts)]
+    assert {"alpha:pdf-table-miner", changed} <= {m.id for m in v1.skills} and removed not in {m.id for m in v1.skills}
+    # the previous version keeps answering (a search that began before the swap) until the next update
+    _same(before, sharded.search(QUERIES, k=5))
+    # nothing changed: every shard keeps its engine, and the answer stays the single index's
+    assert not update_index(folder, load_skills([src]).skills, encoder=HashEncoder(dim=48)).added
+    v2 = v1.next_version()
+    assert v2.reopened == [False, False, False]
+    _same(single.search(QUERIES, k=7), v2.search(QUERIES, k=7))
+    with pytest.raises(Exception, match="no longer serves version 0"):
+        sharded.search(QUERIES, k=5)  # two versions on: dropped by the hosts
+
+
+def test_ray_shards_take_a_watched_update_through_the_service(ray_cluster, tmp_path):
+    """Served sharded on a local Ray cluster: the live-index watcher (`serve --ray --watch`) updates the
+    folder and swaps the next sharded version in; the served answers (filters too) then equal those of
+    a single-index service over the updated folder."""
+    from skillsight_fast.agents.watch import LiveIndexWatcher
+
+    with gzip.open(CORPUS, "rt", encoding="utf-8") as fh:
+        lines = _records([_Rec(json.loads(x)) for x in fh])
+    src, folder = _library(tmp_path, lines, "int8")
+    sharded = ShardedIndex.connect(folder, 2, address=ray_cluster, cpus_per_shard=0.5)
+    try:
+        sharded.head.encoder = HashEncoder(dim=48)
+        service = SkillService(folder, index=sharded)
+        watcher = LiveIndexWatcher(service, [src], rule=lambda d: None)
+        assert watcher.refresh() is None  # nothing changed yet
+        new_lines, removed, _ = _update_lines(lines)
+        _write(src, new_lines)
+        report = watcher.refresh()
+        assert report is not None and len(report.added) == 3 and report.removed == [removed]
+        live = service.live()
+        assert live.version == 1 and isinstance(live.index, ShardedIndex) and live.index.version == 1
+        single = SkillService(folder, index=SkillIndex.load(folder, encoder=HashEncoder(dim=48)))
+        for q in QUERIES:
+            for opts in ({}, {"tags": ["even"]}, {"source": "alpha", "cut": "hit"}):
+                a, b = single.find(q, 5, **opts), service.find(q, 5, **opts)
+                a.pop("version"), b.pop("version")
+                assert a == b, (q, opts)
+        info = live.index.shard_info()
+        assert sum(i["stop"] - i["start"] for i in info) == len(lines) + 2
+        assert service.get_skill("alpha:kube-deployer")["name"] == "kube-deployer"
+    finally:
+        sharded.close()
