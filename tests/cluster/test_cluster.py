@@ -6,6 +6,7 @@ cluster started here (as tests/test_build_ray.py does), and the served surface (
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 from pathlib import Path
@@ -318,5 +319,29 @@ def test_ray_shards_take_a_watched_update_through_the_service(ray_cluster, tmp_p
         info = live.index.shard_info()
         assert sum(i["stop"] - i["start"] for i in info) == len(lines) + 2
         assert service.get_skill("alpha:kube-deployer")["name"] == "kube-deployer"
+        # MCP resources/list of the updated sharded server, paged through by the SDK client
+        listed = asyncio.run(_listing(service))
+        assert listed == [r["uri"] for r in single.live().resources()] and "skill://alpha%3Akube-deployer/SKILL.md" in listed
     finally:
         sharded.close()
+
+
+async def _listing(service, page=25):
+    """Every skill:// resource of a served index, paged by ``mcp.Client`` (pages of ``page``)."""
+    import mcp
+
+    from skillsight_fast.agents import service as service_module
+    from skillsight_fast.agents.mcp import build_mcp_server
+
+    server, uris, cursor = build_mcp_server(service), [], None
+    saved, service_module.RESOURCES_PAGE_SIZE = service_module.RESOURCES_PAGE_SIZE, page
+    try:
+        async with mcp.Client(server) as client:
+            while True:
+                got = await client.list_resources(cursor=cursor)
+                uris += [str(r.uri) for r in got.resources]
+                cursor = got.next_cursor
+                if cursor is None:
+                    return uris
+    finally:
+        service_module.RESOURCES_PAGE_SIZE = saved
