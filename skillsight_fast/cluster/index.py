@@ -23,9 +23,13 @@ same float32 rows with the library's global statistics, so the answer equals the
 
 :class:`ShardedIndex` offers what :func:`~skillsight_fast.agents.find.find_skills` and
 :class:`~skillsight_fast.agents.service.SkillService` use of an index, so ``skillsight serve --ray ADDRESS``
-serves it through the same HTTP and MCP surfaces. Not sharded (a clear QueryError): the LEC coverage
-candidates (``lexical_candidates`` > 0, which read the postings of every term) and the filtered
-searches (``tags``/``source``, which scan the allowed rows on the coordinator).
+serves it through the same HTTP and MCP surfaces, with every search option of the single index:
+the filters of :func:`~skillsight_fast.agents.find.find_skills` (``tags``/``source``: the shards score
+the rows the filter allows), the LEC coverage candidates (``lexical_candidates`` > 0: every shard
+returns its best rows by coverage over the postings of its rows, merged as the single index's stable
+sort), ``candidates``, ``fusion``, ``lexical_weight``, ``lexical``, ``rrf_k`` and ``explain``. Only a
+custom stage callable other than a filter's is refused (a QueryError). An update of the library
+reaches the shards through :meth:`ShardedIndex.next_version`.
 """
 
 from __future__ import annotations
@@ -280,8 +284,6 @@ class ShardedIndex:
             raise QueryError("a sharded index takes no custom search stages other than a filter's")
         if allowed is not None:
             allowed = np.asarray(allowed, np.int64)
-        if d.lexical_candidates:
-            raise QueryError("a sharded index does not admit LEC coverage candidates (lexical_candidates > 0)")
         if d.lexical not in LEXICAL_SIDES:
             raise QueryError(f"a sharded index scores the lexical sides {', '.join(LEXICAL_SIDES)}")
         raw = np.ascontiguousarray(np.atleast_2d(vectors), np.float32)
@@ -302,8 +304,10 @@ class ShardedIndex:
             t = terms[ptr[i] : ptr[i + 1]]
             st = s_terms[s_ptr[i] : s_ptr[i + 1]]
             got = self._candidates(q_perp[i], raw[i], depth, (st, t), d.lexical, allowed) if n else None
+            if got is not None and d.lexical_candidates:
+                got = self._with_coverage(q_perp[i], raw[i], got, min(n, d.lexical_candidates), (st, t), d.lexical)
             rows_out.append(got)
-        width = max([1] + [got["rows"].shape[0] for got in rows_out if got is not None])  # the single's
+        width = max([1] + [got.get("width", got["rows"].shape[0]) for got in rows_out if got is not None])
         cand = np.full((len(texts), width), -1, np.int64)
         s_dense = np.full(cand.shape, -np.inf, np.float32)
         s_lex = np.zeros(cand.shape, np.float32)
@@ -330,6 +334,33 @@ class ShardedIndex:
             result.evidence = [[[vocab[t] for t in evid[i]["ev"][p]] if p >= 0 else [] for p in pos[i].tolist()]
                                for i in range(len(texts))]
         return result
+
+    def _with_coverage(self, q_perp: np.ndarray, q_raw: np.ndarray, got: dict[str, Any], kl: int,
+                       terms: tuple[np.ndarray, np.ndarray], side: str) -> dict[str, Any]:
+        """The candidates ``got`` joined by the ``kl`` best rows by LEC coverage of the evidence tokens
+        (:meth:`SkillIndex.add_lexical_candidates`): every shard returns its ``kl`` best, the
+        coordinator keeps the global ``kl`` (coverage descending, row ascending: the single index's
+        stable sort), appends those not yet candidates after the dense ones, and the shards score the
+        joined set with the single index's row-wise product."""
+        firsts = self._call("coverage_top", [((terms[1], kl), s) for s in range(len(self.shards))])
+        ids = np.concatenate([f[0] for f in firsts])
+        cov = np.concatenate([f[1] for f in firsts])
+        lex_top = ids[np.lexsort((ids, -cov))[:kl]].tolist()
+        dense_rows = got["rows"].tolist()
+        seen = set(dense_rows)
+        rows = np.asarray(dense_rows + [r for r in lex_top if r not in seen], np.int64)
+        owner = self._owner(rows)
+        shards = np.unique(owner).tolist()
+        parts = self._call("score", [((q_perp, q_raw, rows[owner == s], terms, side, "einsum"), s) for s in shards])
+        out: dict[str, Any] = {"rows": rows, "dense": np.empty(rows.size, np.float32),
+                               "lexical": np.empty(rows.size, np.float32), "cosine": np.empty(rows.size, np.float32),
+                               "ev": [None] * rows.size, "width": got["rows"].shape[0] + kl}
+        for s, p in zip(shards, parts):
+            at = np.flatnonzero(owner == s)
+            out["dense"][at], out["lexical"][at], out["cosine"][at] = p["dense"], p["lexical"], p["cosine"]
+            for c, j in enumerate(at.tolist()):
+                out["ev"][j] = p["ev_terms"][p["ev_ptr"][c] : p["ev_ptr"][c + 1]].tolist()
+        return out
 
     def _candidates(self, q_perp: np.ndarray, q_raw: np.ndarray, depth: int,
                     terms: tuple[np.ndarray, np.ndarray], side: str,

@@ -69,10 +69,10 @@ def test_in_process_shards_answer_as_the_single_index(folders, scan, shards):
     a = find_skills(single, QUERIES, 5)
     b = find_skills(sharded, QUERIES, 5)
     assert [x.to_dict() for x in a] == [x.to_dict() for x in b]
-    with pytest.raises(QueryError, match="lexical_candidates"):
-        sharded.search(QUERIES[:1], k=3, lexical_candidates=10)
-    with pytest.raises(QueryError, match="filters are not sharded"):
-        find_skills(sharded, QUERIES[:1], 3, source="skillsbench")
+    for lc in (10, 1000):  # LEC coverage candidates, a few and all the library
+        _same(single.search(QUERIES, k=8, lexical_candidates=lc), sharded.search(QUERIES, k=8, lexical_candidates=lc))
+    with pytest.raises(QueryError, match="custom search stages"):
+        sharded.search(QUERIES[:1], k=3, dense_stage=lambda q, depth: None)
 
 
 @pytest.fixture(scope="module")
@@ -210,13 +210,15 @@ FILTERS = [{"tags": ["even"]}, {"tags": ["even", "third"]}, {"source": "alpha"},
            {"tags": ["nothing-has-this"]}, {"pins": ["alpha:audio-extractor", "skillsbench:academic-pdf-redaction"]},
            {"pins": ["skillsbench:academic-pdf-redaction"], "tags": ["even"]}, {"cut": "hit"}, {"collapse": False},
            {"candidates": 7}, {"fusion": "convex", "lexical_weight": 0.3}, {"fusion": "rrf", "rrf_k": 20.0},
-           {"lexical": "lec"}, {"lexical": "bm25", "tags": ["third"]}]
+           {"lexical": "lec"}, {"lexical": "bm25", "tags": ["third"]}, {"lexical_candidates": 12},
+           {"lexical_candidates": 30, "lexical": "lec", "tags": ["even"]}]
 
 
 @pytest.mark.parametrize("scan", ["exact", "int8"])
 def test_filters_and_options_answer_as_the_single_index(tmp_path, scan):
     """Every filter and option of find_skills and SkillIndex.search (tags, source, pins, cut, collapse,
-    candidates, fusion, lexical side, explain) gives the single index's answer on 1-3 shards."""
+    candidates, fusion, lexical side, LEC coverage candidates, explain) gives the single index's answer
+    on 1 and 3 shards."""
     with gzip.open(CORPUS, "rt", encoding="utf-8") as fh:
         lines = _records([_Rec(json.loads(x)) for x in fh])
     _, folder = _library(tmp_path, lines, scan)
