@@ -11,6 +11,7 @@ many Ray actors (skillsight_fast.cluster, int8 or exact as the index was built),
   the 10M/100M plan of docs/LARGE.md is derived from;
 * **start**: the coordinator's load plus every shard opening its rows, what an update's swap to the
   next version also costs (``ShardedIndex.next_version`` re-opens each shard);
+* **update**: ``next_version`` on the same folder, every shard kept, then every shard re-opened;
 * **memory**: each shard actor's resident set after the runs (``/proc/<pid>/status``: RssAnon, its own
   memory, and RssFile, mapped index pages shared with the page cache) and the bytes of its arrays.
 
@@ -114,8 +115,21 @@ def main() -> int:
                 for th in threads:
                     th.join()
                 qps = sum(done) / (time.perf_counter() - t)
+                # what an update's swap costs (ShardedIndex.next_version on the same folder): the
+                # coordinator's load and the comparison when every shard keeps its rows, and with every
+                # shard re-opening its rows (what follows a content change: the background basis moves)
+                t = time.perf_counter()
+                kept = sharded.next_version()
+                keep_s = time.perf_counter() - t
+                t = time.perf_counter()
+                sharded = kept.next_version(reopen=True)
+                reopen_s = time.perf_counter() - t
+                assert not any(kept.reopened) and all(sharded.reopened)
+                a = single.search_vectors(vectors[:5], tasks[:5], 5)
+                assert a.skill_ids == sharded.search_vectors(vectors[:5], tasks[:5], 5).skill_ids
                 info = sharded.shard_info()
                 run = {"shards": shards, "start_s": round(start_s, 2), "latency_ms": pct(ms),
+                       "update_keep_s": round(keep_s, 2), "update_reopen_s": round(reopen_s, 2),
                        "roundtrip_ms": pct(parts["roundtrip"]), "shard_first_round_ms": pct(parts["shard_first_round"]),
                        "rows_per_shard": int(np.ceil(len(single) / shards)),
                        "throughput_qps": round(qps, 2), "clients": args.clients,

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from skillsight_fast.cluster.shard import LEXICAL_SIDES, ShardHost
+from skillsight_fast.engine.columns import SKILL_FIELDS, StringColumn
 from skillsight_fast.errors import QueryError, SkillsightError
 
 logger = logging.getLogger(__name__)
@@ -152,7 +153,8 @@ class ShardedIndex:
         ray.get([h.open.remote(0, str(directory), a, b, stats) for h, (a, b) in zip(handles, ranges)])
         return cls(directory, handles, ranges, head=head, remote=True)
 
-    def next_version(self, directory: str | os.PathLike[str] | None = None, *, encoder: Any = None) -> ShardedIndex:
+    def next_version(self, directory: str | os.PathLike[str] | None = None, *, encoder: Any = None,
+                     reopen: bool = False) -> ShardedIndex:
         """The index folder's current version, served by the same shard hosts: call it after
         :func:`~skillsight_fast.engine.update.update_index` rewrote the folder (``serve --ray --watch``
         does).
@@ -162,8 +164,9 @@ class ShardedIndex:
         IDF, generic tokens, LEC weights, BM25 idf and mean length), so the new version answers
         exactly what the single updated index answers. Rows are assigned by the rule of
         :meth:`connect` (:func:`shard_ranges` over the new size). Each shard then either keeps its
-        engine (its rows hold the same skills, by id and content hash, and the statistics its rows
-        and scores derive from are unchanged) or opens its new rows from the folder; which one is
+        engine (its row range is the same and holds the same skill records, byte for byte, and the
+        statistics its rows and scores derive from are unchanged: background basis, vocabulary, LEC
+        weights, BM25 idf and mean length, scan, document vector) or opens its new rows from the folder; which one is
         recorded in :attr:`reopened`. The previous version stays served by the hosts (until the
         next update) for the searches that began on it, and this object keeps serving it.
 
@@ -173,6 +176,8 @@ class ShardedIndex:
             The folder (default: this index's).
         encoder : Encoder, optional
             Attached to the new coordinator (default: the current one's, if attached).
+        reopen : bool
+            Re-open every shard from the folder, changed or not.
         """
         from skillsight_fast.engine.index import SkillIndex
 
@@ -184,11 +189,9 @@ class ShardedIndex:
         version = self.version + 1
         ranges = shard_ranges(len(head), len(self.shards))
         stats = self.global_stats(head)
-        same_stats = _same_statistics(self.head, head)
-        old_ids = [(m.id, m.sha256) for m in self.head.skills]
-        new_ids = [(m.id, m.sha256) for m in head.skills]
-        keep = [same_stats and old == new and old_ids[old[0] : old[1]] == new_ids[new[0] : new[1]]
-                and _sample_rows_equal(self.head, head, new) for old, new in zip(self.ranges, ranges)]
+        same_stats = not reopen and _same_statistics(self.head, head)
+        keep = [same_stats and old == new and _same_skills(self.head, head, new) and _sample_rows_equal(self.head, head, new)
+                for old, new in zip(self.ranges, ranges)]
         if self.remote:
             import ray
 
@@ -408,7 +411,33 @@ def _same_statistics(old: Any, new: Any) -> bool:
             and old.config.renormalize == new.config.renormalize
             and np.array_equal(old.dense.basis, new.dense.basis)
             and all(np.array_equal(a[key], b[key]) for key in ("weights", "bm25_idf")) and a["avgdl"] == b["avgdl"]
-            and old.lexicon.vocab == new.lexicon.vocab)
+            and _same_strings(old.lexicon.vocab, new.lexicon.vocab))
+
+
+def _same_strings(a: Any, b: Any) -> bool:
+    """Two string sequences are equal: by their arrays for string columns (format 3: no decoding of
+    millions of terms), else item by item."""
+    if isinstance(a, StringColumn) and isinstance(b, StringColumn):
+        return bool(np.array_equal(a.offsets, b.offsets) and np.array_equal(a.blob, b.blob))
+    return list(a) == list(b)
+
+
+def _same_skills(old: Any, new: Any, rows: tuple[int, int]) -> bool:
+    """Rows ``[a, b)`` hold the same skill records in both versions (every field: id, content hash,
+    path, ...): the bytes of those rows of the skill strings column, else the records' ids and hashes."""
+    a, b = rows
+    so, sn = getattr(old.skills, "column", None), getattr(new.skills, "column", None)
+    if isinstance(so, StringColumn) and isinstance(sn, StringColumn):
+        nf = len(SKILL_FIELDS)
+
+        def span(col: StringColumn) -> tuple[np.ndarray, np.ndarray]:
+            off = np.asarray(col.offsets[a * nf : b * nf + 1], np.int64)
+            return np.asarray(col.blob[int(off[0]) : int(off[-1])]), off - off[0]
+
+        (bo, oo), (bn, on) = span(so), span(sn)
+        return bool(np.array_equal(oo, on) and np.array_equal(bo, bn))
+    return [(old.skills[j].id, old.skills[j].sha256) for j in range(a, b)] == [
+        (new.skills[j].id, new.skills[j].sha256) for j in range(a, b)]
 
 
 def _sample_rows_equal(old: Any, new: Any, rows: tuple[int, int], samples: int = 16) -> bool:
