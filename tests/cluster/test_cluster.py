@@ -150,6 +150,63 @@ def test_cli_serve_http_ray_answers_as_the_single_server(ray_cluster, tmp_path):
         proc.wait(60)
 
 
+@pytest.mark.model
+def test_cli_serve_ray_watch_applies_an_update(ray_cluster, tmp_path):
+    """`skillsight serve --http --ray ADDRESS --shards 2 --watch SRC` (real MiniLM): a skill added to and
+    one removed from the watched library reach the running sharded server (/health's live_version
+    goes to 1) and its answers then equal a single-index service over the updated folder."""
+    import http.client
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from skillsight_fast.cli import main
+    from skillsight_fast.engine.abstention import resolve_abstention
+
+    with gzip.open(CORPUS, "rt", encoding="utf-8") as fh:
+        lines = list(fh)[:40]
+    src = _write(tmp_path / "skills.jsonl", lines)
+    assert main(["index", str(src), "-o", str(tmp_path / "idx"), "--scan", "int8", "-q"]) == 0
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-m", "skillsight_fast.cli", "serve", "--http", "-i", str(tmp_path / "idx"),
+                             "--ray", ray_cluster, "--shards", "2", "--watch", str(src), "--debounce", "100",
+                             "--port", "0", "--json", "-q"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read()[-2000:]
+        host, port = json.loads(line)["url"].split("//")[1].rstrip("/").split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=120)
+
+        def get(path, body=None):
+            conn.request("POST" if body else "GET", path, json.dumps(body) if body else None,
+                         {"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            assert resp.status == 200
+            return json.loads(resp.read())
+
+        new = {"id": "skillsbench:pdf-table-miner", "name": "pdf-table-miner",
+               "description": "Extract every table of a PDF report into CSV files.",
+               "body": "Use camelot or pdfplumber to find the tables of each PDF page and write them as CSV."}
+        _write(src, lines[1:] + [json.dumps(new) + "\n"])
+        t0 = time.monotonic()
+        while get("/health")["live_version"] < 1:
+            assert time.monotonic() - t0 < 120, "the update did not reach the server"
+            time.sleep(0.5)
+        single = SkillService(tmp_path / "idx", abstention=resolve_abstention(tmp_path / "idx"))
+        assert get("/health")["n_skills"] == len(single.index) == 40
+        for q in QUERIES[:3]:
+            got = get("/search", {"task": q, "k": 4})
+            want = single.find(q, 4)
+            got.pop("version"), want.pop("version")
+            assert got == want
+        assert get("/search", {"task": "extract the tables of a PDF report", "k": 3})["hits"][0]["id"] == new["id"]
+    finally:
+        proc.terminate()
+        proc.wait(60)
+
+
 def test_a_shard_checks_its_own_rows(folders, tmp_path):
     """A shard loads with verify="rows": the document -> terms lists are checked for its rows only,
     so damage in another shard's rows does not stop it, and damage in its own does."""
