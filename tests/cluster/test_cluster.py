@@ -268,7 +268,8 @@ FILTERS = [{"tags": ["even"]}, {"tags": ["even", "third"]}, {"source": "alpha"},
            {"pins": ["skillsbench:academic-pdf-redaction"], "tags": ["even"]}, {"cut": "hit"}, {"collapse": False},
            {"candidates": 7}, {"fusion": "convex", "lexical_weight": 0.3}, {"fusion": "rrf", "rrf_k": 20.0},
            {"lexical": "lec"}, {"lexical": "bm25", "tags": ["third"]}, {"lexical_candidates": 12},
-           {"lexical_candidates": 30, "lexical": "lec", "tags": ["even"]}]
+           {"lexical_candidates": 30, "lexical": "lec", "tags": ["even"]}, {"allow_flagged": True},
+           {"duplicate_cosine": 0.5}, {"abstention": "index", "cut": "hit"}]
 
 
 @pytest.mark.parametrize("scan", ["exact", "int8"])
@@ -285,8 +286,9 @@ def test_filters_and_options_answer_as_the_single_index(tmp_path, scan):
         sharded.head.encoder = HashEncoder(dim=48)
         for opts in FILTERS:
             for k in (3, 9) if shards > 1 else (4,):
-                a = find_skills(single, QUERIES, k, abstention=None, **opts)
-                b = find_skills(sharded, QUERIES, k, abstention=None, **opts)
+                opts = {"abstention": None, **opts}
+                a = find_skills(single, QUERIES, k, **opts)
+                b = find_skills(sharded, QUERIES, k, **opts)
                 assert [x.to_dict() for x in a] == [x.to_dict() for x in b], (shards, opts, k)
         a, b = single.search(QUERIES, k=6, explain=False), sharded.search(QUERIES, k=6, explain=False)
         assert a.evidence == b.evidence and a.skill_ids == b.skill_ids
