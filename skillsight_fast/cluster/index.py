@@ -50,6 +50,10 @@ from skillsight_fast.errors import QueryError, SkillsightError
 logger = logging.getLogger(__name__)
 
 
+#: Calls a shard actor runs at once (threads): searches, and an update opening the next version.
+MAX_CONCURRENCY = 4
+
+
 def shard_ranges(n: int, shards: int) -> list[tuple[int, int]]:
     """``shards`` contiguous row ranges covering ``0..n`` (sizes differ by at most one)."""
     if shards < 1:
@@ -147,7 +151,9 @@ class ShardedIndex:
         head = SkillIndex.load(directory, mmap=True, verify="background")
         ranges = shard_ranges(len(head), shards)
         stats = ray.put(cls.global_stats(head))
-        actor = ray.remote(num_cpus=cpus_per_shard)(ShardHost)
+        # threaded actors: a search keeps being answered (by the previous version) while an update
+        # opens the next version's rows on the same actor
+        actor = ray.remote(num_cpus=cpus_per_shard, max_concurrency=MAX_CONCURRENCY)(ShardHost)
         handles = [actor.remote() for _ in ranges]
         # every shard loaded (errors surface here)
         ray.get([h.open.remote(0, str(directory), a, b, stats) for h, (a, b) in zip(handles, ranges)])
