@@ -151,8 +151,8 @@ def build_mcp_server(service: SkillService) -> Any:
                 from mcp.shared.exceptions import MCPError
 
                 raise MCPError(mcp_types.INVALID_PARAMS, str(exc)) from None
-            return mcp_types.ListResourcesResult(resources=[mcp_types.Resource.model_validate(r) for r in records],
-                                                 next_cursor=nxt)
+            resources = [mcp_types.Resource.model_validate(r) for r in records]
+            return mcp_types.ListResourcesResult(resources=resources, next_cursor=nxt)
 
         async def list_resource_templates(self) -> list[Any]:
             return [mcp_types.ResourceTemplate.model_validate({

@@ -23,9 +23,10 @@ Tools (MCP) and routes (HTTP):
 
 MCP resources (Skills-over-MCP draft, SEP-2640): every indexed skill is listed as
 ``skill://<id>/SKILL.md``, :data:`RESOURCES_PAGE_SIZE` per ``resources/list`` page (MCP cursor
-pagination: ``nextCursor`` until the last page); ``skill://<id>/<relative path>`` reads any file of its folder; each
-``find_skills`` hit carries its ``uri``. With ``serve --watch`` (:mod:`skillsight_fast.agents.watch`) the
-live index behind all of this is replaced atomically when the skill folders change.
+pagination: ``nextCursor`` until the last page); ``skill://<id>/<relative path>`` reads any file
+of its folder; each ``find_skills`` hit carries its ``uri``. With ``serve --watch``
+(:mod:`skillsight_fast.agents.watch`) the live index behind all of this is replaced atomically when
+the skill folders change.
 """
 
 from __future__ import annotations
@@ -250,7 +251,8 @@ class SkillService:
         except UnicodeDecodeError:
             return data, mime
 
-    def resources_page(self, cursor: Any = None, limit: int | None = None) -> tuple[list[dict[str, Any]], str | None]:
+    def resources_page(self, cursor: Any = None,
+                       limit: int | None = None) -> tuple[list[dict[str, Any]], str | None]:
         """One page of the skill resources (MCP ``resources/list`` with cursor pagination).
 
         Parameters
@@ -322,7 +324,8 @@ def _parse_cursor(cursor: Any) -> tuple[int, int]:
             raise ValueError
         return out
     except (ValueError, UnicodeError, binascii.Error):
-        raise InvalidCursorError("invalid cursor: pass the nextCursor of the previous resources/list page") from None
+        raise InvalidCursorError("invalid cursor: pass the nextCursor of the previous resources/list "
+                                 "page") from None
 
 
 def _scan_reads_few_rows(directory: Path) -> bool:

@@ -172,9 +172,11 @@ class ShardedIndex:
         :meth:`connect` (:func:`shard_ranges` over the new size). Each shard then either keeps its
         engine (its row range is the same and holds the same skill records, byte for byte, and the
         statistics its rows and scores derive from are unchanged: background basis, vocabulary, LEC
-        weights, BM25 idf and mean length, scan, document vector) or opens its new rows from the folder; which one is
-        recorded in :attr:`reopened`. The previous version stays served by the hosts (until the
-        next update) for the searches that began on it, and this object keeps serving it.
+        weights, BM25 idf and mean length, scan, document vector) or opens its new rows from the
+        folder; which one is recorded in :attr:`reopened`. A content change moves the background
+        basis, and with it every row's background-removed vector, so after one every shard re-opens.
+        The previous version stays served by the hosts (until the next update) for the searches
+        that began on it, and this object keeps serving it.
 
         Parameters
         ----------
@@ -196,17 +198,21 @@ class ShardedIndex:
         ranges = shard_ranges(len(head), len(self.shards))
         stats = self.global_stats(head)
         same_stats = not reopen and _same_statistics(self.head, head)
-        keep = [same_stats and old == new and _same_skills(self.head, head, new) and _sample_rows_equal(self.head, head, new)
-                for old, new in zip(self.ranges, ranges)]
+        keep = [same_stats and old == new and _same_skills(self.head, head, new)
+                and _sample_rows_equal(self.head, head, new) for old, new in zip(self.ranges, ranges)]
         if self.remote:
             import ray
 
             ref = ray.put(stats)
-            ray.get([h.keep.remote(version, self.version) if kept else h.open.remote(version, str(directory), a, b, ref)
+            ray.get([h.keep.remote(version, self.version) if kept
+                     else h.open.remote(version, str(directory), a, b, ref)
                      for h, kept, (a, b) in zip(self.shards, keep, ranges)])
         else:
             for h, kept, (a, b) in zip(self.shards, keep, ranges):
-                h.keep(version, self.version) if kept else h.open(version, directory, a, b, stats)
+                if kept:
+                    h.keep(version, self.version)
+                else:
+                    h.open(version, directory, a, b, stats)
         new = ShardedIndex(directory, self.shards, ranges, head=head, remote=self.remote, version=version)
         new.reopened = [not kept for kept in keep]
         logger.info("sharded index version %d: %d skills, %d of %d shards re-opened", version, len(head),
@@ -228,7 +234,8 @@ class ShardedIndex:
         if self.remote:
             import ray
 
-            return list(ray.get([self.shards[s].call.remote(self.version, method, *args) for args, s in per_shard]))
+            calls = [self.shards[s].call.remote(self.version, method, *args) for args, s in per_shard]
+            return list(ray.get(calls))
         return [self.shards[s].call(self.version, method, *args) for args, s in per_shard]
 
     def shard_info(self) -> list[dict[str, Any]]:
@@ -314,7 +321,8 @@ class ShardedIndex:
             st = s_terms[s_ptr[i] : s_ptr[i + 1]]
             got = self._candidates(q_perp[i], raw[i], depth, (st, t), d.lexical, allowed) if n else None
             if got is not None and d.lexical_candidates:
-                got = self._with_coverage(q_perp[i], raw[i], got, min(n, d.lexical_candidates), (st, t), d.lexical)
+                got = self._with_coverage(q_perp[i], raw[i], got, min(n, d.lexical_candidates), (st, t),
+                                          d.lexical)
             rows_out.append(got)
         width = max([1] + [got.get("width", got["rows"].shape[0]) for got in rows_out if got is not None])
         cand = np.full((len(texts), width), -1, np.int64)
@@ -360,10 +368,10 @@ class ShardedIndex:
         rows = np.asarray(dense_rows + [r for r in lex_top if r not in seen], np.int64)
         owner = self._owner(rows)
         shards = np.unique(owner).tolist()
-        parts = self._call("score", [((q_perp, q_raw, rows[owner == s], terms, side, "einsum"), s) for s in shards])
-        out: dict[str, Any] = {"rows": rows, "dense": np.empty(rows.size, np.float32),
-                               "lexical": np.empty(rows.size, np.float32), "cosine": np.empty(rows.size, np.float32),
-                               "ev": [None] * rows.size, "width": got["rows"].shape[0] + kl}
+        parts = self._call("score", [((q_perp, q_raw, rows[owner == s], terms, side, "einsum"), s)
+                                     for s in shards])
+        out: dict[str, Any] = {"rows": rows, "ev": [None] * rows.size, "width": got["rows"].shape[0] + kl,
+                               **{key: np.empty(rows.size, np.float32) for key in ("dense", "lexical", "cosine")}}
         for s, p in zip(shards, parts):
             at = np.flatnonzero(owner == s)
             out["dense"][at], out["lexical"][at], out["cosine"][at] = p["dense"], p["lexical"], p["cosine"]
@@ -412,11 +420,13 @@ def _same_statistics(old: Any, new: Any) -> bool:
     the background basis, the vocabulary (term ids), the LEC weights, BM25 idf and mean length, the
     scan and the document vector."""
     a, b = ShardedIndex.global_stats(old), ShardedIndex.global_stats(new)
-    return (old.scan.kind == new.scan.kind and getattr(old.scan, "oversample", None) == getattr(new.scan, "oversample", None)
+    return (old.scan.kind == new.scan.kind
+            and getattr(old.scan, "oversample", None) == getattr(new.scan, "oversample", None)
             and old.decisions.document_vector == new.decisions.document_vector
             and old.config.renormalize == new.config.renormalize
             and np.array_equal(old.dense.basis, new.dense.basis)
-            and all(np.array_equal(a[key], b[key]) for key in ("weights", "bm25_idf")) and a["avgdl"] == b["avgdl"]
+            and all(np.array_equal(a[key], b[key]) for key in ("weights", "bm25_idf"))
+            and a["avgdl"] == b["avgdl"]
             and _same_strings(old.lexicon.vocab, new.lexicon.vocab))
 
 
@@ -452,4 +462,5 @@ def _sample_rows_equal(old: Any, new: Any, rows: tuple[int, int], samples: int =
     if b <= a:
         return True
     at = np.unique(np.linspace(a, b - 1, min(samples, b - a)).round().astype(np.int64))
-    return bool(np.array_equal(np.asarray(old.dense.embeddings_perp[at]), np.asarray(new.dense.embeddings_perp[at])))
+    return bool(np.array_equal(np.asarray(old.dense.embeddings_perp[at]),
+                               np.asarray(new.dense.embeddings_perp[at])))

@@ -22,7 +22,8 @@ What a shard answers (one query at a time, ``q_perp`` float32 (d,)):
 * :meth:`ShardEngine.rows`: raw or background-removed rows (duplicate collapse, pinned skills).
 
 A :class:`ShardHost` (the Ray actor) holds the engine of each served version of its shard, so a
-library update swaps a shard's rows in place (:meth:`skillsight_fast.cluster.index.ShardedIndex.next_version`).
+library update swaps a shard's rows in place
+(:meth:`skillsight_fast.cluster.index.ShardedIndex.next_version`).
 """
 
 from __future__ import annotations
@@ -196,8 +197,9 @@ class ShardEngine:
         q = np.ascontiguousarray(q_perp, np.float32)
         if dense_by == "einsum":
             # the operands laid out as the single index's (a gathered copy of q per row)
-            dense = (np.einsum("ij,ij->i", np.repeat(q[None, :], local.size, axis=0), np.asarray(self.perp[local]))
-                     if local.size else np.zeros(0, np.float32))
+            qs = np.repeat(q[None, :], local.size, axis=0)
+            dense = (np.einsum("ij,ij->i", qs, np.asarray(self.perp[local])) if local.size
+                     else np.zeros(0, np.float32))
         else:
             dense = rescore_rows(q, self.perp, local)
         cosine = (np.asarray(self.raw[local], np.float32) @ np.asarray(q_raw, np.float32)
@@ -266,7 +268,8 @@ class ShardHost:
         """``engine(version).method(*args)``."""
         engine = self.engines.get(version)
         if engine is None:
-            raise IndexFormatError(f"this shard no longer serves version {version} (it serves {self.versions()})")
+            raise IndexFormatError(f"this shard no longer serves version {version} "
+                                   f"(it serves {self.versions()})")
         return getattr(engine, method)(*args)
 
 
