@@ -6,6 +6,12 @@ many Ray actors (skillsight_fast.cluster, int8 or exact as the index was built),
 * **latency**: ``--requests`` searches one at a time (``search_vectors`` on already encoded tasks,
   evidence included: the fan-out, the shards' scans and scoring, the merge and the fusion), p50/p99;
 * **throughput**: ``--clients`` threads searching at once for ``--seconds``, searches per second;
+* **parts**: a Ray round trip to one shard (a call that does nothing) and one shard's first round (the
+  int8 scan of its rows, or its exact top C scored), round trip included, p50/p99: the per-shard rate
+  the 10M/100M plan of docs/LARGE.md is derived from;
+* **start**: the coordinator's load plus every shard opening its rows, what an update's swap to the
+  next version also costs (``ShardedIndex.next_version`` re-opens each shard);
+* **update**: ``next_version`` on the same folder, every shard kept, then every shard re-opened;
 * **memory**: each shard actor's resident set after the runs (``/proc/<pid>/status``: RssAnon, its own
   memory, and RssFile, mapped index pages shared with the page cache) and the bytes of its arrays.
 
@@ -75,6 +81,22 @@ def main() -> int:
                     t = time.perf_counter()
                     sharded.search_vectors(vectors[i : i + 1], tasks[i : i + 1], 5)
                     ms.append((time.perf_counter() - t) * 1000)
+                # the parts of a search: a Ray round trip to a shard (a call that does nothing), and one
+                # shard's first round (int8: its kk best rows; exact: its C best, scored), round trip included
+                q_perp = single.remove_background(vectors[:1])[0]
+                depth = single.decisions.candidates
+                if single.scan.kind == "int8":
+                    first = ("approx", (q_perp, single.scan.oversample * depth))
+                else:
+                    terms = (np.zeros(0, np.int32), np.zeros(0, np.int32))
+                    first = ("exact_top", (q_perp, vectors[0], depth, terms, "bm25"))
+                calls = {"roundtrip": ("__len__", ()), "shard_first_round": first}
+                parts: dict[str, list[float]] = {name: [] for name in calls}
+                for _ in range(max(20, args.requests // 2)):
+                    for name, (method, call_args) in calls.items():
+                        t = time.perf_counter()
+                        sharded._call(method, [(call_args, 0)])
+                        parts[name].append((time.perf_counter() - t) * 1000)
                 done = [0] * args.clients
                 stop = time.perf_counter() + args.seconds
 
@@ -93,8 +115,23 @@ def main() -> int:
                 for th in threads:
                     th.join()
                 qps = sum(done) / (time.perf_counter() - t)
+                # what an update's swap costs (ShardedIndex.next_version on the same folder): the
+                # coordinator's load and the comparison when every shard keeps its rows, and with every
+                # shard re-opening its rows (what follows a content change: the background basis moves)
+                t = time.perf_counter()
+                kept = sharded.next_version()
+                keep_s = time.perf_counter() - t
+                t = time.perf_counter()
+                sharded = kept.next_version(reopen=True)
+                reopen_s = time.perf_counter() - t
+                assert not any(kept.reopened) and all(sharded.reopened)
+                a = single.search_vectors(vectors[:5], tasks[:5], 5)
+                assert a.skill_ids == sharded.search_vectors(vectors[:5], tasks[:5], 5).skill_ids
                 info = sharded.shard_info()
                 run = {"shards": shards, "start_s": round(start_s, 2), "latency_ms": pct(ms),
+                       "update_keep_s": round(keep_s, 2), "update_reopen_s": round(reopen_s, 2),
+                       "roundtrip_ms": pct(parts["roundtrip"]), "shard_first_round_ms": pct(parts["shard_first_round"]),
+                       "rows_per_shard": int(np.ceil(len(single) / shards)),
                        "throughput_qps": round(qps, 2), "clients": args.clients,
                        "shard_rss_anon_mb": [round(s["rss"]["anon"] / 2**20, 1) for s in info],
                        "shard_rss_file_mb": [round(s["rss"]["file"] / 2**20, 1) for s in info],

@@ -222,15 +222,30 @@ def _rows_of(index: SkillIndex) -> Any:
     return rows
 
 
-def _restricted_dense_stage(index: SkillIndex, rows: np.ndarray) -> Any:
-    """A dense stage that scores only ``rows`` (exact s⊥ over the filtered skills)."""
-    def stage(q_perp: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
-        docs = np.asarray(index.dense.embeddings_perp[rows], dtype=np.float32)
-        s = q_perp @ docs.T
+class _RestrictedDenseStage:
+    """A dense stage that scores only ``rows`` (exact s⊥ over the filtered skills, by the float32 loop
+    of the scans' re-scoring, ties by ascending row). A sharded index
+    (:class:`skillsight_fast.cluster.ShardedIndex`) reads :attr:`restricted_rows` and has each shard
+    score its own allowed rows the same way."""
+
+    def __init__(self, index: SkillIndex, rows: np.ndarray) -> None:
+        self.index = index
+        self.restricted_rows = np.asarray(rows, np.int64)
+
+    def __call__(self, q_perp: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+        from skillsight_fast.kernels.compressed import rescore_rows
+
+        rows = self.restricted_rows
+        docs = self.index.dense.embeddings_perp
+        s = np.stack([rescore_rows(q, docs, rows) for q in np.asarray(q_perp, np.float32)])
         d = min(depth, rows.size)
         top = np.argsort(-s, axis=1, kind="stable")[:, :d]
         return rows[top].astype(np.int64), np.take_along_axis(s, top, 1).astype(np.float32)
-    return stage
+
+
+def _restricted_dense_stage(index: SkillIndex, rows: np.ndarray) -> Any:
+    """A dense stage that scores only ``rows`` (:class:`_RestrictedDenseStage`)."""
+    return _RestrictedDenseStage(index, rows)
 
 
 def _name_groups(index: SkillIndex) -> dict[str, list[int]]:

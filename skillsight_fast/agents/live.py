@@ -170,6 +170,30 @@ class LiveIndex:
         return [{"uri": skill_uri(m.id), "name": m.name, "description": m.description,
                  "mimeType": "text/markdown"} for m, f in zip(self.index.skills, flags) if not f]
 
+    def resources_page(self, start: int, limit: int) -> tuple[list[dict[str, Any]], int | None]:
+        """The :meth:`resources` records of rows ``start..``, at most ``limit`` of them, and the row the
+        next page starts at (None after the last listed skill): one page of ``resources/list``, in
+        row order, without walking the rows of the other pages.
+        """
+        skills = self.index.skills
+        flags = getattr(self.index, "flags", None) or []
+        n = len(skills)
+
+        def listed(row: int) -> bool:
+            return row >= len(flags) or not flags[row]
+
+        out: list[dict[str, Any]] = []
+        row = max(0, int(start))
+        while row < n and len(out) < limit:
+            if listed(row):
+                m = skills[row]
+                out.append({"uri": skill_uri(m.id), "name": m.name, "description": m.description,
+                            "mimeType": "text/markdown"})
+            row += 1
+        while row < n and not listed(row):  # no page of nothing but flagged skills at the end
+            row += 1
+        return out, (row if row < n else None)
+
     # ------------------------------------------------------------------ texts
     def skill_text(self, skill_id: Any) -> dict[str, Any]:
         """The SKILL.md text of an indexed skill (``{id, name, path, uri, source, text}``).

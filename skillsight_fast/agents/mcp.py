@@ -9,7 +9,7 @@ from typing import Any
 
 from skillsight_fast._version import __version__
 from skillsight_fast.agents.live import UnknownSkillError
-from skillsight_fast.agents.service import SkillService
+from skillsight_fast.agents.service import InvalidCursorError, SkillService
 from skillsight_fast.errors import SkillsightError, install_hint
 
 logger = logging.getLogger(__name__)
@@ -138,8 +138,21 @@ def build_mcp_server(service: SkillService) -> Any:
         """The SDK server with the live index's skills as its resources."""
 
         async def list_resources(self) -> list[Any]:
+            """Every listed skill (the SDK's own callers); clients get pages, below."""
             records = await anyio.to_thread.run_sync(lambda: service.live().resources())
             return [mcp_types.Resource.model_validate(r) for r in records]
+
+        async def _handle_list_resources(self, ctx: Any, params: Any) -> Any:
+            """``resources/list``: one page of :data:`RESOURCES_PAGE_SIZE` skills and its ``nextCursor``."""
+            cursor = getattr(params, "cursor", None) if params is not None else None
+            try:
+                records, nxt = await anyio.to_thread.run_sync(service.resources_page, cursor)
+            except InvalidCursorError as exc:
+                from mcp.shared.exceptions import MCPError
+
+                raise MCPError(mcp_types.INVALID_PARAMS, str(exc)) from None
+            resources = [mcp_types.Resource.model_validate(r) for r in records]
+            return mcp_types.ListResourcesResult(resources=resources, next_cursor=nxt)
 
         async def list_resource_templates(self) -> list[Any]:
             return [mcp_types.ResourceTemplate.model_validate({

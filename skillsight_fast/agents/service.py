@@ -22,9 +22,11 @@ Tools (MCP) and routes (HTTP):
   ``version`` is the same number, kept for older clients).
 
 MCP resources (Skills-over-MCP draft, SEP-2640): every indexed skill is listed as
-``skill://<id>/SKILL.md``; ``skill://<id>/<relative path>`` reads any file of its folder; each
-``find_skills`` hit carries its ``uri``. With ``serve --watch`` (:mod:`skillsight_fast.agents.watch`) the
-live index behind all of this is replaced atomically when the skill folders change.
+``skill://<id>/SKILL.md``, :data:`RESOURCES_PAGE_SIZE` per ``resources/list`` page (MCP cursor
+pagination: ``nextCursor`` until the last page); ``skill://<id>/<relative path>`` reads any file
+of its folder; each ``find_skills`` hit carries its ``uri``. With ``serve --watch``
+(:mod:`skillsight_fast.agents.watch`) the live index behind all of this is replaced atomically when
+the skill folders change.
 """
 
 from __future__ import annotations
@@ -51,6 +53,9 @@ MAX_BODY_BYTES = 64 * 1024
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 #: Connections the HTTP server serves at once; more get 503.
 DEFAULT_MAX_CONNECTIONS = 64
+#: Skills per page of the MCP ``resources/list`` answer (cursor pagination): a 1M-skill library is
+#: listed in 2,000 pages of ~100 KB instead of one answer of ~200 MB.
+RESOURCES_PAGE_SIZE = 500
 
 
 class SkillService:
@@ -246,6 +251,42 @@ class SkillService:
         except UnicodeDecodeError:
             return data, mime
 
+    def resources_page(self, cursor: Any = None,
+                       limit: int | None = None) -> tuple[list[dict[str, Any]], str | None]:
+        """One page of the skill resources (MCP ``resources/list`` with cursor pagination).
+
+        Parameters
+        ----------
+        cursor : str, optional
+            The ``nextCursor`` of the previous page (None: the first page). It is opaque to the client:
+            the live version and the row to go on from.
+        limit : int, optional
+            Skills per page (default :data:`RESOURCES_PAGE_SIZE`).
+
+        Returns
+        -------
+        records : list of dict
+            ``{uri, name, description, mimeType}`` per listed skill (:meth:`LiveIndex.resources`).
+        next_cursor : str or None
+            None after the last page.
+
+        Raises
+        ------
+        InvalidCursorError
+            The cursor is not one this server gave, or was given for another version of the index
+            (the library changed while the client was paging; it lists again from the start, as
+            the ``list_changed`` notification it was sent also tells it).
+        """
+        live = self.live()
+        start = 0
+        if cursor is not None:
+            version, start = _parse_cursor(cursor)
+            if version != live.version:
+                raise InvalidCursorError(f"the skill list changed since this cursor (version {version}, now "
+                                         f"{live.version}): list the resources again from the start")
+        records, nxt = live.resources_page(start, limit or RESOURCES_PAGE_SIZE)
+        return records, (None if nxt is None else _cursor(live.version, nxt))
+
     def health(self) -> dict[str, Any]:
         """Status for ``GET /health``."""
         live = self.live()
@@ -257,6 +298,34 @@ class SkillService:
         if check is not None:  # a load that deferred checks (docs/GUARANTEES.md §8): their state
             out["verification"] = check.to_dict()
         return out
+
+
+class InvalidCursorError(QueryError):
+    """A ``resources/list`` cursor this server did not give, or gave for another version."""
+
+
+def _cursor(version: int, row: int) -> str:
+    """The opaque ``nextCursor``: the live version and the next row, URL-safe base64."""
+    import base64
+
+    return base64.urlsafe_b64encode(f"{version}:{row}".encode()).decode("ascii")
+
+
+def _parse_cursor(cursor: Any) -> tuple[int, int]:
+    import base64
+    import binascii
+
+    try:
+        if not isinstance(cursor, str) or len(cursor) > 64:
+            raise ValueError
+        version, row = base64.urlsafe_b64decode(cursor.encode("ascii")).decode("ascii").split(":")
+        out = int(version), int(row)
+        if min(out) < 0:
+            raise ValueError
+        return out
+    except (ValueError, UnicodeError, binascii.Error):
+        raise InvalidCursorError("invalid cursor: pass the nextCursor of the previous resources/list "
+                                 "page") from None
 
 
 def _scan_reads_few_rows(directory: Path) -> bool:

@@ -6,7 +6,10 @@ index folder in line with :func:`skillsight_fast.engine.update.update_index` (on
 are encoded, with the server's own encoder), loads the new version with its texts and calibration
 as one :class:`~skillsight_fast.agents.live.LiveIndex` and hands it to
 :meth:`SkillService.swap <skillsight_fast.agents.service.SkillService.swap>`. Requests keep being answered by
-the previous version until the swap, and each request sees exactly one version.
+the previous version until the swap, and each request sees exactly one version. A sharded index
+(``serve --ray --watch``) is brought to the new version by
+:meth:`ShardedIndex.next_version <skillsight_fast.cluster.index.ShardedIndex.next_version>`: the same
+update, applied shard by shard.
 """
 
 from __future__ import annotations
@@ -162,7 +165,13 @@ class LiveIndexWatcher:
         same = [(m.id, m.path) for m in current.index.skills] == [(s.id, s.path) for s in skills]
         if same and not (report.added or report.changed or report.removed):
             return None
-        index = SkillIndex.load(self.service.directory, encoder=encoder)
+        # a sharded index (skillsight_fast.cluster) hands the new version to its shards, each taking
+        # only what changed for it; a single index loads the folder
+        next_version = getattr(type(current.index), "next_version", None)
+        if next_version is not None:
+            index = next_version(current.index, self.service.directory, encoder=encoder)
+        else:
+            index = SkillIndex.load(self.service.directory, encoder=encoder)
         new = LiveIndex.of(index, self.rule(self.service.directory), self.service.directory,
                          version=current.version + 1)
         self.service.swap(new)

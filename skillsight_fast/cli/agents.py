@@ -143,9 +143,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.ray:  # the same service, its rows on Ray actors (skillsight_fast.cluster)
         from skillsight_fast.cluster.index import ShardedIndex
 
-        if args.watch is not None:
-            raise SkillsightError("--watch does not work with --ray yet: update the index, then restart the server")
-
         sharded = ShardedIndex.connect(args.index, args.shards, address=None if args.ray == "local" else args.ray)
         service = SkillService(args.index, abstention=rule, index=sharded)
     else:

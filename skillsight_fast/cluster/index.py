@@ -23,9 +23,13 @@ same float32 rows with the library's global statistics, so the answer equals the
 
 :class:`ShardedIndex` offers what :func:`~skillsight_fast.agents.find.find_skills` and
 :class:`~skillsight_fast.agents.service.SkillService` use of an index, so ``skillsight serve --ray ADDRESS``
-serves it through the same HTTP and MCP surfaces. Not sharded (a clear QueryError): the LEC coverage
-candidates (``lexical_candidates`` > 0, which read the postings of every term) and the filtered
-searches (``tags``/``source``, which scan the allowed rows on the coordinator).
+serves it through the same HTTP and MCP surfaces, with every search option of the single index:
+the filters of :func:`~skillsight_fast.agents.find.find_skills` (``tags``/``source``: the shards score
+the rows the filter allows), the LEC coverage candidates (``lexical_candidates`` > 0: every shard
+returns its best rows by coverage over the postings of its rows, merged as the single index's stable
+sort), ``candidates``, ``fusion``, ``lexical_weight``, ``lexical``, ``rrf_k`` and ``explain``. Only a
+custom stage callable other than a filter's is refused (a QueryError). An update of the library
+reaches the shards through :meth:`ShardedIndex.next_version`.
 """
 
 from __future__ import annotations
@@ -39,10 +43,15 @@ from typing import Any
 
 import numpy as np
 
-from skillsight_fast.cluster.shard import LEXICAL_SIDES, ShardEngine
+from skillsight_fast.cluster.shard import LEXICAL_SIDES, ShardHost
+from skillsight_fast.engine.columns import SKILL_FIELDS, StringColumn
 from skillsight_fast.errors import QueryError, SkillsightError
 
 logger = logging.getLogger(__name__)
+
+
+#: Calls a shard actor runs at once (threads): searches, and an update opening the next version.
+MAX_CONCURRENCY = 4
 
 
 def shard_ranges(n: int, shards: int) -> list[tuple[int, int]]:
@@ -81,13 +90,15 @@ class ShardedIndex:
     directory : path
         The index folder (every shard reads its rows from it: the same path on every node).
     shards : list
-        Ray actor handles of :class:`ShardEngine` (:meth:`connect`) or ShardEngine objects
-        (:meth:`local`), in row order.
+        Ray actor handles of :class:`ShardHost` (:meth:`connect`) or ShardHost objects
+        (:meth:`local`), in row order, each serving ``version``.
     ranges : list of (start, stop)
+    version : int
+        The version of the folder the hosts serve for this object (:meth:`next_version`).
     """
 
     def __init__(self, directory: str | os.PathLike[str], shards: list[Any], ranges: list[tuple[int, int]],
-                 *, head: Any = None, remote: bool = False) -> None:
+                 *, head: Any = None, remote: bool = False, version: int = 0) -> None:
         from skillsight_fast.engine.index import SkillIndex
 
         self.directory = Path(directory)
@@ -95,6 +106,9 @@ class ShardedIndex:
         self.shards = shards
         self.ranges = ranges
         self.remote = remote
+        self.version = version
+        #: Per shard: opened from the folder for this version (True) or kept from the previous one.
+        self.reopened: list[bool] = [True] * len(shards)
         self._starts = np.asarray([a for a, _ in ranges], np.int64)
         self.dense = _Dense(self)
         self.embeddings = _Rows(self, "raw")
@@ -117,7 +131,10 @@ class ShardedIndex:
         head = SkillIndex.load(Path(directory), mmap=True, verify="background")
         ranges = shard_ranges(len(head), shards)
         stats = cls.global_stats(head)
-        return cls(directory, [ShardEngine(directory, a, b, stats) for a, b in ranges], ranges, head=head)
+        hosts = [ShardHost() for _ in ranges]
+        for h, (a, b) in zip(hosts, ranges):
+            h.open(0, directory, a, b, stats)
+        return cls(directory, hosts, ranges, head=head)
 
     @classmethod
     def connect(cls, directory: str | os.PathLike[str], shards: int, *, address: str | None = None,
@@ -134,13 +151,76 @@ class ShardedIndex:
         head = SkillIndex.load(directory, mmap=True, verify="background")
         ranges = shard_ranges(len(head), shards)
         stats = ray.put(cls.global_stats(head))
-        actor = ray.remote(num_cpus=cpus_per_shard)(ShardEngine)
-        handles = [actor.remote(str(directory), a, b, stats) for a, b in ranges]
-        ray.get([h.info.remote() for h in handles])  # every shard loaded (errors surface here)
+        # threaded actors: a search keeps being answered (by the previous version) while an update
+        # opens the next version's rows on the same actor
+        actor = ray.remote(num_cpus=cpus_per_shard, max_concurrency=MAX_CONCURRENCY)(ShardHost)
+        handles = [actor.remote() for _ in ranges]
+        # every shard loaded (errors surface here)
+        ray.get([h.open.remote(0, str(directory), a, b, stats) for h, (a, b) in zip(handles, ranges)])
         return cls(directory, handles, ranges, head=head, remote=True)
 
+    def next_version(self, directory: str | os.PathLike[str] | None = None, *, encoder: Any = None,
+                     reopen: bool = False) -> ShardedIndex:
+        """The index folder's current version, served by the same shard hosts: call it after
+        :func:`~skillsight_fast.engine.update.update_index` rewrote the folder (``serve --ray --watch``
+        does).
+
+        The folder holds what the single-index update computed: the skills in the library's order,
+        their rows, and the global statistics recomputed over the whole library (background basis,
+        IDF, generic tokens, LEC weights, BM25 idf and mean length), so the new version answers
+        exactly what the single updated index answers. Rows are assigned by the rule of
+        :meth:`connect` (:func:`shard_ranges` over the new size). Each shard then either keeps its
+        engine (its row range is the same and holds the same skill records, byte for byte, and the
+        statistics its rows and scores derive from are unchanged: background basis, vocabulary, LEC
+        weights, BM25 idf and mean length, scan, document vector) or opens its new rows from the
+        folder; which one is recorded in :attr:`reopened`. A content change moves the background
+        basis, and with it every row's background-removed vector, so after one every shard re-opens.
+        The previous version stays served by the hosts (until the next update) for the searches
+        that began on it, and this object keeps serving it.
+
+        Parameters
+        ----------
+        directory : path, optional
+            The folder (default: this index's).
+        encoder : Encoder, optional
+            Attached to the new coordinator (default: the current one's, if attached).
+        reopen : bool
+            Re-open every shard from the folder, changed or not.
+        """
+        from skillsight_fast.engine.index import SkillIndex
+
+        directory = Path(directory).expanduser().absolute() if directory is not None else self.directory
+        head = SkillIndex.load(directory, mmap=True, verify="background")
+        enc = encoder if encoder is not None else self.head.encoders.attached
+        if enc is not None:
+            head.encoder = enc
+        version = self.version + 1
+        ranges = shard_ranges(len(head), len(self.shards))
+        stats = self.global_stats(head)
+        same_stats = not reopen and _same_statistics(self.head, head)
+        keep = [same_stats and old == new and _same_skills(self.head, head, new)
+                and _sample_rows_equal(self.head, head, new) for old, new in zip(self.ranges, ranges)]
+        if self.remote:
+            import ray
+
+            ref = ray.put(stats)
+            ray.get([h.keep.remote(version, self.version) if kept
+                     else h.open.remote(version, str(directory), a, b, ref)
+                     for h, kept, (a, b) in zip(self.shards, keep, ranges)])
+        else:
+            for h, kept, (a, b) in zip(self.shards, keep, ranges):
+                if kept:
+                    h.keep(version, self.version)
+                else:
+                    h.open(version, directory, a, b, stats)
+        new = ShardedIndex(directory, self.shards, ranges, head=head, remote=self.remote, version=version)
+        new.reopened = [not kept for kept in keep]
+        logger.info("sharded index version %d: %d skills, %d of %d shards re-opened", version, len(head),
+                    sum(new.reopened), len(keep))
+        return new
+
     def close(self) -> None:
-        """Stop the shard actors (Ray)."""
+        """Stop the shard actors (Ray; they are shared by every version of this index)."""
         if self.remote:
             import ray
 
@@ -154,8 +234,9 @@ class ShardedIndex:
         if self.remote:
             import ray
 
-            return list(ray.get([getattr(self.shards[s], method).remote(*args) for args, s in per_shard]))
-        return [getattr(self.shards[s], method)(*args) for args, s in per_shard]
+            calls = [self.shards[s].call.remote(self.version, method, *args) for args, s in per_shard]
+            return list(ray.get(calls))
+        return [self.shards[s].call(self.version, method, *args) for args, s in per_shard]
 
     def shard_info(self) -> list[dict[str, Any]]:
         """Per shard: rows, scan, array bytes, resident bytes and process."""
@@ -185,7 +266,8 @@ class ShardedIndex:
         # skills, flags, pins, roots, bodies, state, stats, config, decisions, model_id, lexicon,
         # lexical, scan, verification, encoder, query_encoder, check_*, encode, remove_background,
         # evidence_tokens, query_decisions, fuse: the head's (global, small)
-        if name in ("head", "shards", "ranges", "remote", "dense", "embeddings", "directory", "_starts"):
+        if name in ("head", "shards", "ranges", "remote", "dense", "embeddings", "directory", "_starts", "version",
+                    "reopened"):
             raise AttributeError(name)
         return getattr(self.head, name)
 
@@ -211,10 +293,13 @@ class ShardedIndex:
         k = head.check_k(k)
         d = head.query_decisions(candidates=candidates, fusion=fusion, lexical_weight=lexical_weight,
                                  lexical=lexical, lexical_candidates=lexical_candidates, rrf_k=rrf_k)
-        if dense_stage is not None or lexical_stage is not None:
-            raise QueryError("a sharded index does not take custom stages (tags/source filters are not sharded)")
-        if d.lexical_candidates:
-            raise QueryError("a sharded index does not admit LEC coverage candidates (lexical_candidates > 0)")
+        # a filter (find_skills's tags/source) restricts the dense stage to the rows it allows: the shards
+        # score those rows; any other custom stage would run on the coordinator over every row
+        allowed = getattr(dense_stage, "restricted_rows", None) if dense_stage is not None else None
+        if (dense_stage is not None and allowed is None) or lexical_stage is not None:
+            raise QueryError("a sharded index takes no custom search stages other than a filter's")
+        if allowed is not None:
+            allowed = np.asarray(allowed, np.int64)
         if d.lexical not in LEXICAL_SIDES:
             raise QueryError(f"a sharded index scores the lexical sides {', '.join(LEXICAL_SIDES)}")
         raw = np.ascontiguousarray(np.atleast_2d(vectors), np.float32)
@@ -234,9 +319,12 @@ class ShardedIndex:
         for i in range(q_perp.shape[0]):
             t = terms[ptr[i] : ptr[i + 1]]
             st = s_terms[s_ptr[i] : s_ptr[i + 1]]
-            got = self._candidates(q_perp[i], raw[i], depth, (st, t), d.lexical) if n else None
+            got = self._candidates(q_perp[i], raw[i], depth, (st, t), d.lexical, allowed) if n else None
+            if got is not None and d.lexical_candidates:
+                got = self._with_coverage(q_perp[i], raw[i], got, min(n, d.lexical_candidates), (st, t),
+                                          d.lexical)
             rows_out.append(got)
-        width = max(1, depth)
+        width = max([1] + [got.get("width", got["rows"].shape[0]) for got in rows_out if got is not None])
         cand = np.full((len(texts), width), -1, np.int64)
         s_dense = np.full(cand.shape, -np.inf, np.float32)
         s_lex = np.zeros(cand.shape, np.float32)
@@ -264,11 +352,46 @@ class ShardedIndex:
                                for i in range(len(texts))]
         return result
 
+    def _with_coverage(self, q_perp: np.ndarray, q_raw: np.ndarray, got: dict[str, Any], kl: int,
+                       terms: tuple[np.ndarray, np.ndarray], side: str) -> dict[str, Any]:
+        """The candidates ``got`` joined by the ``kl`` best rows by LEC coverage of the evidence tokens
+        (:meth:`SkillIndex.add_lexical_candidates`): every shard returns its ``kl`` best, the
+        coordinator keeps the global ``kl`` (coverage descending, row ascending: the single index's
+        stable sort), appends those not yet candidates after the dense ones, and the shards score the
+        joined set with the single index's row-wise product."""
+        firsts = self._call("coverage_top", [((terms[1], kl), s) for s in range(len(self.shards))])
+        ids = np.concatenate([f[0] for f in firsts])
+        cov = np.concatenate([f[1] for f in firsts])
+        lex_top = ids[np.lexsort((ids, -cov))[:kl]].tolist()
+        dense_rows = got["rows"].tolist()
+        seen = set(dense_rows)
+        rows = np.asarray(dense_rows + [r for r in lex_top if r not in seen], np.int64)
+        owner = self._owner(rows)
+        shards = np.unique(owner).tolist()
+        parts = self._call("score", [((q_perp, q_raw, rows[owner == s], terms, side, "einsum"), s)
+                                     for s in shards])
+        out: dict[str, Any] = {"rows": rows, "ev": [None] * rows.size, "width": got["rows"].shape[0] + kl,
+                               **{key: np.empty(rows.size, np.float32) for key in ("dense", "lexical", "cosine")}}
+        for s, p in zip(shards, parts):
+            at = np.flatnonzero(owner == s)
+            out["dense"][at], out["lexical"][at], out["cosine"][at] = p["dense"], p["lexical"], p["cosine"]
+            for c, j in enumerate(at.tolist()):
+                out["ev"][j] = p["ev_terms"][p["ev_ptr"][c] : p["ev_ptr"][c + 1]].tolist()
+        return out
+
     def _candidates(self, q_perp: np.ndarray, q_raw: np.ndarray, depth: int,
-                    terms: tuple[np.ndarray, np.ndarray], side: str) -> dict[str, Any]:
-        """The single index's ``depth`` candidates of one query, scored (see the module docstring)."""
+                    terms: tuple[np.ndarray, np.ndarray], side: str,
+                    allowed: np.ndarray | None = None) -> dict[str, Any]:
+        """The single index's ``depth`` candidates of one query, scored (see the module docstring);
+        ``allowed``: only these rows (a filter), scored exactly whatever the scan, as the single
+        index's filtered stage does."""
         everyone = range(len(self.shards))
-        if self.head.scan.kind == "int8":
+        if allowed is not None:
+            owner = self._owner(allowed)
+            shards = np.unique(owner).tolist()
+            parts = self._call("restricted_top", [((q_perp, q_raw, depth, allowed[owner == s], terms, side), s)
+                                                  for s in shards])
+        elif self.head.scan.kind == "int8":
             kk = min(max(depth, self.head.scan.oversample * depth), max(len(self), 1))
             firsts = self._call("approx", [((q_perp, kk), s) for s in everyone])
             ids = np.concatenate([f[0] for f in firsts])
@@ -290,3 +413,54 @@ class ShardedIndex:
         return {"rows": rows[best], "dense": dense[best], "lexical": lexical[best], "cosine": cosine[best],
                 "ev": [ev[b] for b in best.tolist()]}
 
+
+
+def _same_statistics(old: Any, new: Any) -> bool:
+    """Whether every statistic a shard's rows and scores derive from is the same in both versions:
+    the background basis, the vocabulary (term ids), the LEC weights, BM25 idf and mean length, the
+    scan and the document vector."""
+    a, b = ShardedIndex.global_stats(old), ShardedIndex.global_stats(new)
+    return (old.scan.kind == new.scan.kind
+            and getattr(old.scan, "oversample", None) == getattr(new.scan, "oversample", None)
+            and old.decisions.document_vector == new.decisions.document_vector
+            and old.config.renormalize == new.config.renormalize
+            and np.array_equal(old.dense.basis, new.dense.basis)
+            and all(np.array_equal(a[key], b[key]) for key in ("weights", "bm25_idf"))
+            and a["avgdl"] == b["avgdl"]
+            and _same_strings(old.lexicon.vocab, new.lexicon.vocab))
+
+
+def _same_strings(a: Any, b: Any) -> bool:
+    """Two string sequences are equal: by their arrays for string columns (format 3: no decoding of
+    millions of terms), else item by item."""
+    if isinstance(a, StringColumn) and isinstance(b, StringColumn):
+        return bool(np.array_equal(a.offsets, b.offsets) and np.array_equal(a.blob, b.blob))
+    return list(a) == list(b)
+
+
+def _same_skills(old: Any, new: Any, rows: tuple[int, int]) -> bool:
+    """Rows ``[a, b)`` hold the same skill records in both versions (every field: id, content hash,
+    path, ...): the bytes of those rows of the skill strings column, else the records' ids and hashes."""
+    a, b = rows
+    so, sn = getattr(old.skills, "column", None), getattr(new.skills, "column", None)
+    if isinstance(so, StringColumn) and isinstance(sn, StringColumn):
+        nf = len(SKILL_FIELDS)
+
+        def span(col: StringColumn) -> tuple[np.ndarray, np.ndarray]:
+            off = np.asarray(col.offsets[a * nf : b * nf + 1], np.int64)
+            return np.asarray(col.blob[int(off[0]) : int(off[-1])]), off - off[0]
+
+        (bo, oo), (bn, on) = span(so), span(sn)
+        return bool(np.array_equal(oo, on) and np.array_equal(bo, bn))
+    return [(old.skills[j].id, old.skills[j].sha256) for j in range(a, b)] == [
+        (new.skills[j].id, new.skills[j].sha256) for j in range(a, b)]
+
+
+def _sample_rows_equal(old: Any, new: Any, rows: tuple[int, int], samples: int = 16) -> bool:
+    """A cheap check on top of the ids, hashes and statistics: a few rows of the scored matrix equal."""
+    a, b = rows
+    if b <= a:
+        return True
+    at = np.unique(np.linspace(a, b - 1, min(samples, b - a)).round().astype(np.int64))
+    return bool(np.array_equal(np.asarray(old.dense.embeddings_perp[at]),
+                               np.asarray(new.dense.embeddings_perp[at])))

@@ -16,7 +16,14 @@ What a shard answers (one query at a time, ``q_perp`` float32 (d,)):
   with what :meth:`ShardEngine.score` returns for them;
 * :meth:`ShardEngine.score` (second round): for given rows, the exact dense score (the float32 loop of
   the int8 scan's re-scoring), the lexical score, the raw cosine qᵀd and the evidence term ids;
+* :meth:`ShardEngine.coverage_top` (LEC coverage candidates): the best rows by LEC coverage;
+* :meth:`ShardEngine.restricted_top` (filtered search): the best of the rows a filter allows, by the
+  exact score, and :meth:`ShardEngine.score` of them;
 * :meth:`ShardEngine.rows`: raw or background-removed rows (duplicate collapse, pinned skills).
+
+A :class:`ShardHost` (the Ray actor) holds the engine of each served version of its shard, so a
+library update swaps a shard's rows in place
+(:meth:`skillsight_fast.cluster.index.ShardedIndex.next_version`).
 """
 
 from __future__ import annotations
@@ -81,6 +88,9 @@ class ShardEngine:
         self.bm25_idf = np.ascontiguousarray(stats["bm25_idf"], np.float32)
         self.avgdl = float(stats["avgdl"])
         self.n_terms = int(self.weights.shape[0])
+        # the library's postings (mapped; a query's terms' lists are read only for the LEC coverage
+        # candidates, and only the entries of this shard's rows are used)
+        self.post_indptr, self.post_docs = lex.post_indptr, lex.post_docs
         del whole
 
     def __len__(self) -> int:
@@ -120,11 +130,61 @@ class ShardEngine:
         rows = ids[0][ids[0] >= 0] + self.start
         return self.score(q_perp, q_raw, rows, terms, side)
 
+    def restricted_top(self, q_perp: np.ndarray, q_raw: np.ndarray, depth: int, rows: np.ndarray,
+                       terms: tuple[np.ndarray, np.ndarray], side: str) -> dict[str, Any]:
+        """Filtered search: the ``depth`` best of the given global ``rows`` of this shard (the rows a
+        filter allows, ascending) by the exact float32 score, ties by ascending row (the order of the
+        single index's filtered stage, :func:`skillsight_fast.agents.find.find_skills`), and
+        :meth:`score` of them."""
+        from skillsight_fast.kernels.compressed import rescore_rows
+
+        local = np.ascontiguousarray(np.asarray(rows, np.int64) - self.start)
+        if local.size and (local.min() < 0 or local.max() >= len(self)):
+            raise ValueError("rows outside the shard")
+        s = rescore_rows(np.ascontiguousarray(q_perp, np.float32), self.perp, local)
+        top = np.argsort(-s, kind="stable")[: min(depth, local.size)]
+        return self.score(q_perp, q_raw, local[top] + self.start, terms, side)
+
+    def coverage_top(self, q_terms: np.ndarray, kl: int) -> tuple[np.ndarray, np.ndarray]:
+        """LEC coverage candidates: the ``min(kl, rows)`` best rows of this shard by LEC coverage of the
+        query's evidence tokens ``q_terms`` (global ids, coverages), positive coverage only, best first
+        and ties by ascending id.
+
+        The coverage is :func:`~skillsight_fast.kernels.score_lexical_all` (the single index's kernel,
+        so the same float32 sums in the same order) over the query terms' postings restricted to this
+        shard's rows.
+        """
+        from skillsight_fast.kernels import score_lexical_all
+        from skillsight_fast.kernels._threads import n_threads
+
+        t = np.ascontiguousarray(q_terms, np.int32)
+        n = len(self)
+        if not t.size or not n:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        if t.min() < 0 or t.max() >= self.n_terms:
+            raise ValueError("query term ids outside the vocabulary")
+        parts, ptr = [], [0]
+        for term in t.tolist():
+            docs = np.asarray(self.post_docs[int(self.post_indptr[term]) : int(self.post_indptr[term + 1])])
+            docs = docs[(docs >= self.start) & (docs < self.stop)] - self.start  # in bounds by construction
+            parts.append(docs.astype(np.int32))
+            ptr.append(ptr[-1] + docs.size)
+        with n_threads(1):
+            cov = score_lexical_all(np.arange(t.size, dtype=np.int32), np.array([0, t.size], np.int64),
+                                    np.asarray(ptr, np.int64), np.concatenate(parts), self.weights[t], n)[0]
+        top = np.argsort(-cov, kind="stable")[: min(kl, n)]
+        top = top[cov[top] > 0]
+        return top.astype(np.int64) + self.start, cov[top].astype(np.float32)
+
     def score(self, q_perp: np.ndarray, q_raw: np.ndarray, rows: np.ndarray, terms: tuple[np.ndarray, np.ndarray],
-              side: str) -> dict[str, Any]:
+              side: str, dense_by: str = "loop") -> dict[str, Any]:
         """For global ``rows`` of this shard: exact dense score, lexical score (``side``, over the
         scoring terms ``terms[0]``), raw cosine, evidence term ids (of ``terms[1]``, the query's
-        evidence tokens; CSR ``ev_ptr``/``ev_terms``), in the order given."""
+        evidence tokens; CSR ``ev_ptr``/``ev_terms``), in the order given.
+
+        ``dense_by``: ``loop``, the float32 loop of the scans; ``einsum``, NumPy's row-wise product, as
+        the single index scores the candidates once the LEC coverage candidates joined them
+        (:meth:`~skillsight_fast.engine.index.SkillIndex.add_lexical_candidates`)."""
         from skillsight_fast.kernels import matched_terms, score_bm25_candidates, score_lexical_candidates
         from skillsight_fast.kernels._threads import n_threads
         from skillsight_fast.kernels.compressed import rescore_rows
@@ -135,7 +195,13 @@ class ShardEngine:
         if local.size and (local.min() < 0 or local.max() >= len(self)):
             raise ValueError("rows outside the shard")
         q = np.ascontiguousarray(q_perp, np.float32)
-        dense = rescore_rows(q, self.perp, local)
+        if dense_by == "einsum":
+            # the operands laid out as the single index's (a gathered copy of q per row)
+            qs = np.repeat(q[None, :], local.size, axis=0)
+            dense = (np.einsum("ij,ij->i", qs, np.asarray(self.perp[local])) if local.size
+                     else np.zeros(0, np.float32))
+        else:
+            dense = rescore_rows(q, self.perp, local)
         cosine = (np.asarray(self.raw[local], np.float32) @ np.asarray(q_raw, np.float32)
                   if local.size else np.zeros(0, np.float32))
         t = np.ascontiguousarray(terms[0], np.int32)
@@ -160,6 +226,51 @@ class ShardEngine:
         local = np.asarray(rows, np.int64) - self.start
         src = self.raw if which == "raw" else self.perp
         return np.asarray(src[local], np.float32)
+
+
+class ShardHost:
+    """The place of one shard (run as a Ray actor): the :class:`ShardEngine` of each index version it
+    serves, so an update swaps a shard's rows without a new actor (and without the CPUs a second one
+    would reserve).
+
+    A version is opened from the index folder (:meth:`open`) or carried over unchanged from the
+    previous version (:meth:`keep`); every search names its version (:meth:`call`). The host keeps
+    the :data:`KEEP` newest versions, so a search that began before an update ends on the version it
+    began with; an older one is dropped when a newer one arrives.
+    """
+
+    #: Versions a host keeps (the current one and the one before it).
+    KEEP = 2
+
+    def __init__(self) -> None:
+        self.engines: dict[int, ShardEngine] = {}
+
+    def open(self, version: int, directory: str | os.PathLike[str], start: int, stop: int,
+             stats: dict[str, Any]) -> dict[str, Any]:
+        """Serve rows ``[start, stop)`` of the folder as ``version``; returns :meth:`ShardEngine.info`."""
+        return self._put(version, ShardEngine(directory, start, stop, stats))
+
+    def keep(self, version: int, previous: int) -> dict[str, Any]:
+        """Serve ``previous``'s engine as ``version`` too (its rows and statistics did not change)."""
+        return self._put(version, self.engines[previous])
+
+    def _put(self, version: int, engine: ShardEngine) -> dict[str, Any]:
+        self.engines[version] = engine
+        for old in sorted(self.engines)[: -self.KEEP]:
+            del self.engines[old]
+        return engine.info()
+
+    def versions(self) -> list[int]:
+        """The versions this host serves, oldest first."""
+        return sorted(self.engines)
+
+    def call(self, version: int, method: str, *args: Any) -> Any:
+        """``engine(version).method(*args)``."""
+        engine = self.engines.get(version)
+        if engine is None:
+            raise IndexFormatError(f"this shard no longer serves version {version} "
+                                   f"(it serves {self.versions()})")
+        return getattr(engine, method)(*args)
 
 
 def _rss() -> dict[str, int]:
