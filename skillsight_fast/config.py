@@ -31,6 +31,11 @@ QUERY_ENCODERS = ("transformer", "static-mapped", "contextual", "fitted", "stati
 MAPPED_TIERS = ("static-mapped", "contextual", "fitted")
 #: Tiers that search with a token table in the index (the fitted one is the contextual one, fitted).
 TABLE_TIERS = ("contextual", "fitted")
+#: The lookup-first cascade (experiments/lookup_first_transformer_fallback.py, docs/ENCODERS.md): a task whose
+#: lookup search's best fused score is below this is encoded again by the int8 transformer and searched again.
+#: The fused score is in cosine units (eq. 15), so the one value holds on every library; declared on the fit
+#: sets before the confirm sets ran.
+FALLBACK_BELOW = 0.45
 #: What runs the query stages after the encoder: the Numba kernels, or their NumPy twins
 #: (skillsight_fast/engine/numpy_stages.py: no Numba import, for a one-shot search of a few tasks).
 ENGINES = ("numba", "numpy")
@@ -129,6 +134,11 @@ class IndexConfig:
         ``model`` while the skills keep the encoder ``int8`` says (docs/ENCODERS.md, "Asymmetric
         int8"). None (default) = on when ``adaptive`` (the paper as written keeps float32 tasks);
         :attr:`query_int8_side` is what a search does. Only for the ``transformer`` tier.
+    fallback_below : float or None
+        The lookup-first cascade of a lookup tier (:data:`MAPPED_TIERS`): a task whose lookup
+        search's best fused score is below this value is encoded again by the int8 transformer of
+        ``model`` and searched again, and that answer replaces the lookup's (default value
+        :data:`FALLBACK_BELOW`). None = the lookup answers every task.
     """
 
     model: str = DEFAULT_MODEL
@@ -158,6 +168,7 @@ class IndexConfig:
     document_vector: str | None = None
     query_int8: bool | None = None
     lexical_evidence: str | None = None
+    fallback_below: float | None = None
 
     def __post_init__(self) -> None:
         if self.query_encoder not in QUERY_ENCODERS:
@@ -166,6 +177,12 @@ class IndexConfig:
             raise ValueError("query_int8 applies to the transformer tier only (query_encoder='transformer')")
         if self.int8 and self.query_int8 is False:
             raise ValueError("an int8 index encodes its tasks with the int8 encoder too (query_int8=False with int8=True)")
+        if self.fallback_below is not None:
+            if self.query_encoder not in MAPPED_TIERS:
+                raise ValueError(f"fallback_below is for the lookup tiers {MAPPED_TIERS}, not {self.query_encoder!r}")
+            if isinstance(self.fallback_below, bool) or not isinstance(self.fallback_below, (int, float)) or not (
+                    -10.0 <= self.fallback_below <= 10.0):
+                raise ValueError(f"fallback_below must be a number between -10 and 10, got {self.fallback_below!r}")
         if self.background_tokens not in BACKGROUND_TOKENS:
             raise ValueError(f"background_tokens must be one of {BACKGROUND_TOKENS}")
         if self.document_vector is not None and self.document_vector not in DOCUMENT_VECTORS:

@@ -103,6 +103,36 @@ class SearchResult:
     cosine: np.ndarray | None = None
 
 
+def replace_rows(result: SearchResult, rows: np.ndarray, other: SearchResult) -> None:
+    """Put ``other``'s rows (same k) in place of ``result``'s rows ``rows``, in place."""
+    for name in ("ids", "scores", "dense", "lexical", "cosine"):
+        mine, theirs = getattr(result, name), getattr(other, name)
+        if mine is not None and theirs is not None:
+            mine[rows] = theirs
+    for name in ("evidence", "skill_ids"):
+        mine, theirs = getattr(result, name), getattr(other, name)
+        if mine and theirs:
+            for at, row in zip(rows.tolist(), theirs):
+                mine[at] = row
+
+
+def cascade_search(searcher: Any, head: SkillIndex, texts: list[str], k: int, **knobs: Any
+                   ) -> tuple[np.ndarray, SearchResult]:
+    """:meth:`SkillIndex.encode_search` for any ``searcher`` with ``search_vectors`` (an index, or a
+    sharded one) whose encoders and cascade are ``head``'s."""
+    vectors = head.encode(texts)
+    result = searcher.search_vectors(vectors, texts, k, **knobs)
+    low = head.unsure(result)
+    if low.size:
+        sub_texts = [texts[i] for i in low.tolist()]
+        sub_vectors = np.asarray(head.encoders.fallback_encoder.encode(sub_texts), np.float32)
+        sub = searcher.search_vectors(sub_vectors, sub_texts, k, **knobs)
+        vectors = np.array(vectors, np.float32, copy=True)
+        vectors[low] = sub_vectors
+        replace_rows(result, low, sub)
+    return vectors, result
+
+
 def _fitted_dense(dense: DenseState, skills: Sequence[Skill] | Sequence[SkillMeta], texts: Sequence[str] | None,
                   encoder: Encoder | None, config: IndexConfig, prior: tuple[np.ndarray, np.ndarray],
                   unk_id: int | None) -> DenseState:
@@ -793,7 +823,29 @@ class SkillIndex:
         """
         texts = self.check_queries(queries)
         self.check_k(k)
-        return self.search_vectors(self.encode(texts), texts, k, **knobs)
+        return self.encode_search(texts, k, **knobs)[1]
+
+    def encode_search(self, queries: str | Sequence[str], k: int = 10, **knobs: Any
+                      ) -> tuple[np.ndarray, SearchResult]:
+        """Encode and search the tasks; returns the vectors that answered them and the result.
+
+        For an index with a lookup-first cascade (``config.fallback_below``, docs/ENCODERS.md) the
+        tasks whose lookup search's best fused score is below that value are encoded again by the
+        transformer (:attr:`QueryEncoders.fallback_encoder`) and searched again; their rows of the
+        result and of the vectors are the transformer's. Otherwise ``encode`` then
+        ``search_vectors``. ``knobs`` are :meth:`search_vectors`'s.
+        """
+        return cascade_search(self, self, self.check_queries(queries), k, **knobs)
+
+    def unsure(self, result: SearchResult) -> np.ndarray:
+        """Rows of ``result`` (a lookup search) the cascade sends to the transformer: a finite best
+        fused score below ``config.fallback_below`` (none without a cascade; a task with no hit
+        has nothing the transformer could reorder)."""
+        tau = self.config.fallback_below
+        if tau is None or result.scores.shape[1] == 0:
+            return np.zeros(0, np.int64)
+        top = result.scores[:, 0]
+        return np.flatnonzero(np.isfinite(top) & (top < tau))
 
     def search_vectors(self, vectors: np.ndarray, texts: Sequence[str], k: int = 10, *,
                        candidates: int | None = None, fusion: str | None = None,
