@@ -36,6 +36,10 @@ TABLE_TIERS = ("contextual", "fitted")
 #: The fused score is in cosine units (eq. 15), so the one value holds on every library; declared on the fit
 #: sets before the confirm sets ran.
 FALLBACK_BELOW = 0.45
+#: The cascade's length gate (same experiment, round 2): a task of fewer word pieces than this ([CLS] and [SEP]
+#: counted) goes to the int8 transformer directly; its encode costs a few milliseconds there, so a lookup pass
+#: would save little and risk much. Set by the transformer's cost curve, not by a dataset's accuracy.
+LOOKUP_MIN_PIECES = 64
 #: What runs the query stages after the encoder: the Numba kernels, or their NumPy twins
 #: (skillsight_fast/engine/numpy_stages.py: no Numba import, for a one-shot search of a few tasks).
 ENGINES = ("numba", "numpy")
@@ -139,6 +143,10 @@ class IndexConfig:
         search's best fused score is below this value is encoded again by the int8 transformer of
         ``model`` and searched again, and that answer replaces the lookup's (default value
         :data:`FALLBACK_BELOW`). None = the lookup answers every task.
+    lookup_min_pieces : int
+        With ``fallback_below``: a task of fewer word pieces than this ([CLS] and [SEP] counted) is
+        encoded by the int8 transformer directly, without a lookup pass (default value
+        :data:`LOOKUP_MIN_PIECES`); 0 = every task tries the lookup first.
     """
 
     model: str = DEFAULT_MODEL
@@ -169,6 +177,7 @@ class IndexConfig:
     query_int8: bool | None = None
     lexical_evidence: str | None = None
     fallback_below: float | None = None
+    lookup_min_pieces: int = 0
 
     def __post_init__(self) -> None:
         if self.query_encoder not in QUERY_ENCODERS:
@@ -183,6 +192,11 @@ class IndexConfig:
             if isinstance(self.fallback_below, bool) or not isinstance(self.fallback_below, (int, float)) or not (
                     -10.0 <= self.fallback_below <= 10.0):
                 raise ValueError(f"fallback_below must be a number between -10 and 10, got {self.fallback_below!r}")
+        if isinstance(self.lookup_min_pieces, bool) or not isinstance(self.lookup_min_pieces, int) or not (
+                0 <= self.lookup_min_pieces <= 100_000):
+            raise ValueError(f"lookup_min_pieces must be an integer >= 0, got {self.lookup_min_pieces!r}")
+        if self.lookup_min_pieces and self.fallback_below is None:
+            raise ValueError("lookup_min_pieces is the cascade's length gate: set fallback_below too")
         if self.background_tokens not in BACKGROUND_TOKENS:
             raise ValueError(f"background_tokens must be one of {BACKGROUND_TOKENS}")
         if self.document_vector is not None and self.document_vector not in DOCUMENT_VECTORS:

@@ -103,34 +103,55 @@ class SearchResult:
     cosine: np.ndarray | None = None
 
 
-def replace_rows(result: SearchResult, rows: np.ndarray, other: SearchResult) -> None:
-    """Put ``other``'s rows (same k) in place of ``result``'s rows ``rows``, in place."""
-    for name in ("ids", "scores", "dense", "lexical", "cosine"):
-        mine, theirs = getattr(result, name), getattr(other, name)
-        if mine is not None and theirs is not None:
-            mine[rows] = theirs
-    for name in ("evidence", "skill_ids"):
-        mine, theirs = getattr(result, name), getattr(other, name)
-        if mine and theirs:
-            for at, row in zip(rows.tolist(), theirs):
-                mine[at] = row
-
-
 def cascade_search(searcher: Any, head: SkillIndex, texts: list[str], k: int, **knobs: Any
                    ) -> tuple[np.ndarray, SearchResult]:
     """:meth:`SkillIndex.encode_search` for any ``searcher`` with ``search_vectors`` (an index, or a
     sharded one) whose encoders and cascade are ``head``'s."""
-    vectors = head.encode(texts)
-    result = searcher.search_vectors(vectors, texts, k, **knobs)
-    low = head.unsure(result)
-    if low.size:
-        sub_texts = [texts[i] for i in low.tolist()]
-        sub_vectors = np.asarray(head.encoders.fallback_encoder.encode(sub_texts), np.float32)
+    if head.config.fallback_below is None or not texts:
+        vectors = head.encode(texts)
+        return vectors, searcher.search_vectors(vectors, texts, k, **knobs)
+    n = len(texts)
+    first = np.flatnonzero(head.lookup_first(texts))  # the rows the lookup tries
+    send = np.setdiff1d(np.arange(n), first)
+    vectors = np.zeros((n, head.stats.dim), np.float32)
+    parts: list[tuple[np.ndarray, SearchResult]] = []
+    if first.size:
+        sub_texts = [texts[i] for i in first.tolist()]
+        sub_vectors = head.encode(sub_texts)
         sub = searcher.search_vectors(sub_vectors, sub_texts, k, **knobs)
-        vectors = np.array(vectors, np.float32, copy=True)
-        vectors[low] = sub_vectors
-        replace_rows(result, low, sub)
-    return vectors, result
+        vectors[first] = sub_vectors
+        parts.append((first, sub))
+        send = np.union1d(send, first[head.unsure(sub)])
+    if send.size:
+        sub_texts = [texts[i] for i in send.tolist()]
+        sub_vectors = np.asarray(head.encoders.fallback_encoder.encode(sub_texts), np.float32)
+        vectors[send] = sub_vectors
+        parts.append((send, searcher.search_vectors(sub_vectors, sub_texts, k, **knobs)))
+    return vectors, assemble_rows(n, parts)
+
+
+def assemble_rows(n: int, parts: Sequence[tuple[np.ndarray, SearchResult]]) -> SearchResult:
+    """One result of ``n`` rows from partial results (their rows given); a later part's rows win."""
+    first = parts[0][1]
+
+    def rows_of(name: str) -> np.ndarray | None:
+        if getattr(first, name) is None:
+            return None
+        out = np.empty((n, *getattr(first, name).shape[1:]), getattr(first, name).dtype)
+        for rows, part in parts:
+            out[rows] = getattr(part, name)
+        return out
+
+    result = SearchResult(ids=rows_of("ids"), scores=rows_of("scores"), dense=rows_of("dense"),
+                          lexical=rows_of("lexical"), cosine=rows_of("cosine"))
+    for name in ("evidence", "skill_ids"):
+        if all(getattr(part, name) for _, part in parts):
+            out: list[Any] = [None] * n
+            for rows, part in parts:
+                for at, row in zip(rows.tolist(), getattr(part, name)):
+                    out[at] = row
+            setattr(result, name, out)
+    return result
 
 
 def _fitted_dense(dense: DenseState, skills: Sequence[Skill] | Sequence[SkillMeta], texts: Sequence[str] | None,
@@ -836,6 +857,15 @@ class SkillIndex:
         ``search_vectors``. ``knobs`` are :meth:`search_vectors`'s.
         """
         return cascade_search(self, self, self.check_queries(queries), k, **knobs)
+
+    def lookup_first(self, texts: Sequence[str]) -> np.ndarray:
+        """Which tasks the cascade tries with the lookup first (bool per task): all but those of fewer
+        word pieces than ``config.lookup_min_pieces`` (the query encoder's tokenizer, [CLS] and [SEP]
+        counted), which go to the transformer directly."""
+        least = self.config.lookup_min_pieces
+        if not least:
+            return np.ones(len(texts), bool)
+        return np.array([ids.size + 2 >= least for ids in self.query_encoder.tokenize(list(texts))], bool)
 
     def unsure(self, result: SearchResult) -> np.ndarray:
         """Rows of ``result`` (a lookup search) the cascade sends to the transformer: a finite best

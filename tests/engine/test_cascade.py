@@ -31,22 +31,24 @@ def lookup(teacher):
     return SkillIndex.build(skills, teacher, IndexConfig(query_encoder="fitted")), tasks
 
 
-def with_cascade(index: SkillIndex, tau: float | None) -> SkillIndex:
-    """The same arrays with another cascade threshold (the encoders shared)."""
-    state = dataclasses.replace(index.state, config=index.config.replace(fallback_below=tau))
+def with_cascade(index: SkillIndex, tau: float | None, least: int = 0) -> SkillIndex:
+    """The same arrays with another cascade (the encoders shared)."""
+    state = dataclasses.replace(index.state, config=index.config.replace(fallback_below=tau, lookup_min_pieces=least))
     view = SkillIndex(state, index.encoders.attached)
     view.encoders.query_encoder = index.query_encoder
     return view
 
 
-def reference(index: SkillIndex, tasks: list[str], k: int, tau: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(ids, scores, vectors): each task's lookup search where its best fused score is >= tau, else the
-    search of its int8 transformer vector; the two searches run whole and apart."""
+def reference(index: SkillIndex, tasks: list[str], k: int, tau: float, least: int = 0
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ids, scores, vectors): each task's lookup search where it has at least ``least`` word pieces and its
+    best fused score is >= tau, else the search of its int8 transformer vector; the searches run apart."""
     from skillsight_fast.models import load_encoder
 
     qv = index.encode(tasks)
     lk = index.search_vectors(qv, tasks, k, explain=False)
-    keep = lk.scores[:, 0] >= tau
+    pieces = np.array([len(ids) for ids in load_encoder("all-MiniLM-L6-v2").tokenize(tasks)])
+    keep = (lk.scores[:, 0] >= tau) & (pieces >= least)
     # the int8 graph quantises its activations per batch: encode the tasks it answers, as one batch
     sent = [t for t, sure in zip(tasks, keep) if not sure]
     tv = qv.copy()
@@ -119,3 +121,26 @@ def test_cascade_threshold_round_trips_and_bad_values_are_refused(lookup, tmp_pa
     for bad in (float("nan"), True, "0.4", 11.0):
         with pytest.raises(ValueError, match="fallback_below"):
             IndexConfig(query_encoder="fitted", fallback_below=bad)
+
+
+@pytest.mark.model
+def test_short_tasks_go_to_the_transformer_without_a_lookup_pass(lookup) -> None:
+    from skillsight_fast.models import load_encoder
+
+    index, tasks = lookup
+    pieces = np.array([len(ids) for ids in load_encoder("all-MiniLM-L6-v2").tokenize(tasks)])
+    least = int(np.median(pieces))
+    assert (pieces < least).any() and (pieces >= least).any()
+    tau = float(np.median(index.search(tasks, k=5, explain=False).scores[:, 0]))
+    view = with_cascade(index, tau, least)
+    np.testing.assert_array_equal(view.lookup_first(tasks), pieces >= least)
+    ids, scores, vectors = reference(index, tasks, 5, tau, least)
+    got_vectors, got = view.encode_search(tasks, 5)
+    np.testing.assert_array_equal(got.ids, ids)
+    np.testing.assert_allclose(got.scores, scores, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got_vectors, vectors, atol=1e-5)
+    with pytest.raises(ValueError, match="fallback_below"):
+        IndexConfig(query_encoder="fitted", lookup_min_pieces=64)
+    for bad in (-1, 2.5, True):
+        with pytest.raises(ValueError, match="lookup_min_pieces"):
+            IndexConfig(query_encoder="fitted", fallback_below=0.4, lookup_min_pieces=bad)
