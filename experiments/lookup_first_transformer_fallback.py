@@ -74,6 +74,19 @@ by that cost curve, not by any dataset's accuracy. Same measurements and the sam
 Task lengths (median word pieces): skillsbench 256 (truncated), sra_theoremqa 54, bfcl 26, metatool 24,
 gorilla_hf 27.
 
+Result, round 2 (23:28-23:41 UTC, 4 Dec 2026, load 7-11; results/lookup_first_transformer_fallback.json, arm
+``cascade-long``; the other arms reran identically):
+
+| arm | skillsbench | sra_theoremqa | bfcl | metatool | gorilla_hf | mean loss, fit sets |
+|---|---:|---:|---:|---:|---:|---:|
+| cascade, length gate 64 + tau 0.45 | 82.3 / 78.0 (+0.2 [-0.8, +1.4]) | 80.6 / 66.1 (-0.3 [-0.9, +0.4]) | 91.3 / 77.3 (+0.0 [-0.4, +0.4]) | 81.5 / 66.6 (-0.5 [-0.9, -0.1]) | 43.9 / 28.0 (+0.0 [-1.1, +1.1]) | 0.01 |
+| lookup answers | 0.56 | 0.09 | 0.06 | 0.01 | 0.02 | |
+
+The accuracy part of the rule holds: 0.01 points over the fit sets, at most 0.5 on any dataset (metatool, where
+int8 tasks alone lose 0.4). On short tasks the cascade is the int8 transformer (their encode is cheap); on
+long ones (skillsbench) the lookup answers 56% of the tasks with no loss. The latency part is measured by
+`skillsight bench` (tiers.default; docs/ENCODERS.md) and reported in the docs and the closing note.
+
 Run: python experiments/lookup_first_transformer_fallback.py [--datasets NAME ...] [--json FILE]
 """
 

@@ -103,6 +103,11 @@ class SearchResult:
     cosine: np.ndarray | None = None
 
 
+def _token_states(encoder: Encoder | None) -> bool:
+    """Whether ``encoder`` gives the transformer's token states (what the table tiers are made of)."""
+    return getattr(getattr(encoder, "inner", encoder), "hidden_states", None) is not None
+
+
 def cascade_search(searcher: Any, head: SkillIndex, texts: list[str], k: int, **knobs: Any
                    ) -> tuple[np.ndarray, SearchResult]:
     """:meth:`SkillIndex.encode_search` for any ``searcher`` with ``search_vectors`` (an index, or a
@@ -303,7 +308,14 @@ class SkillIndex:
             ``query_encoder`` picks the tier; ``static-mapped`` also fits the query map on the
             skills' texts.
         """
-        config = resolve_query_encoder(config or IndexConfig(), encoder)
+        config = config or IndexConfig()
+        if config.query_encoder == "auto":  # the cascade needs the transformer's token states
+            if encoder is None:
+                from skillsight_fast.models import load_encoder
+
+                encoder = load_encoder(config.model, int8=config.int8)
+            config = config.settled(can_fit=_token_states(encoder))
+        config = resolve_query_encoder(config, encoder)
         if encoder is not None and config.query_encoder == "static" and encoder.checksum != load_static_query_encoder(config).checksum:
             encoder = None  # the static tier encodes the skills with the static model itself
         if encoder is None:
@@ -398,7 +410,8 @@ class SkillIndex:
             ``encoder`` is attached and the skills are Skill objects (an evaluation context, which
             attaches none, searches without it).
         """
-        config = resolve_query_encoder(config or IndexConfig())
+        # precomputed vectors: the cascade's table needs the transformer's token states, unless given
+        config = resolve_query_encoder((config or IndexConfig()).settled(can_fit=query_table is not None))
         emb = np.ascontiguousarray(embeddings, dtype=np.float32)
         if emb.ndim != 2 or emb.shape[0] != len(skills):
             raise EmbeddingError(f"embeddings {emb.shape} do not match {len(skills)} skills")
