@@ -67,7 +67,9 @@ def tier_views(index, static=None, query_map: np.ndarray | None = None, int8_enc
     ``contextual`` (with ``static``, ``query_map`` and the token table ``contextual``): the
     static-mapped view plus the table (what ``--query-encoder contextual`` builds). ``fitted`` (with
     ``static``, ``query_map`` and the fitted table ``fitted``): the same with the fitted table (what
-    ``--query-encoder fitted`` builds; :mod:`skillsight_fast.models.fitted`).
+    ``--query-encoder fitted`` builds; :mod:`skillsight_fast.models.fitted`). ``cascade`` (with
+    ``fitted`` and ``int8_encoder``): the fitted view with the lookup-first cascade, its transformer
+    ``int8_encoder`` (what ``skillsight index`` builds by default: ``--query-encoder auto``).
     With ``int8_scan`` (an :class:`~skillsight_fast.engine.scan.Int8Scan` built over the index's
     background-removed matrix, outside any timing), ``static-mapped+int8``, ``contextual+int8`` and
     ``static+int8`` are the same tiers with that scan as the dense candidate stage (``--scan int8``).
@@ -99,6 +101,14 @@ def tier_views(index, static=None, query_map: np.ndarray | None = None, int8_enc
                 dense=dataclasses.replace(mapped.dense, query_table_ids=np.ascontiguousarray(ids, np.int32),
                                           query_table=np.ascontiguousarray(vectors, np.float32)))
             views[tier] = SkillIndex(ctx, index.encoders.attached, static)
+        if "fitted" in views and int8_encoder is not None:  # the default: the lookup-first cascade
+            from skillsight_fast.config import FALLBACK_BELOW, LOOKUP_MIN_PIECES
+
+            fitted_state = views["fitted"].state
+            cascade = SkillIndex(dataclasses.replace(fitted_state, config=fitted_state.config.replace(
+                fallback_below=FALLBACK_BELOW, lookup_min_pieces=LOOKUP_MIN_PIECES)), index.encoders.attached, static)
+            cascade.encoders.fallback_encoder = int8_encoder
+            views["cascade"] = cascade
         if int8_scan is not None:
             if int8_scan.docs is not st.dense.embeddings_perp:
                 raise ValueError("the int8 scan must be built over the index's background-removed matrix")
@@ -108,6 +118,8 @@ def tier_views(index, static=None, query_map: np.ndarray | None = None, int8_enc
                 s8 = dataclasses.replace(view.state, scan=int8_scan, config=view.state.config.replace(
                     scan="int8", int8_oversample=int8_scan.oversample))
                 views[f"{name}+int8"] = SkillIndex(s8, view.encoders.attached, view.encoders.attached_query)
+                if view.config.fallback_below is not None:
+                    views[f"{name}+int8"].encoders.fallback_encoder = view.encoders.fallback_encoder
     return views
 
 
