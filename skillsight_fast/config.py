@@ -269,7 +269,7 @@ class IndexConfig:
         """
         if self.query_encoder != "auto":
             return self
-        if can_fit and self.adaptive and not self.int8 and not self.query_int8:
+        if can_fit and self.adaptive and not self.int8 and self.query_int8 is None:  # --query-int8 / --no-: transformer
             return self.replace(query_encoder="fitted", query_int8=None,
                                 fallback_below=FALLBACK_BELOW if self.fallback_below is None else self.fallback_below,
                                 lookup_min_pieces=self.lookup_min_pieces or LOOKUP_MIN_PIECES)

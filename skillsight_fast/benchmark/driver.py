@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from skillsight_fast.config import MAPPED_TIERS
 from skillsight_fast.errors import install_hint
 
 logger = logging.getLogger(__name__)
@@ -33,7 +34,7 @@ def report_schema_keys() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, .
 
 
 def _base_index(args: argparse.Namespace, encoder) -> Any:
-    from skillsight_fast import SkillIndex
+    from skillsight_fast import IndexConfig, SkillIndex
     from skillsight_fast.models import cache_root
 
     if args.index:
@@ -47,7 +48,8 @@ def _base_index(args: argparse.Namespace, encoder) -> Any:
     from skillsight_fast.library.skills import load_skills
 
     print(f"building the index of {' '.join(args.corpus)} once (cached in {cache})", file=sys.stderr)
-    index = SkillIndex.build(load_skills(args.corpus).skills, encoder)
+    # the transformer tier: every other tier is timed as a view of its arrays (tier_views)
+    index = SkillIndex.build(load_skills(args.corpus).skills, encoder, IndexConfig(query_encoder="transformer"))
     index.save(cache)
     return index
 
@@ -220,7 +222,13 @@ def run_benchmark(
     say = progress or (lambda msg: None)
     texts = list(query_texts)
     # the float32 transformer is the reference arm (encode, end_to_end); int8 tasks are a tier
-    base.state = dataclasses.replace(base.state, config=base.state.config.replace(query_int8=False))
+    st = base.state
+    if st.config.query_encoder in MAPPED_TIERS:  # a lookup tier's index (the cascade): its transformer arrays
+        st = dataclasses.replace(
+            st, config=st.config.replace(query_encoder="transformer", query_model=None, fallback_below=None,
+                                         lookup_min_pieces=0),
+            dense=dataclasses.replace(st.dense, query_map=None, query_table=None, query_table_ids=None))
+    base.state = dataclasses.replace(st, config=st.config.replace(query_int8=False))
     base.encoders.reset_query()
     if encoder is not None:
         base.encoders.attach(encoder, check=False)

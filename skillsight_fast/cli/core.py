@@ -194,10 +194,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         from skillsight_fast.tools.catalog import tool_index_config
 
         config = tool_index_config(config)  # a catalogue of tools only (--mcp / --openapi)
-    from skillsight_fast.models.static import is_static_model_dir
-
-    # auto: the cascade where its table can be fitted (in memory, a transformer), else the transformer
-    config = config.settled(can_fit=not streamed and not is_static_model_dir(config.model))
+    if streamed:  # auto: no token table in a streamed build (an in-memory build settles it with its encoder)
+        config = config.settled(can_fit=False)
     config = resolve_query_encoder(config)  # the static tiers' model folder (distilled once if needed)
     if args.stream or args.ray is not None:
         index, report = _index_streaming(args, config)
@@ -211,9 +209,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     index.roots = report.roots
     index.pins = args.pin
     index.save(args.output)
+    config = index.config  # what the build settled (auto: the cascade or the transformer)
     if config.query_int8_side and not config.int8:
         index.query_encoder  # quantise the task encoder once now, not in the first search
-    if config.fallback_below is not None and not config.int8:
+    if config.fallback_below is not None:
         index.encoders.fallback_encoder  # the cascade's int8 transformer, the same
     summary = {
         "output": str(args.output), "n_skills": len(index), "skipped": [str(p) for p in report.problems],

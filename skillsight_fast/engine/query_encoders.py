@@ -32,7 +32,7 @@ def resolve_query_encoder(config: IndexConfig, teacher: Encoder | None = None) -
     ``model``, made once in the cache); ``static``: ``model`` and ``query_model`` are both that
     folder. ``transformer`` configs are returned unchanged.
     """
-    if config.query_encoder == "transformer":
+    if config.query_encoder in ("transformer", "auto"):  # auto is settled by the build, which has the encoder
         return config
     from skillsight_fast.models.distill import resolve_static_model
     from skillsight_fast.models.static import is_static_model_dir

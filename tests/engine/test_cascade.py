@@ -117,7 +117,7 @@ def test_cascade_threshold_round_trips_and_bad_values_are_refused(lookup, tmp_pa
     assert loaded.config.fallback_below == FALLBACK_BELOW
     np.testing.assert_array_equal(loaded.search(tasks, k=5).ids, view.search(tasks, k=5).ids)
     with pytest.raises(ValueError, match="lookup tiers"):
-        IndexConfig(fallback_below=0.4)  # the transformer tier has nothing to fall back from
+        IndexConfig(query_encoder="transformer", fallback_below=0.4)  # the transformer tier has nothing to fall back from
     for bad in (float("nan"), True, "0.4", 11.0):
         with pytest.raises(ValueError, match="fallback_below"):
             IndexConfig(query_encoder="fitted", fallback_below=bad)
