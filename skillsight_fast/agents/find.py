@@ -408,13 +408,15 @@ def find_skills(index: "SkillIndex", tasks: str | Sequence[str], k: int = 5, *,
     depth = min(n, 2 * k + len(pin_rows) + 8) if n else 1
     need = min(2 * k + len(pin_rows), int(allowed.sum()))
     with lock if lock is not None else contextlib.nullcontext():
-        vectors = index.encode(texts)
+        # the first search decides which encoder answers each task (a lookup-first cascade may send
+        # some to the transformer); a deeper search reuses those vectors
+        vectors, result = index.encode_search(texts, depth, **knobs)
         while True:
-            result = index.search_vectors(vectors, texts, depth, **knobs)
             result.ids = np.where(allowed[np.maximum(result.ids, 0)] & (result.ids >= 0), result.ids, -1)
             if depth >= n or all((row >= 0).sum() >= need for row in result.ids):
                 break
             depth = min(n, depth * 4)
+            result = index.search_vectors(vectors, texts, depth, **knobs)
     cosines = result.cosine  # qᵀd of each hit, from the search itself
     dup = duplicate_cosine_of(index) if duplicate_cosine is None else float(duplicate_cosine)
     answers = []

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from skillsight_fast.config import MAPPED_TIERS
 from skillsight_fast.errors import install_hint
 
 logger = logging.getLogger(__name__)
@@ -33,7 +34,7 @@ def report_schema_keys() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, .
 
 
 def _base_index(args: argparse.Namespace, encoder) -> Any:
-    from skillsight_fast import SkillIndex
+    from skillsight_fast import IndexConfig, SkillIndex
     from skillsight_fast.models import cache_root
 
     if args.index:
@@ -47,7 +48,8 @@ def _base_index(args: argparse.Namespace, encoder) -> Any:
     from skillsight_fast.library.skills import load_skills
 
     print(f"building the index of {' '.join(args.corpus)} once (cached in {cache})", file=sys.stderr)
-    index = SkillIndex.build(load_skills(args.corpus).skills, encoder)
+    # the transformer tier: every other tier is timed as a view of its arrays (tier_views)
+    index = SkillIndex.build(load_skills(args.corpus).skills, encoder, IndexConfig(query_encoder="transformer"))
     index.save(cache)
     return index
 
@@ -67,7 +69,9 @@ def tier_views(index, static=None, query_map: np.ndarray | None = None, int8_enc
     ``contextual`` (with ``static``, ``query_map`` and the token table ``contextual``): the
     static-mapped view plus the table (what ``--query-encoder contextual`` builds). ``fitted`` (with
     ``static``, ``query_map`` and the fitted table ``fitted``): the same with the fitted table (what
-    ``--query-encoder fitted`` builds; :mod:`skillsight_fast.models.fitted`).
+    ``--query-encoder fitted`` builds; :mod:`skillsight_fast.models.fitted`). ``cascade`` (with
+    ``fitted`` and ``int8_encoder``): the fitted view with the lookup-first cascade, its transformer
+    ``int8_encoder`` (what ``skillsight index`` builds by default: ``--query-encoder auto``).
     With ``int8_scan`` (an :class:`~skillsight_fast.engine.scan.Int8Scan` built over the index's
     background-removed matrix, outside any timing), ``static-mapped+int8``, ``contextual+int8`` and
     ``static+int8`` are the same tiers with that scan as the dense candidate stage (``--scan int8``).
@@ -99,6 +103,14 @@ def tier_views(index, static=None, query_map: np.ndarray | None = None, int8_enc
                 dense=dataclasses.replace(mapped.dense, query_table_ids=np.ascontiguousarray(ids, np.int32),
                                           query_table=np.ascontiguousarray(vectors, np.float32)))
             views[tier] = SkillIndex(ctx, index.encoders.attached, static)
+        if "fitted" in views and int8_encoder is not None:  # the default: the lookup-first cascade
+            from skillsight_fast.config import FALLBACK_BELOW, LOOKUP_MIN_PIECES
+
+            fitted_state = views["fitted"].state
+            cascade = SkillIndex(dataclasses.replace(fitted_state, config=fitted_state.config.replace(
+                fallback_below=FALLBACK_BELOW, lookup_min_pieces=LOOKUP_MIN_PIECES)), index.encoders.attached, static)
+            cascade.encoders.fallback_encoder = int8_encoder
+            views["cascade"] = cascade
         if int8_scan is not None:
             if int8_scan.docs is not st.dense.embeddings_perp:
                 raise ValueError("the int8 scan must be built over the index's background-removed matrix")
@@ -108,6 +120,8 @@ def tier_views(index, static=None, query_map: np.ndarray | None = None, int8_enc
                 s8 = dataclasses.replace(view.state, scan=int8_scan, config=view.state.config.replace(
                     scan="int8", int8_oversample=int8_scan.oversample))
                 views[f"{name}+int8"] = SkillIndex(s8, view.encoders.attached, view.encoders.attached_query)
+                if view.config.fallback_below is not None:
+                    views[f"{name}+int8"].encoders.fallback_encoder = view.encoders.fallback_encoder
     return views
 
 
@@ -208,7 +222,13 @@ def run_benchmark(
     say = progress or (lambda msg: None)
     texts = list(query_texts)
     # the float32 transformer is the reference arm (encode, end_to_end); int8 tasks are a tier
-    base.state = dataclasses.replace(base.state, config=base.state.config.replace(query_int8=False))
+    st = base.state
+    if st.config.query_encoder in MAPPED_TIERS:  # a lookup tier's index (the cascade): its transformer arrays
+        st = dataclasses.replace(
+            st, config=st.config.replace(query_encoder="transformer", query_model=None, fallback_below=None,
+                                         lookup_min_pieces=0),
+            dense=dataclasses.replace(st.dense, query_map=None, query_table=None, query_table_ids=None))
+    base.state = dataclasses.replace(st, config=st.config.replace(query_int8=False))
     base.encoders.reset_query()
     if encoder is not None:
         base.encoders.attach(encoder, check=False)

@@ -100,7 +100,7 @@ def ray_build(skills: Iterable[Skill], encoder_factory: Callable[[], Encoder],
         The index the single-machine build writes.
     """
     ray = import_ray()
-    config = config or IndexConfig()
+    config = (config or IndexConfig()).settled(can_fit=False)  # no token table in a sharded build
     started = not ray.is_initialized()
     if started:
         ray.init(address=address, include_dashboard=False, log_to_driver=False,

@@ -183,7 +183,7 @@ class StreamBuilder:
     """
 
     def __init__(self, config: IndexConfig, workdir: str | os.PathLike[str] | None = None) -> None:
-        self.config = config
+        self.config = config.settled(can_fit=False)  # no token table in a streamed build: auto = transformer
         remove_stale_builds(workdir)
         self._dir = Path(tempfile.mkdtemp(prefix=BUILD_PREFIX, dir=workdir))
         self._lock: int | None = None
@@ -368,7 +368,7 @@ def stream_build(skills: Iterable[Skill], encoder: Encoder, config: IndexConfig 
     SkillIndex
         Equal to ``SkillIndex.build(list(skills), encoder, config)``.
     """
-    config = config or IndexConfig()
+    config = (config or IndexConfig()).settled(can_fit=False)
     builder = StreamBuilder(config, workdir)
     try:
         for chunk in chunks(skills, chunk_size):

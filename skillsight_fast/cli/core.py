@@ -8,7 +8,15 @@ import time
 from typing import Any
 
 from skillsight_fast.cli._common import add_abstention_args, emit_json
-from skillsight_fast.config import DEFAULT_MODEL, ENGINES, LEXICAL_SIDES, QUERY_ENCODERS, SCAN_CHOICES
+from skillsight_fast.config import (
+    DEFAULT_MODEL,
+    ENGINES,
+    LEXICAL_SIDES,
+    MAPPED_TIERS,
+    QUERY_ENCODER_CHOICES,
+    QUERY_ENCODERS,
+    SCAN_CHOICES,
+)
 from skillsight_fast.errors import SkillsightError
 
 
@@ -61,13 +69,28 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
 
 def add_query_encoder_args(p: argparse.ArgumentParser, evaluation: bool = False) -> None:
     """``--query-encoder``, ``--query-model`` and ``--query-int8`` (``index`` and ``eval``)."""
-    p.add_argument("--query-encoder", choices=QUERY_ENCODERS, default="transformer",
-                   help="how tasks are encoded: the transformer (default), static-mapped (a static table "
-                        "lookup mapped into the transformer's space; skills still transformer-encoded), "
-                        "contextual (a lookup in a table of the transformer's token states averaged over the "
-                        "library's texts, made at build by one more pass), fitted (that table fitted to the "
-                        "transformer on the library's own texts at build) or static (skills and tasks "
-                        "static); accuracy and speed in docs/ENCODERS.md")
+    if not evaluation:
+        p.add_argument("--query-encoder", choices=QUERY_ENCODER_CHOICES, default="auto",
+                       help="how tasks are encoded: auto (default) = the lookup-first cascade (the fitted "
+                            "table answers a long task when its search is sure, the int8 transformer "
+                            "answers the rest; an in-memory build) or the transformer (--stream, --ray, "
+                            "--paper, --int8); or one tier: transformer, static-mapped, contextual, fitted, "
+                            "static; accuracy and speed in docs/ENCODERS.md")
+        p.add_argument("--fallback-below", type=float, default=None, metavar="SCORE",
+                       help="cascade: a task whose lookup search's best fused score is below SCORE goes to "
+                            "the transformer (default 0.45 with auto; with --query-encoder static-mapped, "
+                            "contextual or fitted it turns the cascade on)")
+        p.add_argument("--lookup-min-pieces", type=int, default=None, metavar="N",
+                       help="cascade: tasks of fewer than N word pieces go to the transformer directly "
+                            "(default 64 with auto, 0 otherwise)")
+    else:
+        p.add_argument("--query-encoder", choices=QUERY_ENCODERS, default="transformer",
+                       help="how tasks are encoded: the transformer (default), static-mapped (a static table "
+                            "lookup mapped into the transformer's space; skills still transformer-encoded), "
+                            "contextual (a lookup in a table of the transformer's token states averaged over "
+                            "the library's texts, made at build by one more pass), fitted (that table fitted "
+                            "to the transformer on the library's own texts at build) or static (skills and "
+                            "tasks static); accuracy and speed in docs/ENCODERS.md")
     p.add_argument("--query-model", metavar="DIR", default=None,
                    help="model2vec folder of the static tiers (default: distilled from --model once, "
                         "into the cache)")
@@ -139,7 +162,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     from skillsight_fast.engine.io import check_index_target
 
     check_index_target(args.output)  # a bad output path fails now, not after the encoding
-    if args.query_encoder in ("contextual", "fitted") and (args.stream or args.ray is not None):
+    streamed = args.stream or args.ray is not None
+    if args.query_encoder in ("contextual", "fitted") and streamed:
         raise SkillFormatError(f"--query-encoder {args.query_encoder} is built in memory (its token table "
                                "needs a pass over every text): drop --stream / --ray")
     if args.chunk_size is not None and not (args.stream or args.ray is not None):
@@ -148,17 +172,30 @@ def cmd_index(args: argparse.Namespace) -> int:
         raise SkillFormatError("--ray-workers is for --ray")
     from skillsight_fast.engine.index import resolve_query_encoder
 
-    if args.query_int8 and args.query_encoder != "transformer":
+    if args.query_int8 and args.query_encoder not in ("transformer", "auto"):
         raise SkillFormatError(f"--query-int8 is for the transformer tier, not --query-encoder {args.query_encoder}")
+    cascade = {"fallback_below": args.fallback_below, "lookup_min_pieces": args.lookup_min_pieces}
+    if any(v is not None for v in cascade.values()) and args.query_encoder not in ("auto", *MAPPED_TIERS):
+        raise SkillFormatError(f"--fallback-below / --lookup-min-pieces are for the cascade (--query-encoder auto, "
+                               f"static-mapped, contextual or fitted), not --query-encoder {args.query_encoder}")
+    if args.lookup_min_pieces is not None and args.lookup_min_pieces < 0:
+        raise SkillFormatError(f"--lookup-min-pieces must be 0 or more, got {args.lookup_min_pieces}")
+    if args.lookup_min_pieces and args.fallback_below is None and args.query_encoder != "auto":
+        raise SkillFormatError("--lookup-min-pieces is the cascade's length gate: give --fallback-below too")
+    if args.fallback_below is not None and not -10 <= args.fallback_below <= 10:
+        raise SkillFormatError(f"--fallback-below must be a score between -10 and 10, got {args.fallback_below}")
     if args.query_int8 is False and args.int8:
         raise SkillFormatError("--no-query-int8 with --int8: an int8 index encodes its tasks with the int8 encoder")
     config = IndexConfig(model=args.model, int8=args.int8, adaptive=not args.paper, lexical=args.lexical,
                          scan=args.scan, query_encoder=args.query_encoder, query_model=args.query_model,
-                         query_int8=args.query_int8, **scan_params(args))
+                         query_int8=args.query_int8, fallback_below=args.fallback_below,
+                         lookup_min_pieces=args.lookup_min_pieces or 0, **scan_params(args))
     if not args.sources and args.lexical in (None, "bm25") and not args.paper:
         from skillsight_fast.tools.catalog import tool_index_config
 
         config = tool_index_config(config)  # a catalogue of tools only (--mcp / --openapi)
+    if streamed:  # auto: no token table in a streamed build (an in-memory build settles it with its encoder)
+        config = config.settled(can_fit=False)
     config = resolve_query_encoder(config)  # the static tiers' model folder (distilled once if needed)
     if args.stream or args.ray is not None:
         index, report = _index_streaming(args, config)
@@ -172,13 +209,17 @@ def cmd_index(args: argparse.Namespace) -> int:
     index.roots = report.roots
     index.pins = args.pin
     index.save(args.output)
+    config = index.config  # what the build settled (auto: the cascade or the transformer)
     if config.query_int8_side and not config.int8:
         index.query_encoder  # quantise the task encoder once now, not in the first search
+    if config.fallback_below is not None:
+        index.encoders.fallback_encoder  # the cascade's int8 transformer, the same
     summary = {
         "output": str(args.output), "n_skills": len(index), "skipped": [str(p) for p in report.problems],
         "seconds": round(time.perf_counter() - t0, 2), **index.stats.to_dict(),
         "scan": index.scan.describe(), "query_encoder": config.query_encoder,
-        "query_int8": config.query_int8_side,
+        "query_int8": config.query_int8_side, "fallback_below": config.fallback_below,
+        "lookup_min_pieces": config.lookup_min_pieces,
     }
     if args.json:
         emit_json(summary)

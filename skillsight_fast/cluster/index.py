@@ -279,7 +279,13 @@ class ShardedIndex:
         """:meth:`SkillIndex.search` over the shards."""
         texts = self.head.check_queries(queries)
         self.head.check_k(k)
-        return self.search_vectors(self.head.encode(texts), texts, k, **knobs)
+        return self.encode_search(texts, k, **knobs)[1]
+
+    def encode_search(self, queries: str | Sequence[str], k: int = 10, **knobs: Any) -> tuple[np.ndarray, Any]:
+        """:meth:`SkillIndex.encode_search` over the shards (the head's encoders and cascade)."""
+        from skillsight_fast.engine.index import cascade_search
+
+        return cascade_search(self, self.head, self.head.check_queries(queries), k, **knobs)
 
     def search_vectors(self, vectors: np.ndarray, texts: Sequence[str], k: int = 10, *,
                        candidates: int | None = None, fusion: str | None = None,

@@ -523,13 +523,12 @@ def derive_abstention(index: Any, bodies: Sequence[str] | None = None,
     off_texts = list(offtopic) if offtopic is not None else offtopic_prompts()
     emb = index.embeddings
     on = np.zeros(0)
-    if texts:
-        vectors = index.encode(texts)
+    if texts:  # the vectors that answer them (a lookup-first cascade: the lookup's or the transformer's)
+        vectors = index.encode_search(texts, 1, explain=False)[0]
         on = np.einsum("ij,ij->i", np.asarray(emb[rows], np.float32), vectors).astype(np.float64)
     off = np.zeros(0)
     if off_texts and len(index):
-        vectors = index.encode(off_texts)
-        res = index.search_vectors(vectors, off_texts, min(DERIVE_K, len(index)), explain=False)
+        res = index.encode_search(off_texts, min(DERIVE_K, len(index)), explain=False)[1]
         cos = np.nan_to_num(res.cosine, nan=-np.inf)  # the search carries each hit's qᵀd
         off = cos.max(axis=1).astype(np.float64)
     threshold, balanced, fence = label_free_threshold(on, off)

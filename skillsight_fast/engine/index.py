@@ -103,6 +103,62 @@ class SearchResult:
     cosine: np.ndarray | None = None
 
 
+def _token_states(encoder: Encoder | None) -> bool:
+    """Whether ``encoder`` gives the transformer's token states (what the table tiers are made of)."""
+    return getattr(getattr(encoder, "inner", encoder), "hidden_states", None) is not None
+
+
+def cascade_search(searcher: Any, head: SkillIndex, texts: list[str], k: int, **knobs: Any
+                   ) -> tuple[np.ndarray, SearchResult]:
+    """:meth:`SkillIndex.encode_search` for any ``searcher`` with ``search_vectors`` (an index, or a
+    sharded one) whose encoders and cascade are ``head``'s."""
+    if head.config.fallback_below is None or not texts:
+        vectors = head.encode(texts)
+        return vectors, searcher.search_vectors(vectors, texts, k, **knobs)
+    n = len(texts)
+    first = np.flatnonzero(head.lookup_first(texts))  # the rows the lookup tries
+    send = np.setdiff1d(np.arange(n), first)
+    vectors = np.zeros((n, head.stats.dim), np.float32)
+    parts: list[tuple[np.ndarray, SearchResult]] = []
+    if first.size:
+        sub_texts = [texts[i] for i in first.tolist()]
+        sub_vectors = head.encode(sub_texts)
+        sub = searcher.search_vectors(sub_vectors, sub_texts, k, **knobs)
+        vectors[first] = sub_vectors
+        parts.append((first, sub))
+        send = np.union1d(send, first[head.unsure(sub)])
+    if send.size:
+        sub_texts = [texts[i] for i in send.tolist()]
+        sub_vectors = np.asarray(head.encoders.fallback_encoder.encode(sub_texts), np.float32)
+        vectors[send] = sub_vectors
+        parts.append((send, searcher.search_vectors(sub_vectors, sub_texts, k, **knobs)))
+    return vectors, assemble_rows(n, parts)
+
+
+def assemble_rows(n: int, parts: Sequence[tuple[np.ndarray, SearchResult]]) -> SearchResult:
+    """One result of ``n`` rows from partial results (their rows given); a later part's rows win."""
+    first = parts[0][1]
+
+    def rows_of(name: str) -> np.ndarray | None:
+        if getattr(first, name) is None:
+            return None
+        out = np.empty((n, *getattr(first, name).shape[1:]), getattr(first, name).dtype)
+        for rows, part in parts:
+            out[rows] = getattr(part, name)
+        return out
+
+    result = SearchResult(ids=rows_of("ids"), scores=rows_of("scores"), dense=rows_of("dense"),
+                          lexical=rows_of("lexical"), cosine=rows_of("cosine"))
+    for name in ("evidence", "skill_ids"):
+        if all(getattr(part, name) for _, part in parts):
+            out: list[Any] = [None] * n
+            for rows, part in parts:
+                for at, row in zip(rows.tolist(), getattr(part, name)):
+                    out[at] = row
+            setattr(result, name, out)
+    return result
+
+
 def _fitted_dense(dense: DenseState, skills: Sequence[Skill] | Sequence[SkillMeta], texts: Sequence[str] | None,
                   encoder: Encoder | None, config: IndexConfig, prior: tuple[np.ndarray, np.ndarray],
                   unk_id: int | None) -> DenseState:
@@ -252,7 +308,14 @@ class SkillIndex:
             ``query_encoder`` picks the tier; ``static-mapped`` also fits the query map on the
             skills' texts.
         """
-        config = resolve_query_encoder(config or IndexConfig(), encoder)
+        config = config or IndexConfig()
+        if config.query_encoder == "auto":  # the cascade needs the transformer's token states
+            if encoder is None:
+                from skillsight_fast.models import load_encoder
+
+                encoder = load_encoder(config.model, int8=config.int8)
+            config = config.settled(can_fit=_token_states(encoder))
+        config = resolve_query_encoder(config, encoder)
         if encoder is not None and config.query_encoder == "static" and encoder.checksum != load_static_query_encoder(config).checksum:
             encoder = None  # the static tier encodes the skills with the static model itself
         if encoder is None:
@@ -347,7 +410,8 @@ class SkillIndex:
             ``encoder`` is attached and the skills are Skill objects (an evaluation context, which
             attaches none, searches without it).
         """
-        config = resolve_query_encoder(config or IndexConfig())
+        # precomputed vectors: the cascade's table needs the transformer's token states, unless given
+        config = resolve_query_encoder((config or IndexConfig()).settled(can_fit=query_table is not None))
         emb = np.ascontiguousarray(embeddings, dtype=np.float32)
         if emb.ndim != 2 or emb.shape[0] != len(skills):
             raise EmbeddingError(f"embeddings {emb.shape} do not match {len(skills)} skills")
@@ -793,7 +857,38 @@ class SkillIndex:
         """
         texts = self.check_queries(queries)
         self.check_k(k)
-        return self.search_vectors(self.encode(texts), texts, k, **knobs)
+        return self.encode_search(texts, k, **knobs)[1]
+
+    def encode_search(self, queries: str | Sequence[str], k: int = 10, **knobs: Any
+                      ) -> tuple[np.ndarray, SearchResult]:
+        """Encode and search the tasks; returns the vectors that answered them and the result.
+
+        For an index with a lookup-first cascade (``config.fallback_below``, docs/ENCODERS.md) the
+        tasks whose lookup search's best fused score is below that value are encoded again by the
+        transformer (:attr:`QueryEncoders.fallback_encoder`) and searched again; their rows of the
+        result and of the vectors are the transformer's. Otherwise ``encode`` then
+        ``search_vectors``. ``knobs`` are :meth:`search_vectors`'s.
+        """
+        return cascade_search(self, self, self.check_queries(queries), k, **knobs)
+
+    def lookup_first(self, texts: Sequence[str]) -> np.ndarray:
+        """Which tasks the cascade tries with the lookup first (bool per task): all but those of fewer
+        word pieces than ``config.lookup_min_pieces`` (the query encoder's tokenizer, [CLS] and [SEP]
+        counted), which go to the transformer directly."""
+        least = self.config.lookup_min_pieces
+        if not least:
+            return np.ones(len(texts), bool)
+        return np.array([ids.size + 2 >= least for ids in self.query_encoder.tokenize(list(texts))], bool)
+
+    def unsure(self, result: SearchResult) -> np.ndarray:
+        """Rows of ``result`` (a lookup search) the cascade sends to the transformer: a finite best
+        fused score below ``config.fallback_below`` (none without a cascade; a task with no hit
+        has nothing the transformer could reorder)."""
+        tau = self.config.fallback_below
+        if tau is None or result.scores.shape[1] == 0:
+            return np.zeros(0, np.int64)
+        top = result.scores[:, 0]
+        return np.flatnonzero(np.isfinite(top) & (top < tau))
 
     def search_vectors(self, vectors: np.ndarray, texts: Sequence[str], k: int = 10, *,
                        candidates: int | None = None, fusion: str | None = None,

@@ -32,7 +32,7 @@ def resolve_query_encoder(config: IndexConfig, teacher: Encoder | None = None) -
     ``model``, made once in the cache); ``static``: ``model`` and ``query_model`` are both that
     folder. ``transformer`` configs are returned unchanged.
     """
-    if config.query_encoder == "transformer":
+    if config.query_encoder in ("transformer", "auto"):  # auto is settled by the build, which has the encoder
         return config
     from skillsight_fast.models.distill import resolve_static_model
     from skillsight_fast.models.static import is_static_model_dir
@@ -97,6 +97,7 @@ class QueryEncoders:
         self._query_encoder = query_encoder
         self._int8_tasks: bool | None = None  # see _int8_queries
         self._contextual: Any = None  # see contextual_encoder
+        self._fallback: Encoder | None = None  # see fallback_encoder
         self._encoder_lock = threading.Lock()  # many threads may search before the encoder is loaded
 
     @property
@@ -120,6 +121,7 @@ class QueryEncoders:
         if check and encoder is not None:
             self._check_encoder(encoder)
         self._encoder = encoder
+        self._fallback = None  # the cascade's transformer follows the attached encoder
         if self.state.dense.query_map is None:
             self._query_encoder = None
             self._int8_tasks = None
@@ -149,6 +151,7 @@ class QueryEncoders:
     def encoder(self, encoder: Encoder) -> None:
         self._check_encoder(encoder)
         self._encoder = encoder
+        self._fallback = None
         if self.state.dense.query_map is None:
             self._query_encoder = None  # the int8 task encoder follows the attached encoder's settings
             self._int8_tasks = None
@@ -171,6 +174,28 @@ class QueryEncoders:
         # encodes its own tasks; so does one that is already quantised
         path = getattr(encoder, "onnx_path", None)
         return path is not None and not getattr(encoder, "quantized", True)
+
+    @property
+    def fallback_encoder(self) -> Encoder:
+        """The transformer that encodes the tasks a lookup tier's cascade sends on
+        (``config.fallback_below``): the int8 graph of the index's document model, loaded on first
+        use (a lookup-only search never loads onnxruntime); an attached encoder that is not one of
+        our ONNX graphs (a test's or a user's own) encodes them itself. Checked against the model."""
+        if self._fallback is None:
+            with self._encoder_lock:
+                if self._fallback is None:
+                    attached = self._encoder
+                    if attached is not None and getattr(attached, "onnx_path", None) is None:
+                        self._fallback = attached
+                    else:
+                        self._fallback = self._load_int8_query_encoder()
+        self._check_encoder(self._fallback)
+        return self._fallback
+
+    @fallback_encoder.setter
+    def fallback_encoder(self, encoder: Encoder) -> None:
+        self._check_encoder(encoder)
+        self._fallback = encoder
 
     def _load_int8_query_encoder(self) -> Encoder:
         from skillsight_fast.models import load_encoder

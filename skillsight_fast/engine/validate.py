@@ -215,6 +215,12 @@ def check_config(config: Mapping[str, Any]) -> None:
         raise IndexFormatError("manifest config: 'query_model' must be a string or null")
     if config.get("query_int8") is not None and not isinstance(config["query_int8"], bool):
         raise IndexFormatError("manifest config: 'query_int8' must be true, false or null")
+    if config.get("fallback_below") is not None and (not _is_num(config["fallback_below"])
+                                                     or not math.isfinite(config["fallback_below"])):
+        raise IndexFormatError("manifest config: 'fallback_below' must be a finite number or null")
+    if "lookup_min_pieces" in config and (not _is_int(config["lookup_min_pieces"])
+                                         or not 0 <= config["lookup_min_pieces"] <= 100_000):
+        raise IndexFormatError("manifest config: 'lookup_min_pieces' must be an integer in 0..100000")
 
 
 def check_arrays(arrays: Mapping[str, np.ndarray], n_skills: int, n_terms: int, dim: int, *,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from fakes import HashEncoder, toy_skills
 
-from skillsight_fast import SkillIndex
+from skillsight_fast import IndexConfig, SkillIndex
 from skillsight_fast.cli import main
 
 pytest.importorskip("faiss")
@@ -173,7 +173,7 @@ def test_bench_times_the_int8_task_tier_beside_the_float32_reference():
     int8 = load_encoder(threads=1, int8=True)
     ds = load_dataset(Path(__file__).parents[2] / "data" / "skillsbench", limit=2)
     skills = ds.docs[::300]
-    base = SkillIndex.build(skills, fp32)
+    base = SkillIndex.build(skills, fp32, IndexConfig(query_encoder="transformer"))
     assert base.config.query_int8_side  # the default: int8 tasks
     tasks = list(ds.query_texts)
     views = tier_views(base, int8_encoder=int8)

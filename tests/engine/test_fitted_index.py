@@ -164,7 +164,7 @@ def test_bench_view_searches_like_a_fitted_index(teacher, real, built) -> None:
 
     skills, tasks, folder = real
     index, _ = built
-    base = SkillIndex.build(skills, teacher)
+    base = SkillIndex.build(skills, teacher, IndexConfig(query_encoder="transformer"))
     views = tier_views(base, load_static_encoder(folder), index.dense.query_map,
                        fitted=(index.dense.query_table_ids, index.dense.query_table))
     assert "fitted" in views and "contextual" not in views

@@ -73,12 +73,12 @@ TASKS = ["merge two PDF files into one", "write a polite reply to this email and
 
 
 @pytest.mark.model
-def test_default_index_int8_tasks_fp32_skills(skills, tmp_path: Path) -> None:
+def test_transformer_index_int8_tasks_fp32_skills(skills, tmp_path: Path) -> None:
     from skillsight_fast.models import load_encoder
 
     fp32 = load_encoder(threads=1)
     int8 = load_encoder(threads=1, int8=True)
-    index = SkillIndex.build(skills, fp32)
+    index = SkillIndex.build(skills, fp32, IndexConfig(query_encoder="transformer"))  # the tier with int8 tasks
     np.testing.assert_allclose(index.embeddings, fp32.encode([s.text for s in skills]), atol=1e-6)
     q = index.encode(TASKS)
     np.testing.assert_allclose(q, int8.encode(TASKS), atol=1e-6)  # tasks: the int8 graph
@@ -114,7 +114,7 @@ def test_update_encodes_new_skills_in_float32(skills, tmp_path: Path) -> None:
     from skillsight_fast.models import load_encoder
 
     fp32 = load_encoder(threads=1)
-    SkillIndex.build(skills[:-2], fp32).save(tmp_path / "idx")
+    SkillIndex.build(skills[:-2], fp32, IndexConfig(query_encoder="transformer")).save(tmp_path / "idx")
     report = update_index(tmp_path / "idx", skills)
     assert report.added == [s.id for s in skills[-2:]]
     new = SkillIndex.load(tmp_path / "idx")
@@ -130,7 +130,7 @@ def test_cli_index_records_and_refuses(skills, tmp_path: Path, capsys) -> None:
     src = tmp_path / "skills.jsonl"
     src.write_text("".join(json.dumps({"id": s.id, "name": s.name, "description": s.description, "body": s.body})
                            + "\n" for s in skills), encoding="utf-8")
-    assert main(["index", str(src), "-o", str(tmp_path / "a"), "--json", "-q"]) == 0
+    assert main(["index", str(src), "-o", str(tmp_path / "a"), "--query-encoder", "transformer", "--json", "-q"]) == 0
     assert json.loads(capsys.readouterr().out)["query_int8"] is True
     assert main(["index", str(src), "-o", str(tmp_path / "b"), "--no-query-int8", "--json", "-q"]) == 0
     assert json.loads(capsys.readouterr().out)["query_int8"] is False

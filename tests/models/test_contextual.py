@@ -242,7 +242,7 @@ def test_bench_view_searches_like_a_contextual_index(teacher, real) -> None:
 
     skills, tasks, folder = real
     index = SkillIndex.build(skills, teacher, IndexConfig(query_encoder="contextual", query_model=str(folder)))
-    base = SkillIndex.build(skills, teacher)
+    base = SkillIndex.build(skills, teacher, IndexConfig(query_encoder="transformer"))
     static = load_static_encoder(folder)
     views = tier_views(base, static, index.dense.query_map,
                        contextual=(index.dense.query_table_ids, index.dense.query_table))

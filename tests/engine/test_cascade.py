@@ -1,0 +1,146 @@
+"""The lookup-first cascade (``IndexConfig.fallback_below``): a lookup tier answers a task when its search
+is sure, the int8 transformer when it is not; checked against a reference made of the two searches run
+separately, with the real MiniLM on real SKILL.md documents (docs/ENCODERS.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from skillsight_fast import IndexConfig, SkillIndex
+from skillsight_fast.agents.find import find_skills
+from skillsight_fast.config import FALLBACK_BELOW
+
+ROOT = Path(__file__).parents[2]
+
+
+@pytest.fixture(scope="module")
+def lookup(teacher):
+    """(index, tasks): a fitted-tier index of 30 skillsbench documents, no cascade, and 12 tasks."""
+    from skillsight_fast.evaluation.datasets import load_dataset
+
+    ds = load_dataset(ROOT / "data" / "skillsbench", limit=8)
+    rows = sorted({g for q in ds.queries for g in q.gold} | set(range(0, len(ds.docs), len(ds.docs) // 20)))
+    skills = [ds.docs[i] for i in rows][:30]
+    tasks = [q.text for q in ds.queries] + ["merge two PDF files into one", "what time is it in Tokyo",
+                                            "plot a histogram of column B", "translate this to French"]
+    return SkillIndex.build(skills, teacher, IndexConfig(query_encoder="fitted")), tasks
+
+
+def with_cascade(index: SkillIndex, tau: float | None, least: int = 0) -> SkillIndex:
+    """The same arrays with another cascade (the encoders shared)."""
+    state = dataclasses.replace(index.state, config=index.config.replace(fallback_below=tau, lookup_min_pieces=least))
+    view = SkillIndex(state, index.encoders.attached)
+    view.encoders.query_encoder = index.query_encoder
+    return view
+
+
+def reference(index: SkillIndex, tasks: list[str], k: int, tau: float, least: int = 0
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ids, scores, vectors): each task's lookup search where it has at least ``least`` word pieces and its
+    best fused score is >= tau, else the search of its int8 transformer vector; the searches run apart."""
+    from skillsight_fast.models import load_encoder
+
+    qv = index.encode(tasks)
+    lk = index.search_vectors(qv, tasks, k, explain=False)
+    pieces = np.array([len(ids) for ids in load_encoder("all-MiniLM-L6-v2").tokenize(tasks)])
+    keep = (lk.scores[:, 0] >= tau) & (pieces >= least)
+    # the int8 graph quantises its activations per batch: encode the tasks it answers, as one batch
+    sent = [t for t, sure in zip(tasks, keep) if not sure]
+    tv = qv.copy()
+    if sent:
+        tv[~keep] = load_encoder("all-MiniLM-L6-v2", int8=True).encode(sent)
+    tr = index.search_vectors(tv, tasks, k, explain=False)
+    return (np.where(keep[:, None], lk.ids, tr.ids), np.where(keep[:, None], lk.scores, tr.scores),
+            np.where(keep[:, None], qv, tv))
+
+
+@pytest.mark.model
+def test_cascade_is_the_lookup_where_sure_and_the_transformer_elsewhere(lookup) -> None:
+    index, tasks = lookup
+    top = index.search(tasks, k=5, explain=False).scores[:, 0]
+    tau = float(np.median(top))  # both sides of the gate are exercised
+    assert (top >= tau).any() and (top < tau).any()
+    view = with_cascade(index, tau)
+    ids, scores, vectors = reference(index, tasks, 5, tau)
+    got_vectors, got = view.encode_search(tasks, 5)
+    np.testing.assert_array_equal(got.ids, ids)
+    np.testing.assert_allclose(got.scores, scores, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got_vectors, vectors, atol=1e-5)
+    np.testing.assert_array_equal(view.search(tasks, k=5).ids, ids)
+    # evidence and skill ids follow the rows that were replaced
+    full = view.search(tasks, k=5)
+    assert [[s for s in row] for row in full.skill_ids] == [[view.skills[j].id if j >= 0 else None for j in row]
+                                                          for row in ids.tolist()]
+    sent = np.flatnonzero(top < tau)
+    np.testing.assert_array_equal(view.unsure(index.search(tasks, k=5, explain=False)), sent)
+
+
+@pytest.mark.model
+def test_cascade_extremes_are_the_two_encoders(lookup) -> None:
+    index, tasks = lookup
+    lk = index.search(tasks, k=5, explain=False)
+    never = with_cascade(index, -10.0)  # every task is sure: the lookup alone
+    np.testing.assert_array_equal(never.search(tasks, k=5).ids, lk.ids)
+    always = with_cascade(index, 10.0)  # no task is sure: the transformer alone
+    ids, _, _ = reference(index, tasks, 5, 10.0)
+    np.testing.assert_array_equal(always.search(tasks, k=5).ids, ids)
+    assert not np.array_equal(ids, lk.ids)  # the two encoders differ on these tasks
+
+
+@pytest.mark.model
+def test_find_skills_and_abstention_read_the_vectors_that_answered(lookup) -> None:
+    index, tasks = lookup
+    view = with_cascade(index, FALLBACK_BELOW)
+    vectors, result = view.encode_search(tasks, 5)
+    answers = find_skills(view, tasks, k=3, abstention=None, collapse=False)
+    for i, answer in enumerate(answers):
+        assert [h.id for h in answer.hits] == [view.skills[j].id for j in result.ids[i][:3].tolist()]
+        expect = view.embeddings[result.ids[i][:3]] @ vectors[i]
+        np.testing.assert_allclose([h.cosine for h in answer.hits], expect, atol=1e-5)
+    rule = view.derive_abstention()
+    assert rule["query_encoder"] == "fitted" and rule["n_pseudo"] > 0
+
+
+@pytest.mark.model
+def test_cascade_threshold_round_trips_and_bad_values_are_refused(lookup, tmp_path: Path) -> None:
+    index, tasks = lookup
+    view = with_cascade(index, FALLBACK_BELOW)
+    view.save(tmp_path / "idx")
+    manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
+    assert manifest["config"]["fallback_below"] == FALLBACK_BELOW
+    loaded = SkillIndex.load(tmp_path / "idx")
+    assert loaded.config.fallback_below == FALLBACK_BELOW
+    np.testing.assert_array_equal(loaded.search(tasks, k=5).ids, view.search(tasks, k=5).ids)
+    with pytest.raises(ValueError, match="lookup tiers"):
+        IndexConfig(query_encoder="transformer", fallback_below=0.4)  # the transformer tier has nothing to fall back from
+    for bad in (float("nan"), True, "0.4", 11.0):
+        with pytest.raises(ValueError, match="fallback_below"):
+            IndexConfig(query_encoder="fitted", fallback_below=bad)
+
+
+@pytest.mark.model
+def test_short_tasks_go_to_the_transformer_without_a_lookup_pass(lookup) -> None:
+    from skillsight_fast.models import load_encoder
+
+    index, tasks = lookup
+    pieces = np.array([len(ids) for ids in load_encoder("all-MiniLM-L6-v2").tokenize(tasks)])
+    least = int(np.median(pieces))
+    assert (pieces < least).any() and (pieces >= least).any()
+    tau = float(np.median(index.search(tasks, k=5, explain=False).scores[:, 0]))
+    view = with_cascade(index, tau, least)
+    np.testing.assert_array_equal(view.lookup_first(tasks), pieces >= least)
+    ids, scores, vectors = reference(index, tasks, 5, tau, least)
+    got_vectors, got = view.encode_search(tasks, 5)
+    np.testing.assert_array_equal(got.ids, ids)
+    np.testing.assert_allclose(got.scores, scores, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got_vectors, vectors, atol=1e-5)
+    with pytest.raises(ValueError, match="fallback_below"):
+        IndexConfig(query_encoder="fitted", lookup_min_pieces=64)
+    for bad in (-1, 2.5, True):
+        with pytest.raises(ValueError, match="lookup_min_pieces"):
+            IndexConfig(query_encoder="fitted", fallback_below=0.4, lookup_min_pieces=bad)
