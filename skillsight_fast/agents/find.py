@@ -260,6 +260,30 @@ def _other_servers(a: Any, b: Any) -> bool:
     return sa is not None and sb is not None and sa != sb
 
 
+def _row_field(metas: Any, row: int, name: str) -> str:
+    """One field of a skill record: from a :class:`SkillTable`, that field alone is decoded (a search
+    reads the ids and servers of a few hundred same-name copies at 1M skills, not their records)."""
+    if isinstance(metas, SkillTable):
+        return metas.field(row, name)
+    return getattr(metas[row], name)  # type: ignore[no-any-return]
+
+
+def _row_server(metas: Any, row: int) -> str | None:
+    """:func:`tool_server` of a row, reading only its id, name and path."""
+    server, sep, rest = _row_field(metas, row, "id").partition("/")
+    if not sep or _row_field(metas, row, "path") or rest != _row_field(metas, row, "name"):
+        return None
+    return server
+
+
+def _skill_ids(index: SkillIndex, rows: Sequence[int]) -> list[str]:
+    """The ids of ``rows`` (only the id field of each record is read)."""
+    metas = index.skills
+    if isinstance(metas, SkillTable):
+        return metas.fields(rows, "id")
+    return [metas[c].id for c in rows]
+
+
 def collapse_rows(index: SkillIndex, rows: Sequence[int], allowed: np.ndarray | None = None,
                   threshold: float = DUPLICATE_COSINE) -> list[tuple[int, list[int]]]:
     """Ranked rows with their copies folded in: ``[(row, [copy rows]), ...]``, best first.
@@ -282,6 +306,20 @@ def collapse_rows(index: SkillIndex, rows: Sequence[int], allowed: np.ndarray | 
 
         def same_name(row: int) -> list[int]:
             return groups.get(name_key(metas[row].name), [])
+    servers: dict[int, str | None] = {}
+
+    def server(row: int) -> str | None:
+        if row not in servers:
+            servers[row] = _row_server(metas, row)
+        return servers[row]
+
+    def other_servers(j: int, j2: int) -> bool:  # _other_servers of the two rows; j2 read only if j is a tool
+        sa = server(j)
+        if sa is None:
+            return False
+        sb = server(j2)
+        return sb is not None and sa != sb
+
     kept: list[tuple[int, list[int]]] = []
     taken: set[int] = set()
     for a, j in enumerate(rows):
@@ -290,13 +328,12 @@ def collapse_rows(index: SkillIndex, rows: Sequence[int], allowed: np.ndarray | 
         taken.add(j)
         copies: list[int] = []
         for j2 in same_name(j):
-            if (j2 not in taken and (allowed is None or allowed[j2])
-                    and not _other_servers(metas[j], metas[j2])):
+            if j2 not in taken and (allowed is None or allowed[j2]) and not other_servers(j, j2):
                 copies.append(j2)
                 taken.add(j2)
         for b in range(a + 1, len(rows)):
             j2 = rows[b]
-            if j2 not in taken and sims[a, b] >= threshold and not _other_servers(metas[j], metas[j2]):
+            if j2 not in taken and sims[a, b] >= threshold and not other_servers(j, j2):
                 copies.append(j2)
                 taken.add(j2)
         kept.append((j, copies))
@@ -428,7 +465,7 @@ def find_skills(index: "SkillIndex", tasks: str | Sequence[str], k: int = 5, *,
                 kept = []
         abstained = abstention is not None and not kept
         hits = [_pinned_hit(index, j, by_row.get(j), vectors[i], pinned_copies.get(j, [])) for j in pin_rows]
-        hits += [dataclasses.replace(by_row[j], copies=[index.skills[c].id for c in cs]) for j, cs in kept[:k]]
+        hits += [dataclasses.replace(by_row[j], copies=_skill_ids(index, cs)) for j, cs in kept[:k]]
         answers.append(Answer(query=text, hits=hits, abstained=abstained, abstention=rule))
     return answers
 
@@ -436,7 +473,7 @@ def find_skills(index: "SkillIndex", tasks: str | Sequence[str], k: int = 5, *,
 def _pinned_hit(index: SkillIndex, row: int, found: Hit | None, vector: np.ndarray, copies: list[int]) -> Hit:
     """The hit record of a pinned skill: its search values when the search found it, else its
     dense similarity alone (lexical 0)."""
-    ids = [index.skills[c].id for c in copies]
+    ids = _skill_ids(index, copies)
     if found is not None:
         return dataclasses.replace(found, pinned=True, copies=ids)
     meta = index.skills[row]
