@@ -7,7 +7,7 @@ Question
     48 bytes per skill), ranked by Hamming distance to the query's sign bits (XOR + popcount), whose
     best ``rerank`` rows are then scored by the int8 scan's own arithmetic; the int8 scan's
     ``oversample × K`` survivors and their exact float32 re-scoring are unchanged. With
-    ``rerank = r × K`` (K = 300 candidates, the index default) for r in {8, 16, 32}: what share of the
+    ``rerank = r × K`` (K = 300 candidates, the index default) for r in {8, 16, 32, 64, 128}: what share of the
     exact scan's fused top-10, of its dense top-10 and of its top-K candidates does the binary scan
     return, how do R@10 / nDCG@10 change (paired bootstrap over queries, on the shared datasets), and
     what do the candidate stage and the scoring (everything after the encoder) cost per query at
@@ -53,7 +53,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "experiments"))
 OUT = ROOT / "results" / "binary_prefilter_scan.json"
 K_FINAL = 10
-MULTIPLIERS = (8, 16, 32)
+MULTIPLIERS = (8, 16, 32, 64, 128)
 
 
 def _recalls(index, qv: np.ndarray, texts: list[str], exact: dict, depth: int) -> dict:
