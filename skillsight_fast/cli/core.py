@@ -88,7 +88,7 @@ def add_scan_args(p: argparse.ArgumentParser, default: str | None = "auto") -> N
                    help="dense candidate scan: exact float32, int8 matrix + exact re-scoring, binary (1-bit "
                         "sign codes by Hamming distance in front of int8), faiss ivf "
                         "(needs the large extra: faiss), or auto by library size (exact below 200k skills, "
-                        "int8 from 200k, ivf from 2M; docs/LARGE.md)" + (" (default auto)" if default else ""))
+                        "binary from 200k, ivf from 2M; docs/LARGE.md)" + (" (default auto)" if default else ""))
     p.add_argument("--nlist", type=_positive, default=None, metavar="N", help="ivf: cells (default 4 sqrt(N))")
     p.add_argument("--nprobe", type=_positive, default=None, metavar="N",
                    help="ivf: cells visited per query (default 64)")

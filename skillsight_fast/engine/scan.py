@@ -11,12 +11,16 @@ float32 inner products ``q⊥ · d⊥`` of the returned documents. Everything af
 ``int8``    scan of an int8 copy of the matrix (one scale per row, a quarter of the bytes), keeping
             ``oversample × depth`` survivors whose exact float32 scores decide the top ``depth``
             (:mod:`skillsight_fast.kernels.compressed`). Approximate only in which survivors it keeps.
+``binary``  1-bit sign codes (d / 8 bytes per row) ranked by Hamming distance; the
+            ``rerank_factor × depth`` nearest are scored by the int8 codes and the int8 scan's
+            survivors re-scored in float32 (:mod:`skillsight_fast.kernels.binary`). The ``auto``
+            scan from :data:`AUTO_INT8_FROM` skills. Approximate in which rows it keeps.
 ``ivf``     faiss ``IndexIVFFlat`` over the background-removed matrix: k-means cells, a query visits
             the ``nprobe`` nearest cells. Scores are exact for what it finds; recall depends on
             ``nprobe / nlist``. Needs faiss (the ``large`` extra).
 ==========  =========================================================================================
 
-``auto`` (:func:`resolve_scan`) picks ``exact`` below :data:`AUTO_INT8_FROM` skills, ``int8`` from
+``auto`` (:func:`resolve_scan`) picks ``exact`` below :data:`AUTO_INT8_FROM` skills, ``binary`` from
 there, and ``ivf`` from :data:`AUTO_IVF_FROM`; the measurements behind the thresholds are in
 docs/LARGE.md. Each scan saves its own arrays (``.npy``, checksummed by :mod:`skillsight_fast.engine.io`)
 and files (the IVF structure, written by ``faiss.write_index``; never pickle).
@@ -37,18 +41,21 @@ from skillsight_fast.errors import IndexFormatError, SkillsightError, install_hi
 
 logger = logging.getLogger(__name__)
 
-#: ``auto`` switches from the exact float32 scan to the int8 scan at this many skills. Below it the
-#: float32 scan of one query is under ~15 ms on one core (docs/SPEED.md: 7.6 ms of scoring at
-#: 100k); from it on the int8 scan is 2.5-3x faster at recall 1.000 of the exact candidates.
+#: ``auto`` switches from the exact float32 scan to the binary scan (sign codes in front of the
+#: int8 scan) at this many skills. Below it the float32 scan of one query is under ~15 ms on one
+#: core (docs/SPEED.md: 7.6 ms of scoring at 100k); at 1M the binary scan finds the candidates in
+#: ~8 ms against ~58 ms for int8 and ~60 ms exact, keeping the exact fused top-10
+#: (experiments/binary_prefilter_scan.py). The name stays: int8 was the scan picked here before.
 AUTO_INT8_FROM = 200_000
 #: ``auto`` switches to the IVF candidate stage at this many skills, where the int8 scan, linear
 #: in the library size, passes ~60 ms per query (it takes ~30 ms at 1M, docs/LARGE.md).
 AUTO_IVF_FROM = 2_000_000
 #: Survivors per candidate kept by the int8 scan for exact re-scoring.
 INT8_OVERSAMPLE = 4
-#: Hamming-nearest rows the binary scan scores with the int8 codes, per candidate asked for
-#: (experiments/binary_prefilter_scan.py).
-BINARY_RERANK = 32
+#: Hamming-nearest rows the binary scan scores with the int8 codes, per candidate asked for: the
+#: smallest multiplier in {8, 16, 32, 64, 128} that kept >= 0.999 of the exact scan's fused top-10
+#: on every shared dataset and the synthetic 26k / 100k / 1M (experiments/binary_prefilter_scan.py).
+BINARY_RERANK = 128
 #: IVF cells: ``round(IVF_CELLS_PER_SQRT · √N)``, at most N / IVF_MIN_POINTS_PER_CELL.
 IVF_CELLS_PER_SQRT = 4.0
 #: faiss warns when k-means has fewer than 39 training points per centroid.
@@ -83,7 +90,7 @@ def resolve_scan(kind: str, n_docs: int) -> str:
         return kind
     if n_docs >= AUTO_IVF_FROM:
         return "ivf"
-    return "int8" if n_docs >= AUTO_INT8_FROM else "exact"
+    return "binary" if n_docs >= AUTO_INT8_FROM else "exact"
 
 
 def ivf_nlist(n_docs: int) -> int:
