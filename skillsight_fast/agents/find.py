@@ -195,6 +195,24 @@ def allowed_rows(index: SkillIndex, *, tags: Sequence[str] | None = None, source
     return ok
 
 
+def _unfiltered_rows(index: SkillIndex, allow_flagged: bool) -> tuple[np.ndarray, int]:
+    """:func:`allowed_rows` without filters (read-only) and how many it allows, cached on the index
+    state like :func:`_flagged`: a served search allocates and counts no array of N per request."""
+    state = getattr(index, "state", None)
+    flags = getattr(index, "flags", None)
+    key = f"_allowed_{bool(allow_flagged)}"
+    n = len(index.skills)
+    cached = state.__dict__.get(key) if state is not None else None
+    if cached is not None and cached[0] is flags and cached[1].shape[0] == n:
+        return cached[1], cached[2]
+    mask = allowed_rows(index, allow_flagged=allow_flagged)
+    mask.setflags(write=False)
+    count = int(np.count_nonzero(mask))
+    if state is not None:
+        state.__dict__[key] = (flags, mask, count)
+    return mask, count
+
+
 def _flagged(index: SkillIndex) -> np.ndarray:
     """bool (N,): the skills the injection scan flagged (cached on the index state while its flags
     are the same object: a served search does not walk a million rows)."""
@@ -417,18 +435,23 @@ def find_skills(index: "SkillIndex", tasks: str | Sequence[str], k: int = 5, *,
     if cut not in CUTS:
         raise QueryError(f"'cut' must be one of {', '.join(CUTS)}, got {cut!r}")
     filtered = bool(tags) or source is not None
-    allowed = allowed_rows(index, tags=tags, source=source, allow_flagged=allow_flagged)
+    if filtered:
+        allowed = allowed_rows(index, tags=tags, source=source, allow_flagged=allow_flagged)
+        n_allowed = int(np.count_nonzero(allowed))
+    else:
+        _check_filters(tags, source)  # the same errors as a filtered call for a malformed empty filter
+        allowed, n_allowed = _unfiltered_rows(index, allow_flagged)
     pin_ids = list(getattr(index, "pins", []) or []) if pins is None else list(pins)
     row_of = _rows_of(index) if pin_ids else {}
     pin_rows = list(dict.fromkeys(row_of[p] for p in pin_ids if p in row_of and allowed[row_of[p]]))
     rule = abstention.to_dict() if abstention is not None else None
-    if not allowed.any():  # nothing passes the filters: nothing to search
+    if not n_allowed:  # nothing passes the filters: nothing to search
         return [Answer(query=t, hits=[], abstained=abstention is not None, abstention=rule) for t in texts]
     if filtered:
         knobs.setdefault("dense_stage", _restricted_dense_stage(index, np.flatnonzero(allowed)))
     # deep enough for the pins, the copies and the filtered-out lexical candidates to leave k hits
     depth = min(n, 2 * k + len(pin_rows) + 8) if n else 1
-    need = min(2 * k + len(pin_rows), int(allowed.sum()))
+    need = min(2 * k + len(pin_rows), n_allowed)
     with lock if lock is not None else contextlib.nullcontext():
         vectors = index.encode(texts)
         while True:

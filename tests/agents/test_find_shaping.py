@@ -309,3 +309,16 @@ def test_collapse_over_a_loaded_skill_table_answers_as_in_memory(tmp_path):
     hits = find_skills(loaded, ["search the documents for words"], 5, abstention=None)[0].hits
     assert {h.id for h in hits} | {c for h in hits for c in h.copies} == {s.id for s in skills}
     assert sum(len(h.copies) for h in hits) >= 5
+
+
+def test_unfiltered_searches_follow_new_flags_and_check_empty_filters(index):
+    """The unfiltered allowed-rows mask is cached per index state; setting new flags replaces it."""
+    first = find_skills(index, "merge pdf pages", k=3, abstention=None)[0].hits[0].id
+    index.flags = [["injection"] if m.id == first else [] for m in index.skills]
+    assert first not in {h.id for h in find_skills(index, "merge pdf pages", k=3, abstention=None)[0].hits}
+    again = find_skills(index, "merge pdf pages", k=3, abstention=None, allow_flagged=True)[0].hits
+    assert first in {h.id for h in again} | {c for h in again for c in h.copies}
+    index.flags = [[] for _ in index.skills]
+    assert find_skills(index, "merge pdf pages", k=3, abstention=None)[0].hits[0].id == first
+    with pytest.raises(QueryError):
+        find_skills(index, "merge pdf pages", k=3, tags="")
