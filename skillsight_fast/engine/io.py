@@ -21,7 +21,7 @@ Layout of an index folder::
     text_strings.npy, text_offsets.npy
                       format 3, optional: the bodies of texts.jsonl, the same way
     scan_*            optional: the dense candidate scan's own arrays (scan_int8_codes.npy,
-                      scan_int8_scales.npy) or files (scan_ivf.faiss, faiss's own format), listed
+                      scan_int8_scales.npy, scan_binary_bits.npy) or files (scan_ivf.faiss, faiss's own format), listed
                       with their sha256 under the manifest's ``scan`` section
     *.npy             the arrays of the dense and lexical bundles; skillsight_fast.engine.state owns
                       their names, dtypes and shapes (doc_tf.npy / doc_len.npy, the term
