@@ -335,13 +335,18 @@ class BinaryScan(Int8Scan):
     def restore(cls, docs: np.ndarray, params: dict[str, Any], arrays: dict[str, np.ndarray],
                 directory: Path, *, mmap: bool = False) -> "BinaryScan":
         try:
+            oversample = int(params.get("oversample", INT8_OVERSAMPLE))
+            factor = int(params.get("rerank_factor", BINARY_RERANK))
+        except (TypeError, ValueError):
+            oversample = factor = 0
+        if oversample < 1 or factor < 1:
+            raise IndexFormatError(f"{directory}: the manifest's binary scan parameters are malformed "
+                                   f"(oversample and rerank_factor must be integers >= 1)")
+        try:
             return cls(docs, arrays["scan_int8_codes"], arrays["scan_int8_scales"], arrays["scan_binary_bits"],
-                       int(params.get("oversample", INT8_OVERSAMPLE)),
-                       int(params.get("rerank_factor", BINARY_RERANK)))
+                       oversample, factor)
         except KeyError as exc:
             raise IndexFormatError(f"{directory}: the binary scan's array {exc} is missing") from None
-        except (TypeError, ValueError):
-            raise IndexFormatError(f"{directory}: the manifest's binary scan parameters are malformed") from None
 
 
 class IvfScan(Scan):

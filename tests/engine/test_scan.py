@@ -239,3 +239,38 @@ def test_default_nprobe_visits_every_cell_when_the_default_would_visit_most_of_t
     # a library the size of the shared datasets is scanned whole; a large one visits 64 cells
     assert ivf_nprobe(ivf_nlist(3_646)) == ivf_nlist(3_646)
     assert ivf_nprobe(ivf_nlist(1_000_000)) == IVF_NPROBE
+
+
+def test_update_keeps_the_binary_scan_with_codes_and_bits_of_the_new_matrix(tmp_path):
+    from skillsight_fast.kernels.binary import pack_signs
+    from skillsight_fast.kernels.compressed import quantize_int8
+
+    old = toy_skills(n_extra=300, seed=6)
+    index = SkillIndex.build(old, HashEncoder(), IndexConfig(scan="binary", binary_rerank=3))
+    index.save(tmp_path / "idx")
+    new = list(old)
+    new[5] = Skill(id=new[5].id, name=new[5].name, description=new[5].description, body=new[5].body + " yaml")
+    update_index(tmp_path / "idx", new, encoder=HashEncoder())
+    up = SkillIndex.load(tmp_path / "idx", encoder=HashEncoder(), mmap=True)
+    assert up.scan.kind == "binary" and up.scan.rerank_factor == 3
+    perp = np.asarray(up.dense.embeddings_perp)
+    np.testing.assert_array_equal(up.scan.bits, pack_signs(perp))
+    codes, scales = quantize_int8(perp)
+    np.testing.assert_array_equal(up.scan.codes, codes)
+    np.testing.assert_array_equal(up.scan.scales, scales)
+    full = SkillIndex.build(new, HashEncoder(), IndexConfig(scan="binary", binary_rerank=3))
+    a, b = up.search(QUERIES, k=5), full.search(QUERIES, k=5)
+    np.testing.assert_array_equal(a.ids, b.ids)
+
+
+@pytest.mark.parametrize("params", [{"oversample": 4, "rerank_factor": 0}, {"oversample": 4, "rerank_factor": "x"},
+                                    {"oversample": None, "rerank_factor": 8}])
+def test_malformed_binary_scan_parameters_are_refused(skills, tmp_path, params):
+    index = SkillIndex.build(skills, HashEncoder(), IndexConfig(scan="binary"))
+    index.save(tmp_path / "idx")
+    path = tmp_path / "idx" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["scan"]["params"] = params
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(IndexFormatError, match="binary scan parameters"):
+        SkillIndex.load(tmp_path / "idx", verify=False)
