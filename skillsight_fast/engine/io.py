@@ -894,6 +894,11 @@ class Verification:
 
     def _run(self) -> None:
         t0 = time.perf_counter()
+        if threading.current_thread() is self._thread and hasattr(os, "setpriority"):
+            # the lowest CPU priority for this thread alone (Linux: a thread's own nice value): the
+            # searches served meanwhile keep the core
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
         jobs, self._jobs = self._jobs, []
         try:
             for name, fd, digest in jobs:
