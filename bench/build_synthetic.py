@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--size", type=int, default=1_000_000)
-    p.add_argument("--scan", default="auto", choices=("exact", "int8", "ivf", "auto"))
+    p.add_argument("--scan", default="auto", choices=("exact", "int8", "binary", "ivf", "auto"))
     p.add_argument("-o", "--output", required=True)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()

@@ -18,7 +18,7 @@ BM25_K1 = 1.2
 BM25_B = 0.75
 #: Dense candidate scans an index can be built with (skillsight_fast.engine.scan; kept here so the config
 #: imports nothing heavy).
-SCANS = ("exact", "int8", "ivf")
+SCANS = ("exact", "int8", "binary", "ivf")
 #: What ``skillsight index --scan`` and IndexConfig.scan accept: a scan, or ``auto`` (by size).
 SCAN_CHOICES = (*SCANS, "auto")
 #: Lexical side of the adaptive default (Rule 3 of docs/ADAPTIVE.md); adaptive=False is the paper's LEC.
@@ -100,10 +100,14 @@ class IndexConfig:
         Seed for the ``random`` background-token ablation.
     scan : str
         Dense candidate scan (:mod:`skillsight_fast.engine.scan`): ``exact`` (float32), ``int8`` (int8
-        matrix, exact re-scoring of the survivors), ``ivf`` (faiss IVF cells) or ``auto`` (by
-        library size; the choice is recorded in the manifest's ``scan`` section).
+        matrix, exact re-scoring of the survivors), ``binary`` (1-bit sign codes by Hamming distance
+        in front of the int8 scan), ``ivf`` (faiss IVF cells) or ``auto`` (by library size; the
+        choice is recorded in the manifest's ``scan`` section).
     int8_oversample : int
-        Survivors per candidate the int8 scan re-scores exactly.
+        Survivors per candidate the int8 (and binary) scan re-scores exactly.
+    binary_rerank : int or None
+        Hamming-nearest rows per candidate the binary scan scores with the int8 codes; None = the
+        default of :mod:`skillsight_fast.engine.scan`.
     ivf_nlist, ivf_nprobe : int or None
         IVF cells and cells visited per query; None = the defaults of :mod:`skillsight_fast.engine.scan`
         (4√N cells, 64 visited).
@@ -172,6 +176,7 @@ class IndexConfig:
     seed: int = 0
     scan: str = "auto"
     int8_oversample: int = 4
+    binary_rerank: int | None = None
     ivf_nlist: int | None = None
     ivf_nprobe: int | None = None
     adaptive: bool = True
@@ -218,6 +223,8 @@ class IndexConfig:
             raise ValueError("rank must be >= 0")
         if self.scan not in SCAN_CHOICES:
             raise ValueError(f"scan must be one of {SCAN_CHOICES}")
+        if self.binary_rerank is not None and self.binary_rerank < 1:
+            raise ValueError("binary_rerank must be >= 1")
         if self.int8_oversample < 1 or (self.ivf_nlist is not None and self.ivf_nlist < 1) or (
                 self.ivf_nprobe is not None and self.ivf_nprobe < 1):
             raise ValueError("int8_oversample, ivf_nlist and ivf_nprobe must be >= 1")

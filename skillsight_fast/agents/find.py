@@ -195,6 +195,24 @@ def allowed_rows(index: SkillIndex, *, tags: Sequence[str] | None = None, source
     return ok
 
 
+def _unfiltered_rows(index: SkillIndex, allow_flagged: bool) -> tuple[np.ndarray, int]:
+    """:func:`allowed_rows` without filters (read-only) and how many it allows, cached on the index
+    state like :func:`_flagged`: a served search allocates and counts no array of N per request."""
+    state = getattr(index, "state", None)
+    flags = getattr(index, "flags", None)
+    key = f"_allowed_{bool(allow_flagged)}"
+    n = len(index.skills)
+    cached = state.__dict__.get(key) if state is not None else None
+    if cached is not None and cached[0] is flags and cached[1].shape[0] == n:
+        return cached[1], cached[2]
+    mask = allowed_rows(index, allow_flagged=allow_flagged)
+    mask.setflags(write=False)
+    count = int(np.count_nonzero(mask))
+    if state is not None:
+        state.__dict__[key] = (flags, mask, count)
+    return mask, count
+
+
 def _flagged(index: SkillIndex) -> np.ndarray:
     """bool (N,): the skills the injection scan flagged (cached on the index state while its flags
     are the same object: a served search does not walk a million rows)."""
@@ -275,6 +293,30 @@ def _other_servers(a: Any, b: Any) -> bool:
     return sa is not None and sb is not None and sa != sb
 
 
+def _row_field(metas: Any, row: int, name: str) -> str:
+    """One field of a skill record: from a :class:`SkillTable`, that field alone is decoded (a search
+    reads the ids and servers of a few hundred same-name copies at 1M skills, not their records)."""
+    if isinstance(metas, SkillTable):
+        return metas.field(row, name)
+    return getattr(metas[row], name)  # type: ignore[no-any-return]
+
+
+def _row_server(metas: Any, row: int) -> str | None:
+    """:func:`tool_server` of a row, reading only its id, name and path."""
+    server, sep, rest = _row_field(metas, row, "id").partition("/")
+    if not sep or _row_field(metas, row, "path") or rest != _row_field(metas, row, "name"):
+        return None
+    return server
+
+
+def _skill_ids(index: SkillIndex, rows: Sequence[int]) -> list[str]:
+    """The ids of ``rows`` (only the id field of each record is read)."""
+    metas = index.skills
+    if isinstance(metas, SkillTable):
+        return metas.fields(rows, "id")
+    return [metas[c].id for c in rows]
+
+
 def collapse_rows(index: SkillIndex, rows: Sequence[int], allowed: np.ndarray | None = None,
                   threshold: float = DUPLICATE_COSINE) -> list[tuple[int, list[int]]]:
     """Ranked rows with their copies folded in: ``[(row, [copy rows]), ...]``, best first.
@@ -297,6 +339,20 @@ def collapse_rows(index: SkillIndex, rows: Sequence[int], allowed: np.ndarray | 
 
         def same_name(row: int) -> list[int]:
             return groups.get(name_key(metas[row].name), [])
+    servers: dict[int, str | None] = {}
+
+    def server(row: int) -> str | None:
+        if row not in servers:
+            servers[row] = _row_server(metas, row)
+        return servers[row]
+
+    def other_servers(j: int, j2: int) -> bool:  # _other_servers of the two rows; j2 read only if j is a tool
+        sa = server(j)
+        if sa is None:
+            return False
+        sb = server(j2)
+        return sb is not None and sa != sb
+
     kept: list[tuple[int, list[int]]] = []
     taken: set[int] = set()
     for a, j in enumerate(rows):
@@ -305,13 +361,12 @@ def collapse_rows(index: SkillIndex, rows: Sequence[int], allowed: np.ndarray | 
         taken.add(j)
         copies: list[int] = []
         for j2 in same_name(j):
-            if (j2 not in taken and (allowed is None or allowed[j2])
-                    and not _other_servers(metas[j], metas[j2])):
+            if j2 not in taken and (allowed is None or allowed[j2]) and not other_servers(j, j2):
                 copies.append(j2)
                 taken.add(j2)
         for b in range(a + 1, len(rows)):
             j2 = rows[b]
-            if j2 not in taken and sims[a, b] >= threshold and not _other_servers(metas[j], metas[j2]):
+            if j2 not in taken and sims[a, b] >= threshold and not other_servers(j, j2):
                 copies.append(j2)
                 taken.add(j2)
         kept.append((j, copies))
@@ -395,18 +450,23 @@ def find_skills(index: "SkillIndex", tasks: str | Sequence[str], k: int = 5, *,
     if cut not in CUTS:
         raise QueryError(f"'cut' must be one of {', '.join(CUTS)}, got {cut!r}")
     filtered = bool(tags) or source is not None
-    allowed = allowed_rows(index, tags=tags, source=source, allow_flagged=allow_flagged)
+    if filtered:
+        allowed = allowed_rows(index, tags=tags, source=source, allow_flagged=allow_flagged)
+        n_allowed = int(np.count_nonzero(allowed))
+    else:
+        _check_filters(tags, source)  # the same errors as a filtered call for a malformed empty filter
+        allowed, n_allowed = _unfiltered_rows(index, allow_flagged)
     pin_ids = list(getattr(index, "pins", []) or []) if pins is None else list(pins)
     row_of = _rows_of(index) if pin_ids else {}
     pin_rows = list(dict.fromkeys(row_of[p] for p in pin_ids if p in row_of and allowed[row_of[p]]))
     rule = abstention.to_dict() if abstention is not None else None
-    if not allowed.any():  # nothing passes the filters: nothing to search
+    if not n_allowed:  # nothing passes the filters: nothing to search
         return [Answer(query=t, hits=[], abstained=abstention is not None, abstention=rule) for t in texts]
     if filtered:
         knobs.setdefault("dense_stage", _restricted_dense_stage(index, np.flatnonzero(allowed)))
     # deep enough for the pins, the copies and the filtered-out lexical candidates to leave k hits
     depth = min(n, 2 * k + len(pin_rows) + 8) if n else 1
-    need = min(2 * k + len(pin_rows), int(allowed.sum()))
+    need = min(2 * k + len(pin_rows), n_allowed)
     with lock if lock is not None else contextlib.nullcontext():
         # the first search decides which encoder answers each task (a lookup-first cascade may send
         # some to the transformer); a deeper search reuses those vectors
@@ -445,7 +505,7 @@ def find_skills(index: "SkillIndex", tasks: str | Sequence[str], k: int = 5, *,
                 kept = []
         abstained = abstention is not None and not kept
         hits = [_pinned_hit(index, j, by_row.get(j), vectors[i], pinned_copies.get(j, [])) for j in pin_rows]
-        hits += [dataclasses.replace(by_row[j], copies=[index.skills[c].id for c in cs]) for j, cs in kept[:k]]
+        hits += [dataclasses.replace(by_row[j], copies=_skill_ids(index, cs)) for j, cs in kept[:k]]
         answers.append(Answer(query=text, hits=hits, abstained=abstained, abstention=rule))
     return answers
 
@@ -453,7 +513,7 @@ def find_skills(index: "SkillIndex", tasks: str | Sequence[str], k: int = 5, *,
 def _pinned_hit(index: SkillIndex, row: int, found: Hit | None, vector: np.ndarray, copies: list[int]) -> Hit:
     """The hit record of a pinned skill: its search values when the search found it, else its
     dense similarity alone (lexical 0)."""
-    ids = [index.skills[c].id for c in copies]
+    ids = _skill_ids(index, copies)
     if found is not None:
         return dataclasses.replace(found, pinned=True, copies=ids)
     meta = index.skills[row]

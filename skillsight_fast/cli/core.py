@@ -108,19 +108,23 @@ def add_query_encoder_args(p: argparse.ArgumentParser, evaluation: bool = False)
 def add_scan_args(p: argparse.ArgumentParser, default: str | None = "auto") -> None:
     """``--scan`` and its parameters (``index`` and ``rescan``)."""
     p.add_argument("--scan", choices=SCAN_CHOICES, default=default,
-                   help="dense candidate scan: exact float32, int8 matrix + exact re-scoring, faiss ivf "
+                   help="dense candidate scan: exact float32, int8 matrix + exact re-scoring, binary (1-bit "
+                        "sign codes by Hamming distance in front of int8), faiss ivf "
                         "(needs the large extra: faiss), or auto by library size (exact below 200k skills, "
-                        "int8 from 200k, ivf from 2M; docs/LARGE.md)" + (" (default auto)" if default else ""))
+                        "binary from 200k, ivf from 2M; docs/LARGE.md)" + (" (default auto)" if default else ""))
     p.add_argument("--nlist", type=_positive, default=None, metavar="N", help="ivf: cells (default 4 sqrt(N))")
     p.add_argument("--nprobe", type=_positive, default=None, metavar="N",
                    help="ivf: cells visited per query (default 64)")
     p.add_argument("--oversample", type=_positive, default=None, metavar="F",
                    help="int8: survivors per candidate re-scored exactly (default 4)")
+    p.add_argument("--rerank", type=_positive, default=None, metavar="F",
+                   help="binary: Hamming-nearest rows per candidate scored by the int8 codes (default 32)")
 
 
 def scan_params(args: argparse.Namespace) -> dict:
     """The IndexConfig scan fields given on the command line."""
-    out = {"ivf_nlist": args.nlist, "ivf_nprobe": args.nprobe, "int8_oversample": args.oversample}
+    out = {"ivf_nlist": args.nlist, "ivf_nprobe": args.nprobe, "int8_oversample": args.oversample,
+           "binary_rerank": args.rerank}
     return {k: v for k, v in out.items() if v is not None}
 
 

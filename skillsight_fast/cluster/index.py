@@ -113,7 +113,8 @@ class ShardedIndex:
         self.dense = _Dense(self)
         self.embeddings = _Rows(self, "raw")
         if self.head.scan.kind not in ("exact", "int8"):
-            raise SkillsightError(f"a sharded index serves the exact and int8 scans, not {self.head.scan.kind!r}")
+            raise SkillsightError(f"a sharded index serves the exact and int8 scans, not {self.head.scan.kind!r} "
+                                  f"(skillsight rescan -i IDX --scan int8)")
 
     # ------------------------------------------------------------------ construction
     @staticmethod

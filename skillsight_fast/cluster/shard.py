@@ -83,7 +83,8 @@ class ShardEngine:
             self.scales = whole.scan.scales[start:stop]
             self.oversample = whole.scan.oversample
         elif self.scan_kind != "exact":
-            raise IndexFormatError(f"a sharded index serves the exact and int8 scans, not {self.scan_kind!r}")
+            raise IndexFormatError(f"a sharded index serves the exact and int8 scans, not {self.scan_kind!r} "
+                                   f"(skillsight rescan -i IDX --scan int8)")
         self.weights = np.ascontiguousarray(stats["weights"], np.float32)
         self.bm25_idf = np.ascontiguousarray(stats["bm25_idf"], np.float32)
         self.avgdl = float(stats["avgdl"])

@@ -21,7 +21,7 @@ Layout of an index folder::
     text_strings.npy, text_offsets.npy
                       format 3, optional: the bodies of texts.jsonl, the same way
     scan_*            optional: the dense candidate scan's own arrays (scan_int8_codes.npy,
-                      scan_int8_scales.npy) or files (scan_ivf.faiss, faiss's own format), listed
+                      scan_int8_scales.npy, scan_binary_bits.npy) or files (scan_ivf.faiss, faiss's own format), listed
                       with their sha256 under the manifest's ``scan`` section
     *.npy             the arrays of the dense and lexical bundles; skillsight_fast.engine.state owns
                       their names, dtypes and shapes (doc_tf.npy / doc_len.npy, the term
@@ -894,6 +894,11 @@ class Verification:
 
     def _run(self) -> None:
         t0 = time.perf_counter()
+        if threading.current_thread() is self._thread and hasattr(os, "setpriority"):
+            # the lowest CPU priority for this thread alone (Linux: a thread's own nice value): the
+            # searches served meanwhile keep the core
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
         jobs, self._jobs = self._jobs, []
         try:
             for name, fd, digest in jobs:

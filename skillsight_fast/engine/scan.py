@@ -11,12 +11,16 @@ float32 inner products ``q⊥ · d⊥`` of the returned documents. Everything af
 ``int8``    scan of an int8 copy of the matrix (one scale per row, a quarter of the bytes), keeping
             ``oversample × depth`` survivors whose exact float32 scores decide the top ``depth``
             (:mod:`skillsight_fast.kernels.compressed`). Approximate only in which survivors it keeps.
+``binary``  1-bit sign codes (d / 8 bytes per row) ranked by Hamming distance; the
+            ``rerank_factor × depth`` nearest are scored by the int8 codes and the int8 scan's
+            survivors re-scored in float32 (:mod:`skillsight_fast.kernels.binary`). The ``auto``
+            scan from :data:`AUTO_INT8_FROM` skills. Approximate in which rows it keeps.
 ``ivf``     faiss ``IndexIVFFlat`` over the background-removed matrix: k-means cells, a query visits
             the ``nprobe`` nearest cells. Scores are exact for what it finds; recall depends on
             ``nprobe / nlist``. Needs faiss (the ``large`` extra).
 ==========  =========================================================================================
 
-``auto`` (:func:`resolve_scan`) picks ``exact`` below :data:`AUTO_INT8_FROM` skills, ``int8`` from
+``auto`` (:func:`resolve_scan`) picks ``exact`` below :data:`AUTO_INT8_FROM` skills, ``binary`` from
 there, and ``ivf`` from :data:`AUTO_IVF_FROM`; the measurements behind the thresholds are in
 docs/LARGE.md. Each scan saves its own arrays (``.npy``, checksummed by :mod:`skillsight_fast.engine.io`)
 and files (the IVF structure, written by ``faiss.write_index``; never pickle).
@@ -37,15 +41,21 @@ from skillsight_fast.errors import IndexFormatError, SkillsightError, install_hi
 
 logger = logging.getLogger(__name__)
 
-#: ``auto`` switches from the exact float32 scan to the int8 scan at this many skills. Below it the
-#: float32 scan of one query is under ~15 ms on one core (docs/SPEED.md: 7.6 ms of scoring at
-#: 100k); from it on the int8 scan is 2.5-3x faster at recall 1.000 of the exact candidates.
+#: ``auto`` switches from the exact float32 scan to the binary scan (sign codes in front of the
+#: int8 scan) at this many skills. Below it the float32 scan of one query is under ~15 ms on one
+#: core (docs/SPEED.md: 7.6 ms of scoring at 100k); at 1M the binary scan finds the candidates in
+#: ~8 ms against ~58 ms for int8 and ~60 ms exact, keeping the exact fused top-10
+#: (experiments/binary_prefilter_scan.py). The name stays: int8 was the scan picked here before.
 AUTO_INT8_FROM = 200_000
 #: ``auto`` switches to the IVF candidate stage at this many skills, where the int8 scan, linear
 #: in the library size, passes ~60 ms per query (it takes ~30 ms at 1M, docs/LARGE.md).
 AUTO_IVF_FROM = 2_000_000
 #: Survivors per candidate kept by the int8 scan for exact re-scoring.
 INT8_OVERSAMPLE = 4
+#: Hamming-nearest rows the binary scan scores with the int8 codes, per candidate asked for: the
+#: smallest multiplier in {8, 16, 32, 64, 128} that kept >= 0.999 of the exact scan's fused top-10
+#: on every shared dataset and the synthetic 26k / 100k / 1M (experiments/binary_prefilter_scan.py).
+BINARY_RERANK = 128
 #: IVF cells: ``round(IVF_CELLS_PER_SQRT · √N)``, at most N / IVF_MIN_POINTS_PER_CELL.
 IVF_CELLS_PER_SQRT = 4.0
 #: faiss warns when k-means has fewer than 39 training points per centroid.
@@ -80,7 +90,7 @@ def resolve_scan(kind: str, n_docs: int) -> str:
         return kind
     if n_docs >= AUTO_IVF_FROM:
         return "ivf"
-    return "int8" if n_docs >= AUTO_INT8_FROM else "exact"
+    return "binary" if n_docs >= AUTO_INT8_FROM else "exact"
 
 
 def ivf_nlist(n_docs: int) -> int:
@@ -257,6 +267,88 @@ class Int8Scan(Scan):
             raise IndexFormatError(f"{directory}: the int8 scan's array {exc} is missing") from None
 
 
+class BinaryScan(Int8Scan):
+    """1-bit sign codes ranked by Hamming distance, the ``rerank`` nearest scored by the int8 codes,
+    the int8 scan's ``oversample × depth`` survivors re-scored in float32
+    (:mod:`skillsight_fast.kernels.binary`).
+
+    Reads d / 8 bytes per skill per query instead of the int8 scan's d (48 MB instead of 384 MB at
+    1M 384-dimensional skills), plus ``rerank`` int8 rows. Whenever the ``rerank`` Hamming-nearest
+    rows hold the int8 scan's survivors, the answer is the int8 scan's exactly.
+
+    Parameters
+    ----------
+    docs, codes, scales, oversample
+        As :class:`Int8Scan` (the int8 arrays are shared with it on disk: same names).
+    bits : uint64 (N, ceil(d / 64))
+        :func:`~skillsight_fast.kernels.binary.pack_signs` of ``docs``.
+    rerank_factor : int
+        Rows scored by the int8 codes per candidate asked for: ``rerank = rerank_factor × depth``.
+    """
+
+    kind = "binary"
+    ARRAYS = {**Int8Scan.ARRAYS, "scan_binary_bits": ("uint64", 2)}
+
+    def __init__(self, docs: np.ndarray, codes: np.ndarray, scales: np.ndarray, bits: np.ndarray,
+                 oversample: int = INT8_OVERSAMPLE, rerank_factor: int = BINARY_RERANK) -> None:
+        super().__init__(docs, codes, scales, oversample)
+        if bits.shape != (docs.shape[0], -(-docs.shape[1] // 64)):
+            raise IndexFormatError(f"binary codes {bits.shape} do not match the matrix {docs.shape}")
+        if int(rerank_factor) < 1:
+            raise SkillsightError("binary rerank factor must be >= 1")
+        self.bits = bits
+        self.rerank_factor = int(rerank_factor)
+
+    def candidates(self, q_perp: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+        from skillsight_fast.kernels.binary import dense_topk_binary
+
+        if self.n_docs == 0:
+            return _empty(q_perp.shape[0], 1)
+        k = min(depth, self.n_docs)
+        return dense_topk_binary(q_perp, self.bits, self.codes, self.scales, self.docs, k,
+                                 rerank=self.rerank_factor * k, oversample=self.oversample)
+
+    def params(self) -> dict[str, Any]:
+        return {"oversample": self.oversample, "rerank_factor": self.rerank_factor}
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {**super().arrays(), "scan_binary_bits": self.bits}
+
+    def nbytes(self) -> int:
+        return int(super().nbytes() + self.bits.nbytes)
+
+    @classmethod
+    def build(cls, docs: np.ndarray, *, config: Any = None, previous: Scan | None = None,
+              rerank_factor: int | None = None) -> "BinaryScan":
+        from skillsight_fast.kernels.binary import pack_signs
+        from skillsight_fast.kernels.compressed import quantize_int8
+
+        oversample = getattr(config, "int8_oversample", None) or INT8_OVERSAMPLE
+        factor = rerank_factor or getattr(config, "binary_rerank", None) or BINARY_RERANK
+        if isinstance(previous, Int8Scan) and previous.docs is docs:  # a rescan: the same matrix
+            codes, scales = previous.codes, previous.scales
+        else:
+            codes, scales = quantize_int8(docs)
+        return cls(docs, codes, scales, pack_signs(docs), oversample, factor)
+
+    @classmethod
+    def restore(cls, docs: np.ndarray, params: dict[str, Any], arrays: dict[str, np.ndarray],
+                directory: Path, *, mmap: bool = False) -> "BinaryScan":
+        try:
+            oversample = int(params.get("oversample", INT8_OVERSAMPLE))
+            factor = int(params.get("rerank_factor", BINARY_RERANK))
+        except (TypeError, ValueError):
+            oversample = factor = 0
+        if oversample < 1 or factor < 1:
+            raise IndexFormatError(f"{directory}: the manifest's binary scan parameters are malformed "
+                                   f"(oversample and rerank_factor must be integers >= 1)")
+        try:
+            return cls(docs, arrays["scan_int8_codes"], arrays["scan_int8_scales"], arrays["scan_binary_bits"],
+                       oversample, factor)
+        except KeyError as exc:
+            raise IndexFormatError(f"{directory}: the binary scan's array {exc} is missing") from None
+
+
 class IvfScan(Scan):
     """faiss ``IndexIVFFlat`` (inner product) over the background-removed matrix.
 
@@ -379,7 +471,7 @@ class IvfScan(Scan):
         return cls(docs, ivf, nprobe, trained_on)
 
 
-SCAN_TYPES: dict[str, type[Scan]] = {"exact": ExactScan, "int8": Int8Scan, "ivf": IvfScan}
+SCAN_TYPES: dict[str, type[Scan]] = {"exact": ExactScan, "int8": Int8Scan, "binary": BinaryScan, "ivf": IvfScan}
 #: Every array any scan saves (name → (dtype, ndim)).
 SCAN_ARRAYS: dict[str, tuple[str, int]] = {k: v for t in SCAN_TYPES.values() for k, v in t.ARRAYS.items()}
 

@@ -281,3 +281,44 @@ def test_mcp_find_skills_filters_pins_and_copies(tmp_path):
     assert [h["id"] for h in json.loads(tagged.content[0].text)["hits"]] == ["docker"]  # the pin has no tag
     assert {h["id"] for h in json.loads(sourced.content[0].text)["hits"]} == {"pdf", "csv", "mesh"}
     assert bool(getattr(bad, "is_error", getattr(bad, "isError", False))) and "cut" in bad.content[0].text
+
+
+def test_collapse_over_a_loaded_skill_table_answers_as_in_memory(tmp_path):
+    """A loaded index reads only the ids, names and paths of the copies it folds (SkillTable.fields):
+    the answers, copies and tools of two servers kept apart, are those of the in-memory index."""
+    from skillsight_fast.engine.columns import SkillTable
+    from skillsight_fast.library.skills import Skill
+    from skillsight_fast.tools.catalog import Tool, tool_skill
+
+    schema = {"type": "object", "properties": {"query": {"type": "string", "description": "Words to find"}}}
+    tools = [tool_skill(Tool(server=s, name="search", description="Search the documents for words",
+                             input_schema=schema)) for s in ("docs", "wiki")]
+    copies = [Skill(id=f"c{i}/search", name="Search" if i % 2 else "search", body="x",
+                    description="Search the documents for words", path=f"/s/c{i}/search/SKILL.md")
+              for i in range(6)]
+    skills = [*tools, *copies, Skill(id="tz", name="timezones", description="Convert time zones", body="y")]
+    index = SkillIndex.build(skills, HashEncoder())
+    index.save(tmp_path / "idx")
+    loaded = SkillIndex.load(tmp_path / "idx", encoder=HashEncoder(), mmap=True)
+    assert isinstance(loaded.skills, SkillTable)
+    for task in ("search the documents for words", "convert time zones"):
+        for pins in (None, ["c3/search"]):
+            want = find_skills(index, [task], 5, pins=pins, abstention=None)[0]
+            got = find_skills(loaded, [task], 5, pins=pins, abstention=None)[0]
+            assert [(h.id, h.copies, h.pinned) for h in got.hits] == [(h.id, h.copies, h.pinned) for h in want.hits]
+    hits = find_skills(loaded, ["search the documents for words"], 5, abstention=None)[0].hits
+    assert {h.id for h in hits} | {c for h in hits for c in h.copies} == {s.id for s in skills}
+    assert sum(len(h.copies) for h in hits) >= 5
+
+
+def test_unfiltered_searches_follow_new_flags_and_check_empty_filters(index):
+    """The unfiltered allowed-rows mask is cached per index state; setting new flags replaces it."""
+    first = find_skills(index, "merge pdf pages", k=3, abstention=None)[0].hits[0].id
+    index.flags = [["injection"] if m.id == first else [] for m in index.skills]
+    assert first not in {h.id for h in find_skills(index, "merge pdf pages", k=3, abstention=None)[0].hits}
+    again = find_skills(index, "merge pdf pages", k=3, abstention=None, allow_flagged=True)[0].hits
+    assert first in {h.id for h in again} | {c for h in again for c in h.copies}
+    index.flags = [[] for _ in index.skills]
+    assert find_skills(index, "merge pdf pages", k=3, abstention=None)[0].hits[0].id == first
+    with pytest.raises(QueryError):
+        find_skills(index, "merge pdf pages", k=3, tags="")

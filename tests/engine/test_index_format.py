@@ -355,3 +355,16 @@ def test_lazy_loads_of_damaged_arrays_never_crash(saved, tmp_path):
                        timeout=600, env=env, check=False)
     assert p.returncode == 0, f"exit {p.returncode} after:\n{p.stdout[-1500:]}\n{p.stderr[-2000:]}"
     assert len(p.stdout.splitlines()) == len(folders)
+
+
+def test_skill_table_fields_are_the_records_fields():
+    metas = toy_skills(0)
+    table = SkillTable.of(metas, SkillMeta)
+    rows = [3, 0, 3, len(metas) - 1]
+    for name in ("id", "name", "path", "description"):
+        assert table.fields(rows, name) == [getattr(table[r], name) for r in rows] == \
+            [table.field(r, name) for r in rows]
+    assert table.fields([], "id") == []
+    for bad in ([-1], [len(metas)]):
+        with pytest.raises(IndexError):
+            table.fields(bad, "id")

@@ -1,4 +1,4 @@
-"""Dense candidate scans (exact, int8, ivf): same contract, saved and loaded, chosen from the CLI."""
+"""Dense candidate scans (exact, int8, binary, ivf): same contract, saved and loaded, chosen from the CLI."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def _same_hits(a, b):
         assert [ra[i] for i in untied] == [rb[i] for i in untied]
 
 
-@pytest.mark.parametrize("kind, params", [("int8", {}), ("ivf", {"ivf_nlist": 8, "ivf_nprobe": 8})])
+@pytest.mark.parametrize("kind, params", [("int8", {}), ("binary", {}), ("ivf", {"ivf_nlist": 8, "ivf_nprobe": 8})])
 def test_scans_keep_the_result_contract(skills, exact, kind, params):
     # K = 500 > N: every scan must return the whole corpus, so the fusion sees the same candidates
     # (Eq. 15 standardises over the candidate set; a different tie at rank K would shift it)
@@ -67,7 +67,7 @@ def test_ivf_visiting_few_cells_pads_and_stays_valid(skills):
     assert all((s is None) == (i < 0) for row_s, row_i in zip(res.skill_ids, res.ids) for s, i in zip(row_s, row_i))
 
 
-@pytest.mark.parametrize("kind", ["exact", "int8", "ivf"])
+@pytest.mark.parametrize("kind", ["exact", "int8", "binary", "ivf"])
 @pytest.mark.parametrize("mmap", [False, True])
 def test_scans_save_and_load(skills, tmp_path, kind, mmap):
     index = SkillIndex.build(skills, HashEncoder(), IndexConfig(scan=kind, ivf_nlist=6, ivf_nprobe=3))
@@ -84,8 +84,26 @@ def test_scans_save_and_load(skills, tmp_path, kind, mmap):
     np.testing.assert_array_equal(before.ids, after.ids)
     np.testing.assert_allclose(before.scores, after.scores, rtol=1e-6)
     assert before.evidence == after.evidence
-    if mmap and kind == "int8":
+    if mmap and kind in ("int8", "binary"):
         assert isinstance(loaded.scan.codes, np.memmap)
+    if kind == "binary":
+        assert isinstance(loaded.scan.bits, np.memmap) == mmap and loaded.scan.bits.dtype == np.uint64
+        np.testing.assert_array_equal(loaded.scan.bits, index.scan.bits)
+
+
+def test_binary_scan_equals_int8_when_it_reranks_everything_and_rescans_in_place(skills):
+    """rerank ≥ N: the binary scan scores every row, so its answer is the int8 scan's exactly; a rescan
+    from int8 to binary keeps the int8 arrays (same matrix) and adds only the bits."""
+    int8 = SkillIndex.build(skills, HashEncoder(), IndexConfig(scan="int8"))
+    codes = int8.scan.codes
+    q = np.ascontiguousarray(int8.dense.embeddings_perp[:6] + 0.01)
+    want = int8.scan.candidates(q, 40)
+    int8.rebuild_scan("binary", binary_rerank=len(int8))
+    assert int8.scan.kind == "binary" and int8.scan.codes is codes and int8.scan.rerank_factor == len(int8)
+    got = int8.scan.candidates(q, 40)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    assert int8.scan.describe()["scan_bytes"] == codes.nbytes + int8.scan.scales.nbytes + int8.scan.bits.nbytes
 
 
 def test_corrupt_or_missing_scan_files_are_refused(skills, tmp_path):
@@ -121,7 +139,7 @@ def test_a_manifest_needs_a_known_scan_section(exact, tmp_path):
 
 def test_auto_picks_by_size_and_bad_names_are_refused():
     assert resolve_scan("auto", AUTO_INT8_FROM - 1) == "exact"
-    assert resolve_scan("auto", AUTO_INT8_FROM) == "int8"
+    assert resolve_scan("auto", AUTO_INT8_FROM) == "binary"
     assert resolve_scan("auto", AUTO_IVF_FROM) == "ivf"
     assert resolve_scan("ivf", 10) == "ivf"
     with pytest.raises(SkillsightError, match="unknown scan"):
@@ -157,6 +175,11 @@ def test_cli_index_rescan_info(tmp_path, monkeypatch, capsys):
         assert json.loads(capsys.readouterr().out)["hits"][0]["id"] == "pdf"
     assert main(["info", "-i", str(idx)]) == 0
     assert "scan ivf, nlist=1, nprobe=1" in capsys.readouterr().out
+    assert main(["rescan", "-i", str(idx), "--scan", "binary", "--rerank", "7", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["scan"] == "binary" and out["rerank_factor"] == 7 and out["oversample"] == 4
+    assert main(["search", "-i", str(idx), "merge pdf pages", "-k", "1", "--json", "--mmap"]) == 0
+    assert json.loads(capsys.readouterr().out)["hits"][0]["id"] == "pdf"
     with pytest.raises(SystemExit):
         main(["rescan", "-i", str(idx), "--scan", "bogus"])
 
@@ -216,3 +239,38 @@ def test_default_nprobe_visits_every_cell_when_the_default_would_visit_most_of_t
     # a library the size of the shared datasets is scanned whole; a large one visits 64 cells
     assert ivf_nprobe(ivf_nlist(3_646)) == ivf_nlist(3_646)
     assert ivf_nprobe(ivf_nlist(1_000_000)) == IVF_NPROBE
+
+
+def test_update_keeps_the_binary_scan_with_codes_and_bits_of_the_new_matrix(tmp_path):
+    from skillsight_fast.kernels.binary import pack_signs
+    from skillsight_fast.kernels.compressed import quantize_int8
+
+    old = toy_skills(n_extra=300, seed=6)
+    index = SkillIndex.build(old, HashEncoder(), IndexConfig(scan="binary", binary_rerank=3))
+    index.save(tmp_path / "idx")
+    new = list(old)
+    new[5] = Skill(id=new[5].id, name=new[5].name, description=new[5].description, body=new[5].body + " yaml")
+    update_index(tmp_path / "idx", new, encoder=HashEncoder())
+    up = SkillIndex.load(tmp_path / "idx", encoder=HashEncoder(), mmap=True)
+    assert up.scan.kind == "binary" and up.scan.rerank_factor == 3
+    perp = np.asarray(up.dense.embeddings_perp)
+    np.testing.assert_array_equal(up.scan.bits, pack_signs(perp))
+    codes, scales = quantize_int8(perp)
+    np.testing.assert_array_equal(up.scan.codes, codes)
+    np.testing.assert_array_equal(up.scan.scales, scales)
+    full = SkillIndex.build(new, HashEncoder(), IndexConfig(scan="binary", binary_rerank=3))
+    a, b = up.search(QUERIES, k=5), full.search(QUERIES, k=5)
+    np.testing.assert_array_equal(a.ids, b.ids)
+
+
+@pytest.mark.parametrize("params", [{"oversample": 4, "rerank_factor": 0}, {"oversample": 4, "rerank_factor": "x"},
+                                    {"oversample": None, "rerank_factor": 8}])
+def test_malformed_binary_scan_parameters_are_refused(skills, tmp_path, params):
+    index = SkillIndex.build(skills, HashEncoder(), IndexConfig(scan="binary"))
+    index.save(tmp_path / "idx")
+    path = tmp_path / "idx" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["scan"]["params"] = params
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(IndexFormatError, match="binary scan parameters"):
+        SkillIndex.load(tmp_path / "idx", verify=False)

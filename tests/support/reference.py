@@ -246,3 +246,43 @@ def int8_topk_rescored(queries, codes, scales, qcodes, qscales, docs, k, oversam
         ids[i, : top.size] = surv[top]
         out[i, : top.size] = exact[top]
     return ids, out
+
+
+def sign_bits(x):
+    """Sign bits of each row packed little-endian into uint64 words: bit b of word w is x[:, 64 w + b] > 0."""
+    x = np.atleast_2d(np.asarray(x))
+    d = x.shape[1]
+    w = -(-d // 64)
+    padded = np.zeros((x.shape[0], 64 * w), bool)
+    padded[:, :d] = x > 0
+    return np.packbits(padded, axis=1, bitorder="little").view(np.uint64).reshape(x.shape[0], w)
+
+
+def hamming(qbits, bits):
+    """Hamming distance of each row of ``bits`` to ``qbits`` (uint64 words), by unpacking the bytes."""
+    x = np.bitwise_xor(np.asarray(bits, np.uint64), np.asarray(qbits, np.uint64)[None, :])
+    return np.unpackbits(np.ascontiguousarray(x).view(np.uint8), axis=1).sum(axis=1).astype(np.int64)
+
+
+def binary_topk_rescored(queries, bits, codes, scales, qcodes, qscales, docs, k, oversample, rerank):
+    """The binary scan's contract: the rows within the Hamming distance of the ``rerank``-th nearest
+    to the query's sign bits (all ties kept) are the int8 scan's rows; among them the
+    ``oversample * k`` best by s_q s_j (c_q · c_j) (ties by ascending id) survive, and their exact inner
+    products decide the top k (ties by ascending id)."""
+    q = np.atleast_2d(np.asarray(queries, dtype=np.float64))
+    n_docs = codes.shape[0]
+    kk = min(max(k, oversample * k), max(n_docs, 1))
+    m = min(max(rerank, kk), max(n_docs, 1))
+    ids = np.full((q.shape[0], k), -1, np.int64)
+    out = np.full((q.shape[0], k), -np.inf)
+    for i in range(q.shape[0]):
+        h = hamming(sign_bits(np.asarray(queries, np.float32)[i : i + 1])[0], bits)
+        kept = np.flatnonzero(h <= np.sort(h)[m - 1])
+        dots = codes[kept].astype(np.int64) @ qcodes[i].astype(np.int64)
+        approx = dots * (np.asarray(scales, np.float64)[kept] * float(qscales[i]))
+        surv = kept[select_top(approx, kk)]
+        exact = np.asarray(docs, np.float64)[surv] @ q[i]
+        top = np.lexsort((surv, -exact))[:k]
+        ids[i, : top.size] = surv[top]
+        out[i, : top.size] = exact[top]
+    return ids, out
