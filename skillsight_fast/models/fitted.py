@@ -154,7 +154,13 @@ class FitConfig:
     learn_weights : bool
         Fit the per-token pooling weights too (else they stay 1: a plain mean).
     steps, batch : int
-        Adam steps over mini-batches of ``batch`` texts.
+        Adam steps over mini-batches of at most ``batch`` texts.
+    epochs : float or None
+        Scale the batch with the library: ``clip(ceil(epochs * n_texts / steps), min_batch, batch)``, so
+        the fit sees each text about ``epochs`` times and its cost grows with the library (a fixed
+        ``steps * batch`` made small libraries pay a large library's fit). None: always ``batch``.
+    min_batch : int
+        The smallest scaled batch.
     lr, lr_weights : float
         Adam step sizes of the table (rows scaled to median norm 1) and of the log-weights.
     prior : float
@@ -172,6 +178,8 @@ class FitConfig:
     learn_weights: bool = True
     steps: int = 300
     batch: int = 1024
+    epochs: float | None = None
+    min_batch: int = 64
     lr: float = 2e-3
     lr_weights: float = 1e-2
     prior: float = 1.0
@@ -183,6 +191,13 @@ class FitConfig:
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
+
+    def batch_for(self, n: int) -> int:
+        """The mini-batch size for ``n`` training texts (at most ``n``)."""
+        b = self.batch
+        if self.epochs is not None:
+            b = int(min(max(np.ceil(self.epochs * n / max(self.steps, 1)), self.min_batch), self.batch))
+        return max(1, min(b, n))
 
 
 @dataclass
@@ -298,7 +313,8 @@ def fit_query_table(bags: Bags, targets: np.ndarray, prior: np.ndarray, basis: n
     needs_docs = config.objective != "mse"
     if needs_docs and docs_perp is None:
         raise ModelError(f"the {config.objective!r} objective needs the scored document matrix")
-    scale = float(np.median(np.linalg.norm(prior, axis=1))) or 1.0
+    norms = np.linalg.norm(prior, axis=1)
+    scale = float(np.median(norms[norms > 0])) if np.any(norms > 0) else 1.0  # zero rows: a new feature
     e0 = np.ascontiguousarray(prior / scale, np.float32)
     table = e0.copy()
     logw = np.zeros(m, np.float32)
@@ -315,7 +331,7 @@ def fit_query_table(bags: Bags, targets: np.ndarray, prior: np.ndarray, basis: n
     mark = np.zeros(m, np.bool_)
     b1, b2, eps = 0.9, 0.999, 1e-8
     history: list[float] = []
-    batch = min(config.batch, n)
+    batch = config.batch_for(n)
     for step in range(1, config.steps + 1):
         rows = rng.choice(n, size=batch, replace=False) if batch < n else np.arange(n)
         w = np.exp(logw)
