@@ -127,7 +127,7 @@ def main() -> None:
     ap.add_argument("--general", required=True, help="folder of the general table (scripts/build_general_table.py)")
     ap.add_argument("--general-tasks", help="folder of the general+tasks table")
     ap.add_argument("--datasets", nargs="+", default=list(SHARED_DATASETS))
-    ap.add_argument("--arms", nargs="+", default=["fitted-scaled", "fitted-gstart", "fitted-gfill",
+    ap.add_argument("--arms", nargs="*", default=["fitted-scaled", "fitted-gstart", "fitted-gfill",
                                                   "fitted-gstart+tasks", "fitted-gstart+bigrams"])
     ap.add_argument("--start", choices=["general", "general+tasks"], default=None,
                     help="the general table the per-library arms start from (default: the better one over "
@@ -141,6 +141,10 @@ def main() -> None:
     if args.general_tasks:
         generals["general+tasks"] = load_general_table(args.general_tasks)
     start = args.start or "general"
+    if args.start is None and all(n in out and "general+tasks" in out[n] for n in FIT_DATASETS):
+        loss = {g: np.mean([-out[n][g]["recall@10_diff"][0] for n in FIT_DATASETS]) for g in ("general", "general+tasks")}
+        start = min(loss, key=loss.get)
+    print("per-library arms start from", start, flush=True)
     for name in args.datasets:
         ds = load_dataset(DATA_ROOT / name)
         ctx = EvalContext(ds, query_int8=False, encoder=enc)
