@@ -205,7 +205,8 @@ def build(out: Path, tasks: bool, cache: Path, steps: int = 1000) -> dict:
     ids, res = fit_library_table(ids, prior, enc.tokenize, fit_texts, emb[keep], np.full(len(fit_texts), -1),
                                  basis, np.zeros((0, emb.shape[1]), np.float32), config=cfg,
                                  drop=[enc._tokenizer.token_to_id("[UNK]")])
-    notes.update(fit_s=round(res.seconds, 1), rows=int(ids.size), steps=steps,
+    notes.update(model_id=enc.model_id, checksum=enc.checksum, fit_s=round(res.seconds, 1), rows=int(ids.size),
+                 steps=steps,
                  loss_first_last=[round(float(np.mean(res.history[:20])), 4),
                                   round(float(np.mean(res.history[-20:])), 4)])
     save_general_table(out, ids, res.table, notes)

@@ -395,14 +395,22 @@ DEFAULT_FIT = FitConfig(objective="mse+kl")
 
 def fit_library_table(token_ids: np.ndarray, prior: np.ndarray, tokenize: Any, texts: Sequence[str],
                       targets: np.ndarray, owner: np.ndarray, basis: np.ndarray, docs_perp: np.ndarray,
-                      config: FitConfig = DEFAULT_FIT, drop: Sequence[int] = ()) -> tuple[np.ndarray, FitResult]:
+                      config: FitConfig = DEFAULT_FIT, drop: Sequence[int] = (),
+                      general: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, FitResult]:
     """Fit a library's query table from its contextual table ``(token_ids, prior)``.
 
     ``tokenize`` maps texts to token id rows as the transformer sees them (``[CLS] ... [SEP]``, the
     encoder's ``tokenize``); ids in ``drop`` (``[UNK]``: the task encoder skips it) are left out of the
-    bags. Returns the token ids (the prior's) and the :class:`FitResult`, whose
-    ``table`` the contextual tier's encoder searches with.
+    bags. With ``general`` (a general table, :mod:`skillsight_fast.models.general`), the fit starts
+    from and is pulled toward :func:`~skillsight_fast.models.general.merge_prior` of the two: every
+    general token with its general row, the library's other tokens with their (rescaled) contextual
+    rows. Returns the token ids (the prior's) and the :class:`FitResult`, whose ``table`` the
+    contextual tier's encoder searches with.
     """
+    if general is not None:
+        from skillsight_fast.models.general import merge_prior
+
+        token_ids, prior = merge_prior(token_ids, prior, general[0], general[1])
     token_ids = np.asarray(token_ids, np.int64)
     n_vocab = int(token_ids.max()) + 1 if token_ids.size else 0
     rows = tokenize(list(texts))

@@ -50,11 +50,20 @@ def save_general_table(folder: str | os.PathLike[str], ids: np.ndarray, table: n
                                                   **(meta or {})}, indent=1) + "\n")
 
 
-def load_general_table(folder: str | os.PathLike[str] | None = None, dim: int | None = None
-                       ) -> tuple[np.ndarray, np.ndarray]:
+def load_general_table(folder: str | os.PathLike[str] | None = None, dim: int | None = None,
+                       checksum: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``(ids int32 (m,), table float32 (m, d))`` of the general table in ``folder`` (default: the shipped
-    one). Raises ModelError when it is missing, malformed, or not of dimension ``dim``."""
+    one). Raises ModelError when it is missing, malformed, not of dimension ``dim``, or fitted for a model
+    whose weights' checksum is not ``checksum``."""
     base: Any = Path(folder) if folder is not None else files("skillsight_fast").joinpath(PACKAGE_FOLDER)
+    if checksum is not None:
+        try:
+            meta = json.loads(base.joinpath("meta.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ModelError(f"cannot read the general query table's meta.json in {base}: {exc}") from exc
+        if meta.get("checksum") != checksum:
+            raise ModelError(f"the general query table was fitted for the model {meta.get('model_id')!r} "
+                             f"(checksum {str(meta.get('checksum'))[:12]}), not this one ({checksum[:12]})")
     try:
         with base.joinpath("ids.npy").open("rb") as f:
             ids = np.load(f, allow_pickle=False)
@@ -96,3 +105,19 @@ def merge_prior(lib_ids: np.ndarray, lib_table: np.ndarray, gen_ids: np.ndarray,
     table = np.vstack([np.asarray(gen_table, np.float32), extra])
     order = np.argsort(ids, kind="stable")
     return ids[order].astype(np.int32), np.ascontiguousarray(table[order], np.float32)
+
+
+def shipped_general_table(checksum: str | None, dim: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The shipped general table for a model with weights ``checksum`` and dimension ``dim``, or None
+    (logged) when it is not shipped or was fitted for another model: the fit then starts from the
+    library's contextual table alone."""
+    import logging
+
+    base = files("skillsight_fast").joinpath(PACKAGE_FOLDER)
+    if checksum is None or not base.joinpath("ids.npy").is_file():
+        return None
+    try:
+        return load_general_table(None, dim=dim, checksum=checksum)
+    except ModelError as exc:
+        logging.getLogger(__name__).info("general query table not used: %s", exc)
+        return None

@@ -65,3 +65,11 @@ def test_fit_batch_scales_with_the_library():
     assert scaled.batch_for(30) == 30  # never more than the texts
     costs = [scaled.steps * scaled.batch_for(n) for n in (4_000, 8_000, 16_000)]
     assert costs[0] < costs[1] < costs[2]  # the fit's work grows with the library, not fixed
+
+
+def test_a_table_of_another_model_is_refused(tmp_path):
+    save_general_table(tmp_path / "g", np.array([1, 2], np.int32), np.ones((2, 4), np.float32),
+                       {"model_id": "m", "checksum": "a" * 64})
+    load_general_table(tmp_path / "g", dim=4, checksum="a" * 64)
+    with pytest.raises(ModelError, match="fitted for the model 'm'"):
+        load_general_table(tmp_path / "g", dim=4, checksum="b" * 64)
