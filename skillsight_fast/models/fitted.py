@@ -389,8 +389,24 @@ def library_training_set(skills: Sequence[Any], texts: Sequence[str], doc_emb: n
     return all_texts, np.vstack(parts).astype(np.float32), np.concatenate(owners)
 
 
-#: The fit an index build runs (the arm experiments/fitted_query_table.py adopted).
-DEFAULT_FIT = FitConfig(objective="mse+kl")
+#: The fit an index build runs (the arm experiments/fitted_query_table.py adopted), its batch scaled with
+#: the library (experiments/general_fitted_table.py: same accuracy, the cost grows with the library).
+DEFAULT_FIT = FitConfig(objective="mse+kl", epochs=14.0)
+#: A library of fewer skills searches with the shipped general table as it is, unfitted
+#: (:mod:`skillsight_fast.models.general`; experiments/general_fitted_table.py: on the 199-tool metatool
+#: library it loses 5.3 R@10 points against the per-library fit's 15.4; on the 1,437-function bfcl library
+#: it loses 3.0 where the fit gains 0.3). A round number below the smallest fit set, not tuned.
+GENERAL_DIRECT_BELOW = 500
+
+
+def direct_general_table(n_skills: int, checksum: str | None, dim: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The shipped general table when a library of ``n_skills`` is small enough to use it directly
+    (:data:`GENERAL_DIRECT_BELOW`) and it was fitted for the model (``checksum``, ``dim``); else None."""
+    if n_skills >= GENERAL_DIRECT_BELOW:
+        return None
+    from skillsight_fast.models.general import shipped_general_table
+
+    return shipped_general_table(checksum, dim)
 
 
 def fit_library_table(token_ids: np.ndarray, prior: np.ndarray, tokenize: Any, texts: Sequence[str],
