@@ -125,6 +125,50 @@ def tier_views(index, static=None, query_map: np.ndarray | None = None, int8_enc
     return views
 
 
+def default_tier(n_docs: int, config: Any = None) -> tuple[str, str]:
+    """(tier name, scan) of the default configuration at ``n_docs`` skills: the query encoder an index
+    built with ``config`` (default: ``IndexConfig()``, what ``skillsight index`` builds) searches with,
+    named as in :func:`tier_views` (``transformer-int8`` for int8 tasks), and the scan it resolves to."""
+    from skillsight_fast.config import IndexConfig
+    from skillsight_fast.engine.scan import resolve_scan
+
+    cfg = config if config is not None else IndexConfig()
+    name = cfg.query_encoder
+    if name == "transformer":
+        name = "transformer-int8" if cfg.query_int8_side else "transformer"
+    return name, resolve_scan(cfg.scan, n_docs)
+
+
+def add_default_tier(entries: list[dict[str, Any]], config: Any = None) -> None:
+    """Add ``tiers.default`` to each entry of one size (in place): the timings of the default
+    configuration (:func:`default_tier`) at that size, ``{"tier", "scan", "encode", "end_to_end"}``.
+
+    ``exact``: the float32 entry's timings of that tier. ``int8``: its ``+int8`` view when timed, else
+    the int8 entry's (the float32 end to end shifted by the int8 scan's scoring). ``ivf``: the float32
+    end to end shifted by the IVF scoring (``detail.ivf``). A tier not timed (no model) has null timings.
+    """
+    if not entries:
+        return
+    name, scan = default_tier(int(entries[0]["n_docs"]), config)
+    by_dtype = {e["dtype"]: e for e in entries}
+    f32 = by_dtype.get("float32", entries[0])
+    tiers32 = f32.get("tiers") or {}
+    src: dict[str, Any] | None = None
+    if scan == "exact":
+        src = tiers32.get(name)
+    elif scan == "int8":
+        src = tiers32.get(f"{name}+int8") or (by_dtype.get("int8", {}).get("tiers") or {}).get(name)
+    elif scan == "ivf" and tiers32.get(name):
+        ivf = f32.get("detail", {}).get("ivf", {}).get("scoring_p50_ms")
+        e2e, scoring = tiers32[name].get("end_to_end"), f32["p50_ms"].get("scoring")
+        shifted = None if None in (ivf, e2e, scoring) else round(e2e - scoring + ivf, 4)
+        src = {"encode": tiers32[name].get("encode"), "end_to_end": shifted}
+    default = {"tier": name, "scan": scan, "encode": (src or {}).get("encode"),
+               "end_to_end": (src or {}).get("end_to_end")}
+    for e in entries:
+        e.setdefault("tiers", {})["default"] = dict(default)
+
+
 def cached_fitted_table(base, sources: Sequence[str], contextual: tuple[np.ndarray, np.ndarray], static,
                         int8_encoder, folder: Path) -> tuple[np.ndarray, np.ndarray] | None:
     """The fitted tier's table of the bench corpus (what ``--query-encoder fitted`` builds over
@@ -299,6 +343,7 @@ def run_benchmark(
             rerank_cost = rr["cross_encoder_s"]
         if tinybert_cost is None and "tinybert_rerank_cross_encoder_s" in rr:
             tinybert_cost = rr["tinybert_rerank_cross_encoder_s"]
+        add_default_tier(entries)
         for e in entries:
             e.setdefault("detail", {})["synthetic"] = n != len(base)
             e["detail"]["corpus_build_s"] = round(build_s, 1)
@@ -365,6 +410,8 @@ def format_table(report: dict[str, Any]) -> str:
                   "| Dense + TinyBERT-L-2 / e2e |", "|---|---|---|---|---|---|---|"]
         for e, name, t in tier_rows:
             p = e["p50_ms"]
+            if name == "default":
+                name = f"default ({t.get('tier')}, {t.get('scan')} scan)"
             lines.append(f"| {e['n_docs']:,} | {e['dtype']} | {name} | {_fmt(t['encode'])} | {_fmt(t['end_to_end'])} "
                          f"| {_ratio(p['dense_rerank'], t['end_to_end'])} | {_ratio(p['tinybert_rerank'], t['end_to_end'])} |")
     return "\n".join(lines)

@@ -163,15 +163,20 @@ def _fitted_dense(dense: DenseState, skills: Sequence[Skill] | Sequence[SkillMet
                   encoder: Encoder | None, config: IndexConfig, prior: tuple[np.ndarray, np.ndarray],
                   unk_id: int | None) -> DenseState:
     """``dense`` with the fitted tier's table: the contextual table ``prior`` fitted to the transformer on
-    the skills' own texts (:mod:`skillsight_fast.models.fitted`), teacher the int8 task graph."""
+    the skills' own texts (:mod:`skillsight_fast.models.fitted`), teacher the int8 task graph; below
+    :data:`~skillsight_fast.models.fitted.GENERAL_DIRECT_BELOW` skills the shipped general table as it is."""
     import dataclasses
 
-    from skillsight_fast.models.fitted import fit_library_table, library_training_set
+    from skillsight_fast.models.fitted import direct_general_table, fit_library_table, library_training_set
 
     inner = getattr(encoder, "inner", encoder)
     if not all(isinstance(s, Skill) for s in skills) or getattr(inner, "tokenize", None) is None:
         raise SkillsightError("the fitted tier is fitted from the skills' texts with the transformer: build "
                               "it with SkillIndex.build and the ONNX encoder (or pass query_table)")
+    general = direct_general_table(len(skills), getattr(inner, "checksum", None), int(dense.embeddings.shape[1]))
+    if general is not None:  # a small library: the shipped general table as it is, no fit
+        logger.info("fitted tier: %d skills, the general table (%d rows) as it is", len(skills), general[0].size)
+        return dataclasses.replace(dense, query_table_ids=general[0], query_table=general[1])
     texts = list(texts) if texts is not None else [s.text for s in skills]  # type: ignore[union-attr]
     teacher: Any = encoder
     if getattr(inner, "onnx_path", None) is not None and not getattr(inner, "quantized", True):

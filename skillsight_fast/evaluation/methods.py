@@ -231,10 +231,19 @@ class EvalContext:
         from skillsight_fast.config import IndexConfig
         from skillsight_fast.library.skills import namedesc_text
         from skillsight_fast.models.contextual import ContextualEncoder
-        from skillsight_fast.models.fitted import fit_library_table, training_pieces
+        from skillsight_fast.models.fitted import direct_general_table, fit_library_table, training_pieces
         from skillsight_fast.models.static import load_static_encoder
 
         enc = self.enc
+        static = load_static_encoder(self.query_model)  # type: ignore[arg-type]
+        mapped = dict(zip(self.dataset.query_texts, self.mapped_query_emb))
+        general = direct_general_table(len(self.dataset.docs), getattr(enc, "checksum", None),
+                                       int(self.doc_emb.shape[1]))
+        if general is not None:  # a small library: the shipped general table as it is, as an index build does
+            self.notes["fitted"] = {"general_table_rows": int(general[0].size), "fit_s": 0.0}
+            ctx_enc = ContextualEncoder(static, general[0], general[1], max_length=getattr(enc, "max_length", 256),
+                                        fallback=lambda texts: np.stack([mapped[t] for t in texts]))
+            return ctx_enc.encode(list(self.dataset.query_texts))
         qenc = load_encoder(self.model, int8=True) if getattr(enc, "onnx_path", None) is not None else enc
         ids, prior = self.contextual_table
         pieces, owner = training_pieces(self.dataset.docs)
@@ -244,12 +253,10 @@ class EvalContext:
         targets = np.vstack([store.get(pieces, qenc.encode), self.namedesc_emb, self.doc_emb]).astype(np.float32)
         owners = np.concatenate([owner, np.arange(n), np.arange(n)])
         index = self.index(IndexConfig())
-        static = load_static_encoder(self.query_model)  # type: ignore[arg-type]
         unk = [static.unk_id] if static.unk_id is not None else []
         ids, res = fit_library_table(ids, prior, enc.tokenize, texts, targets, owners, index.dense.basis,
                                      index.dense.embeddings_perp, drop=unk)
         self.notes["fitted"] = {"texts": len(texts), "rows": int(ids.size), "fit_s": round(res.seconds, 1)}
-        mapped = dict(zip(self.dataset.query_texts, self.mapped_query_emb))
         ctx_enc = ContextualEncoder(static, ids, res.table, max_length=getattr(enc, "max_length", 256),
                                     fallback=lambda texts: np.stack([mapped[t] for t in texts]))
         return ctx_enc.encode(list(self.dataset.query_texts))

@@ -154,7 +154,13 @@ class FitConfig:
     learn_weights : bool
         Fit the per-token pooling weights too (else they stay 1: a plain mean).
     steps, batch : int
-        Adam steps over mini-batches of ``batch`` texts.
+        Adam steps over mini-batches of at most ``batch`` texts.
+    epochs : float or None
+        Scale the batch with the library: ``clip(ceil(epochs * n_texts / steps), min_batch, batch)``, so
+        the fit sees each text about ``epochs`` times and its cost grows with the library (a fixed
+        ``steps * batch`` made small libraries pay a large library's fit). None: always ``batch``.
+    min_batch : int
+        The smallest scaled batch.
     lr, lr_weights : float
         Adam step sizes of the table (rows scaled to median norm 1) and of the log-weights.
     prior : float
@@ -172,6 +178,8 @@ class FitConfig:
     learn_weights: bool = True
     steps: int = 300
     batch: int = 1024
+    epochs: float | None = None
+    min_batch: int = 64
     lr: float = 2e-3
     lr_weights: float = 1e-2
     prior: float = 1.0
@@ -183,6 +191,13 @@ class FitConfig:
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
+
+    def batch_for(self, n: int) -> int:
+        """The mini-batch size for ``n`` training texts (at most ``n``)."""
+        b = self.batch
+        if self.epochs is not None:
+            b = int(min(max(np.ceil(self.epochs * n / max(self.steps, 1)), self.min_batch), self.batch))
+        return max(1, min(b, n))
 
 
 @dataclass
@@ -298,7 +313,8 @@ def fit_query_table(bags: Bags, targets: np.ndarray, prior: np.ndarray, basis: n
     needs_docs = config.objective != "mse"
     if needs_docs and docs_perp is None:
         raise ModelError(f"the {config.objective!r} objective needs the scored document matrix")
-    scale = float(np.median(np.linalg.norm(prior, axis=1))) or 1.0
+    norms = np.linalg.norm(prior, axis=1)
+    scale = float(np.median(norms[norms > 0])) if np.any(norms > 0) else 1.0  # zero rows: a new feature
     e0 = np.ascontiguousarray(prior / scale, np.float32)
     table = e0.copy()
     logw = np.zeros(m, np.float32)
@@ -315,7 +331,7 @@ def fit_query_table(bags: Bags, targets: np.ndarray, prior: np.ndarray, basis: n
     mark = np.zeros(m, np.bool_)
     b1, b2, eps = 0.9, 0.999, 1e-8
     history: list[float] = []
-    batch = min(config.batch, n)
+    batch = config.batch_for(n)
     for step in range(1, config.steps + 1):
         rows = rng.choice(n, size=batch, replace=False) if batch < n else np.arange(n)
         w = np.exp(logw)
@@ -373,20 +389,44 @@ def library_training_set(skills: Sequence[Any], texts: Sequence[str], doc_emb: n
     return all_texts, np.vstack(parts).astype(np.float32), np.concatenate(owners)
 
 
-#: The fit an index build runs (the arm experiments/fitted_query_table.py adopted).
-DEFAULT_FIT = FitConfig(objective="mse+kl")
+#: The fit an index build runs (the arm experiments/fitted_query_table.py adopted), its batch scaled with
+#: the library (experiments/general_fitted_table.py: same accuracy, the cost grows with the library).
+DEFAULT_FIT = FitConfig(objective="mse+kl", epochs=14.0)
+#: A library of fewer skills searches with the shipped general table as it is, unfitted
+#: (:mod:`skillsight_fast.models.general`; experiments/general_fitted_table.py: on the 199-tool metatool
+#: library it loses 5.3 R@10 points against the per-library fit's 15.4; on the 1,437-function bfcl library
+#: it loses 3.0 where the fit gains 0.3). A round number below the smallest fit set, not tuned.
+GENERAL_DIRECT_BELOW = 500
+
+
+def direct_general_table(n_skills: int, checksum: str | None, dim: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The shipped general table when a library of ``n_skills`` is small enough to use it directly
+    (:data:`GENERAL_DIRECT_BELOW`) and it was fitted for the model (``checksum``, ``dim``); else None."""
+    if n_skills >= GENERAL_DIRECT_BELOW:
+        return None
+    from skillsight_fast.models.general import shipped_general_table
+
+    return shipped_general_table(checksum, dim)
 
 
 def fit_library_table(token_ids: np.ndarray, prior: np.ndarray, tokenize: Any, texts: Sequence[str],
                       targets: np.ndarray, owner: np.ndarray, basis: np.ndarray, docs_perp: np.ndarray,
-                      config: FitConfig = DEFAULT_FIT, drop: Sequence[int] = ()) -> tuple[np.ndarray, FitResult]:
+                      config: FitConfig = DEFAULT_FIT, drop: Sequence[int] = (),
+                      general: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, FitResult]:
     """Fit a library's query table from its contextual table ``(token_ids, prior)``.
 
     ``tokenize`` maps texts to token id rows as the transformer sees them (``[CLS] ... [SEP]``, the
     encoder's ``tokenize``); ids in ``drop`` (``[UNK]``: the task encoder skips it) are left out of the
-    bags. Returns the token ids (the prior's) and the :class:`FitResult`, whose
-    ``table`` the contextual tier's encoder searches with.
+    bags. With ``general`` (a general table, :mod:`skillsight_fast.models.general`), the fit starts
+    from and is pulled toward :func:`~skillsight_fast.models.general.merge_prior` of the two: every
+    general token with its general row, the library's other tokens with their (rescaled) contextual
+    rows. Returns the token ids (the prior's) and the :class:`FitResult`, whose ``table`` the
+    contextual tier's encoder searches with.
     """
+    if general is not None:
+        from skillsight_fast.models.general import merge_prior
+
+        token_ids, prior = merge_prior(token_ids, prior, general[0], general[1])
     token_ids = np.asarray(token_ids, np.int64)
     n_vocab = int(token_ids.max()) + 1 if token_ids.size else 0
     rows = tokenize(list(texts))

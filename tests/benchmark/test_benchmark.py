@@ -46,7 +46,10 @@ def test_bench_no_model_writes_the_required_json(tiny_index, tmp_path, capsys):
     for entry in report["sizes"]:
         assert set(entry) == set(size_keys)
         assert set(entry["p50_ms"]) == set(stages)
-        assert entry["dim"] == 32 and entry["floor_ms"] > 0 and entry["tiers"] == {}
+        assert entry["dim"] == 32 and entry["floor_ms"] > 0
+        # the default configuration is named at every size; no model: its timings are not measured
+        assert entry["tiers"] == {"default": {"tier": "transformer-int8", "scan": "exact", "encode": None,
+                                              "end_to_end": None}}
         for stage in ("project", "dense_topk", "lexical", "fuse_topk", "scoring", "faiss_flat", "bm25s"):
             assert entry["p50_ms"][stage] > 0
         for stage in ("encode", "end_to_end", "dense_rerank", "tinybert_rerank"):  # no model: skipped
@@ -182,10 +185,52 @@ def test_bench_times_the_int8_task_tier_beside_the_float32_reference():
     report = run_benchmark(base, tasks, ["real"], encoder=fp32, int8_encoder=int8, reps=2)
     np.testing.assert_allclose(base.encode(tasks), fp32.encode(tasks), atol=1e-6)  # the reference arm
     entry = report["sizes"][0]
-    assert set(entry["tiers"]) == {"transformer", "transformer-int8"}
+    assert set(entry["tiers"]) == {"transformer", "transformer-int8", "default"}
     for tier in entry["tiers"].values():  # measured, not compared: two reps on a shared machine are noise
         assert np.isfinite(tier["end_to_end"]) and tier["end_to_end"] > 0
+    # the default configuration (int8 tasks, exact scan at this size) is the transformer-int8 tier's timings
+    assert entry["tiers"]["default"] == {"tier": "transformer-int8", "scan": "exact",
+                                         **entry["tiers"]["transformer-int8"]}
     assert report["meta"]["int8_task_encoder"] == "model.int8.onnx"
+
+
+def test_default_tier_follows_the_default_configuration_and_its_scan():
+    """``tiers.default`` copies the timings of the tier and scan the default configuration resolves to."""
+    from skillsight_fast.benchmark.driver import add_default_tier, default_tier, format_table
+    from skillsight_fast.benchmark.runner import STAGES
+    from skillsight_fast.config import IndexConfig
+    from skillsight_fast.engine.scan import AUTO_INT8_FROM, AUTO_IVF_FROM
+
+    assert default_tier(1000) == ("transformer-int8", "exact")
+    assert default_tier(AUTO_INT8_FROM) == ("transformer-int8", "int8")
+    assert default_tier(AUTO_IVF_FROM) == ("transformer-int8", "ivf")
+    assert default_tier(1000, IndexConfig(query_int8=False)) == ("transformer", "exact")
+    assert default_tier(1000, IndexConfig(query_encoder="fitted", scan="int8")) == ("fitted", "int8")
+
+    def entries(n: int) -> list[dict]:
+        tiers = {"transformer-int8": {"encode": 4.0, "end_to_end": 9.0}, "fitted": {"encode": 0.1, "end_to_end": 5.0},
+                 "fitted+int8": {"encode": 0.1, "end_to_end": 2.0}}
+        f32 = {"n_docs": n, "dtype": "float32", "p50_ms": {"scoring": 5.0}, "tiers": tiers,
+               "detail": {"ivf": {"scoring_p50_ms": 1.5}}}
+        i8 = {"n_docs": n, "dtype": "int8", "p50_ms": {"scoring": 3.0},
+              "tiers": {"transformer-int8": {"encode": 4.0, "end_to_end": 7.0}}}
+        return [f32, i8]
+
+    small = entries(1000)
+    add_default_tier(small)
+    assert [e["tiers"]["default"] for e in small] == [{"tier": "transformer-int8", "scan": "exact", "encode": 4.0,
+                                                       "end_to_end": 9.0}] * 2
+    mid = entries(AUTO_INT8_FROM)
+    add_default_tier(mid)  # no transformer-int8+int8 view: the int8 entry's (shifted) timings
+    assert mid[0]["tiers"]["default"]["end_to_end"] == 7.0
+    fitted = entries(AUTO_INT8_FROM)
+    add_default_tier(fitted, IndexConfig(query_encoder="fitted"))  # its +int8 view
+    assert fitted[1]["tiers"]["default"] == {"tier": "fitted", "scan": "int8", "encode": 0.1, "end_to_end": 2.0}
+    big = entries(AUTO_IVF_FROM)
+    add_default_tier(big)  # end to end with the IVF scoring instead of the exact one
+    assert big[0]["tiers"]["default"]["end_to_end"] == 9.0 - 5.0 + 1.5
+    assert "| default (transformer-int8, ivf scan) |" in format_table({"sizes": [
+        {**big[0], "p50_ms": dict.fromkeys(STAGES, 1.0), "floor_ms": 1.0}]})
 
 
 @pytest.mark.model

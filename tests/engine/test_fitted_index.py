@@ -34,9 +34,12 @@ def real(teacher, tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="module")
 def built(teacher, real):
+    """The fitted index of the 24 skills, fitted as a library of GENERAL_DIRECT_BELOW skills or more is."""
     skills, _, folder = real
     config = IndexConfig(query_encoder="fitted", query_model=str(folder))
-    return SkillIndex.build(skills, teacher, config), config
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("skillsight_fast.models.fitted.GENERAL_DIRECT_BELOW", 0)
+        return SkillIndex.build(skills, teacher, config), config
 
 
 @pytest.mark.model
@@ -125,16 +128,53 @@ def test_a_table_that_does_not_match_is_refused(built, tmp_path: Path) -> None:
 
 
 @pytest.mark.model
-def test_eval_fitted_tier_gives_what_an_index_of_it_gives(teacher, real, built, tmp_path: Path) -> None:
+def test_eval_fitted_tier_gives_what_an_index_of_it_gives(teacher, real, built, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     from skillsight_fast.evaluation.datasets import Dataset, EvalQuery
     from skillsight_fast.evaluation.methods import METHODS, EvalContext
 
+    monkeypatch.setattr("skillsight_fast.models.fitted.GENERAL_DIRECT_BELOW", 0)  # as ``built`` was made
     skills, tasks, folder = real
     index, _ = built
     ds = Dataset("sample", list(skills), [EvalQuery(f"q{i}", t, frozenset({0})) for i, t in enumerate(tasks)])
     ctx = EvalContext(ds, cache_dir=tmp_path, query_encoder="fitted", query_model=str(folder), encoder=teacher)
     np.testing.assert_allclose(ctx.query_emb, index.encode(tasks), atol=1e-4)
     assert METHODS["skillsight"](ctx).shape[0] == len(tasks)
+
+
+@pytest.mark.model
+def test_a_small_library_searches_with_the_general_table(teacher, real, tmp_path: Path) -> None:
+    """Below GENERAL_DIRECT_BELOW skills the fitted tier stores the shipped general table as it is (no
+    fit); eval gives the same vectors; update keeps it, so a new skill's words already have rows."""
+    from skillsight_fast.engine.update import update_index
+    from skillsight_fast.evaluation.datasets import Dataset, EvalQuery
+    from skillsight_fast.evaluation.methods import EvalContext
+    from skillsight_fast.models.contextual import ContextualEncoder
+    from skillsight_fast.models.fitted import GENERAL_DIRECT_BELOW
+    from skillsight_fast.models.general import load_general_table
+    from skillsight_fast.models.static import apply_query_map, load_static_encoder
+
+    skills, tasks, folder = real
+    assert len(skills) < GENERAL_DIRECT_BELOW
+    gen_ids, gen = load_general_table(dim=teacher.dim, checksum=teacher.checksum)
+    index = SkillIndex.build(skills[:-2], teacher, IndexConfig(query_encoder="fitted", query_model=str(folder)))
+    np.testing.assert_array_equal(index.dense.query_table_ids, gen_ids)
+    np.testing.assert_array_equal(index.dense.query_table, gen)
+    static = load_static_encoder(folder)
+    qmap = index.dense.query_map
+    ref = ContextualEncoder(static, gen_ids, gen, lambda t: apply_query_map(static.encode(t), qmap),
+                            max_length=teacher.max_length)
+    np.testing.assert_allclose(index.encode(tasks), ref.encode(tasks), atol=1e-5)
+    ds = Dataset("sample", list(skills[:-2]), [EvalQuery(f"q{i}", t, frozenset({0})) for i, t in enumerate(tasks)])
+    ctx = EvalContext(ds, cache_dir=tmp_path / "c", query_encoder="fitted", query_model=str(folder), encoder=teacher)
+    np.testing.assert_allclose(ctx.query_emb, index.encode(tasks), atol=1e-4)
+    index.save(tmp_path / "idx")
+    update_index(tmp_path / "idx", skills, encoder=teacher)  # two new skills: the table is kept
+    again = SkillIndex.load(tmp_path / "idx")
+    assert len(again) == len(skills)
+    np.testing.assert_array_equal(again.dense.query_table, gen)
+    new_words = {int(t) for s in skills[-2:] for t in teacher.tokenize([s.description])[0]}
+    assert np.isin(sorted(new_words), gen_ids).mean() > 0.9  # the general table already covers them
 
 
 @pytest.mark.model
