@@ -132,10 +132,13 @@ def default_tier(n_docs: int, config: Any = None) -> tuple[str, str]:
     from skillsight_fast.config import IndexConfig
     from skillsight_fast.engine.scan import resolve_scan
 
-    cfg = config if config is not None else IndexConfig()
+    # settled as an in-memory build with the transformer settles it (auto: the lookup-first cascade)
+    cfg = (config if config is not None else IndexConfig()).settled(can_fit=True)
     name = cfg.query_encoder
     if name == "transformer":
         name = "transformer-int8" if cfg.query_int8_side else "transformer"
+    elif cfg.fallback_below is not None and name == "fitted":
+        name = "cascade"
     return name, resolve_scan(cfg.scan, n_docs)
 
 
@@ -163,8 +166,7 @@ def add_default_tier(entries: list[dict[str, Any]], config: Any = None) -> None:
         e2e, scoring = tiers32[name].get("end_to_end"), f32["p50_ms"].get("scoring")
         shifted = None if None in (ivf, e2e, scoring) else round(e2e - scoring + ivf, 4)
         src = {"encode": tiers32[name].get("encode"), "end_to_end": shifted}
-    default = {"tier": name, "scan": scan, "encode": (src or {}).get("encode"),
-               "end_to_end": (src or {}).get("end_to_end")}
+    default = {"tier": name, "scan": scan, "encode": None, "end_to_end": None, **(src or {})}
     for e in entries:
         e.setdefault("tiers", {})["default"] = dict(default)
 

@@ -210,6 +210,22 @@ def test_bench_view_searches_like_a_fitted_index(teacher, real, built) -> None:
     assert "fitted" in views and "contextual" not in views
     np.testing.assert_allclose(views["fitted"].encode(tasks), index.encode(tasks), atol=1e-6)
     assert views["fitted"].config.query_encoder == "fitted" and base.dense.query_table is None
+    # with the int8 task encoder, the default's cascade: the fitted view plus the transformer fallback
+    from skillsight_fast import SkillIndex as Index
+    from skillsight_fast.config import FALLBACK_BELOW, LOOKUP_MIN_PIECES
+    from skillsight_fast.models import load_encoder
+
+    int8 = load_encoder("all-MiniLM-L6-v2", int8=True)
+    views = tier_views(base, load_static_encoder(folder), index.dense.query_map, int8_encoder=int8,
+                       fitted=(index.dense.query_table_ids, index.dense.query_table))
+    cascade = views["cascade"]
+    assert (cascade.config.fallback_below, cascade.config.lookup_min_pieces) == (FALLBACK_BELOW, LOOKUP_MIN_PIECES)
+    assert cascade.encoders.fallback_encoder is int8
+    import dataclasses
+
+    ref = Index(dataclasses.replace(index.state, config=index.config.replace(
+        fallback_below=FALLBACK_BELOW, lookup_min_pieces=LOOKUP_MIN_PIECES)), index.encoders.attached)
+    np.testing.assert_array_equal(cascade.search(tasks, k=5).ids, ref.search(tasks, k=5).ids)
 
 
 @pytest.mark.model
