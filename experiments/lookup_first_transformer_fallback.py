@@ -87,6 +87,13 @@ int8 tasks alone lose 0.4). On short tasks the cascade is the int8 transformer (
 long ones (skillsbench) the lookup answers 56% of the tasks with no loss. The latency part is measured by
 `skillsight bench` (tiers.default; docs/ENCODERS.md) and reported in the docs and the closing note.
 
+Rerun with the shipped code (00:13-00:25 UTC, 5 Dec 2026; results/lookup_first_transformer_fallback_shipped.json):
+the fitted tier's fit now scales with the library, and a library of under 500 skills (metatool's 199 tools)
+uses the shipped general table instead of a fit (experiments/general_fitted_table.py). The default's row:
+skillsbench +0.2 [-0.8, +1.4], sra_theoremqa -0.3 [-0.9, +0.4], bfcl +0.0 [-0.3, +0.4], metatool -0.4
+[-0.8, -0.1], gorilla_hf +0.0 [-1.2, +1.2]; mean over the fit sets 0.01, worst 0.4. Round 1's gate with the
+general table on metatool: -1.7 [-2.5, -0.8] (lookup answers 0.61), gorilla_hf still -4.9.
+
 Run: python experiments/lookup_first_transformer_fallback.py [--datasets NAME ...] [--json FILE]
 """
 
