@@ -438,6 +438,11 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"query encoder {tier}" + (f": static model {query.get('id')} (sha256 {str(query.get('checksum'))[:12]}) "
                                      "mapped into the model's space" if query else "")
           + (" (tasks through its int8-quantised graph)" if int8_tasks else ""))
+    below = m["config"].get("fallback_below")
+    if below is not None:
+        least = m["config"].get("lookup_min_pieces") or 0
+        print(f"lookup-first cascade: the int8 transformer answers a task whose lookup search scores below {below:g}"
+              + (f", and every task of fewer than {least} word pieces" if least else "") + " (docs/ENCODERS.md)")
     tau = "none" if s["otsu_tau"] is None else f"{s['otsu_tau']:.3f}"
     print(f"vocabulary {s['vocab_size']} terms; generic |T_g| = {s['n_generic']} (Otsu tau = {tau})")
     print(f"background rank r = {s['rank']} (effective rank {s['effective_rank']})")

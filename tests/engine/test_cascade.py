@@ -144,3 +144,23 @@ def test_short_tasks_go_to_the_transformer_without_a_lookup_pass(lookup) -> None
     for bad in (-1, 2.5, True):
         with pytest.raises(ValueError, match="lookup_min_pieces"):
             IndexConfig(query_encoder="fitted", fallback_below=0.4, lookup_min_pieces=bad)
+
+
+@pytest.mark.model
+def test_the_cli_default_builds_the_cascade_and_info_says_so(tmp_path: Path, capsys) -> None:
+    from skillsight_fast.cli import main
+
+    src = ROOT / "data" / "personal" / "skills"
+    assert main(["index", str(src), "-o", str(tmp_path / "idx"), "--json", "-q"]) == 0
+    built = json.loads(capsys.readouterr().out)
+    assert (built["query_encoder"], built["fallback_below"], built["lookup_min_pieces"]) == ("fitted", FALLBACK_BELOW, 64)
+    assert main(["info", "-i", str(tmp_path / "idx")]) == 0
+    assert f"lookup-first cascade: the int8 transformer answers a task whose lookup search scores below " \
+           f"{FALLBACK_BELOW:g}, and every task of fewer than 64 word pieces" in capsys.readouterr().out
+    # --stream cannot fit a table: the default there is the transformer
+    assert main(["index", str(src), "-o", str(tmp_path / "s"), "--stream", "--json", "-q"]) == 0
+    streamed = json.loads(capsys.readouterr().out)
+    assert (streamed["query_encoder"], streamed["fallback_below"]) == ("transformer", None)
+    assert main(["index", str(src), "-o", str(tmp_path / "t"), "--query-encoder", "transformer",
+                 "--fallback-below", "0.4"]) == 1
+    assert "--fallback-below" in capsys.readouterr().err
