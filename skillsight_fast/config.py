@@ -205,7 +205,7 @@ class IndexConfig:
         if isinstance(self.lookup_min_pieces, bool) or not isinstance(self.lookup_min_pieces, int) or not (
                 0 <= self.lookup_min_pieces <= 100_000):
             raise ValueError(f"lookup_min_pieces must be an integer >= 0, got {self.lookup_min_pieces!r}")
-        if self.lookup_min_pieces and self.fallback_below is None:
+        if self.lookup_min_pieces and self.fallback_below is None and self.query_encoder != "auto":
             raise ValueError("lookup_min_pieces is the cascade's length gate: set fallback_below too")
         if self.background_tokens not in BACKGROUND_TOKENS:
             raise ValueError(f"background_tokens must be one of {BACKGROUND_TOKENS}")

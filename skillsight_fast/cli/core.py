@@ -186,6 +186,11 @@ def cmd_index(args: argparse.Namespace) -> int:
         raise SkillFormatError(f"--lookup-min-pieces must be 0 or more, got {args.lookup_min_pieces}")
     if args.lookup_min_pieces and args.fallback_below is None and args.query_encoder != "auto":
         raise SkillFormatError("--lookup-min-pieces is the cascade's length gate: give --fallback-below too")
+    if any(v is not None for v in cascade.values()) and args.query_encoder == "auto" and (
+            streamed or args.paper or args.int8 or args.query_int8 is not None):
+        raise SkillFormatError("--fallback-below / --lookup-min-pieces set the cascade, which --stream, --ray, "
+                               "--paper, --int8 and --query-int8 / --no-query-int8 do not build (they build the "
+                               "transformer tier): drop one or the other")
     if args.fallback_below is not None and not -10 <= args.fallback_below <= 10:
         raise SkillFormatError(f"--fallback-below must be a score between -10 and 10, got {args.fallback_below}")
     if args.query_int8 is False and args.int8:

@@ -164,3 +164,22 @@ def test_the_cli_default_builds_the_cascade_and_info_says_so(tmp_path: Path, cap
     assert main(["index", str(src), "-o", str(tmp_path / "t"), "--query-encoder", "transformer",
                  "--fallback-below", "0.4"]) == 1
     assert "--fallback-below" in capsys.readouterr().err
+
+
+def test_cascade_flags_that_cannot_apply_are_refused(tmp_path: Path, capsys) -> None:
+    """Cascade flags with a build that makes the transformer tier get one clear line, not a silent drop;
+    ``--lookup-min-pieces`` alone with the default takes the default score threshold."""
+    from skillsight_fast.cli import main
+
+    src = ROOT / "data" / "personal" / "skills"
+    for extra in (["--stream"], ["--paper"], ["--no-query-int8"]):
+        assert main(["index", str(src), "-o", str(tmp_path / "x"), "--fallback-below", "0.5", *extra]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "do not build" in err
+    assert main(["index", str(src), "-o", str(tmp_path / "x"), "--lookup-min-pieces", "-3"]) == 1
+    assert "--lookup-min-pieces" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+    config = IndexConfig(lookup_min_pieces=10)  # auto: the cascade's default threshold fills in
+    assert config.settled(can_fit=True).fallback_below == FALLBACK_BELOW
+    assert config.settled(can_fit=True).lookup_min_pieces == 10
+    assert config.settled(can_fit=False).lookup_min_pieces == 0
