@@ -184,21 +184,20 @@ def cmd_index(args: argparse.Namespace) -> int:
                                f"static-mapped, contextual or fitted), not --query-encoder {args.query_encoder}")
     if args.lookup_min_pieces is not None and args.lookup_min_pieces < 0:
         raise SkillFormatError(f"--lookup-min-pieces must be 0 or more, got {args.lookup_min_pieces}")
-    if args.lookup_min_pieces and args.fallback_below is None and args.query_encoder != "auto":
-        raise SkillFormatError("--lookup-min-pieces is the cascade's length gate: give --fallback-below too")
     if any(v is not None for v in cascade.values()) and args.query_encoder == "auto" and (
             streamed or args.paper or args.int8 or args.query_int8 is not None):
         raise SkillFormatError("--fallback-below / --lookup-min-pieces set the cascade, which --stream, --ray, "
                                "--paper, --int8 and --query-int8 / --no-query-int8 do not build (they build the "
                                "transformer tier): drop one or the other")
-    if args.fallback_below is not None and not -10 <= args.fallback_below <= 10:
-        raise SkillFormatError(f"--fallback-below must be a score between -10 and 10, got {args.fallback_below}")
     if args.query_int8 is False and args.int8:
         raise SkillFormatError("--no-query-int8 with --int8: an int8 index encodes its tasks with the int8 encoder")
-    config = IndexConfig(model=args.model, int8=args.int8, adaptive=not args.paper, lexical=args.lexical,
-                         scan=args.scan, query_encoder=args.query_encoder, query_model=args.query_model,
-                         query_int8=args.query_int8, fallback_below=args.fallback_below,
-                         lookup_min_pieces=args.lookup_min_pieces or 0, **scan_params(args))
+    try:  # IndexConfig checks its own fields (e.g. --fallback-below's range, the length gate's threshold)
+        config = IndexConfig(model=args.model, int8=args.int8, adaptive=not args.paper, lexical=args.lexical,
+                             scan=args.scan, query_encoder=args.query_encoder, query_model=args.query_model,
+                             query_int8=args.query_int8, fallback_below=args.fallback_below,
+                             lookup_min_pieces=args.lookup_min_pieces or 0, **scan_params(args))
+    except ValueError as exc:
+        raise SkillFormatError(f"bad index settings: {exc}") from None
     if not args.sources and args.lexical in (None, "bm25") and not args.paper:
         from skillsight_fast.tools.catalog import tool_index_config
 

@@ -524,7 +524,7 @@ def derive_abstention(index: Any, bodies: Sequence[str] | None = None,
     emb = index.embeddings
     on = np.zeros(0)
     if texts:  # the vectors that answer them (a lookup-first cascade: the lookup's or the transformer's)
-        vectors = index.encode_search(texts, 1, explain=False)[0]
+        vectors = index.answering_vectors(texts)
         on = np.einsum("ij,ij->i", np.asarray(emb[rows], np.float32), vectors).astype(np.float64)
     off = np.zeros(0)
     if off_texts and len(index):

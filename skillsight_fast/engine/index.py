@@ -37,6 +37,7 @@ from skillsight_fast.engine.lexicon import Lexicon
 from skillsight_fast.engine.query_encoders import (
     QueryEncoders,
     contextual_table_of,
+    gives_token_states,
     load_static_query_encoder,
     resolve_query_encoder,
 )
@@ -103,11 +104,6 @@ class SearchResult:
     cosine: np.ndarray | None = None
 
 
-def _token_states(encoder: Encoder | None) -> bool:
-    """Whether ``encoder`` gives the transformer's token states (what the table tiers are made of)."""
-    return getattr(getattr(encoder, "inner", encoder), "hidden_states", None) is not None
-
-
 def cascade_search(searcher: Any, head: SkillIndex, texts: list[str], k: int, **knobs: Any
                    ) -> tuple[np.ndarray, SearchResult]:
     """:meth:`SkillIndex.encode_search` for any ``searcher`` with ``search_vectors`` (an index, or a
@@ -118,21 +114,22 @@ def cascade_search(searcher: Any, head: SkillIndex, texts: list[str], k: int, **
     n = len(texts)
     first = np.flatnonzero(head.lookup_first(texts))  # the rows the lookup tries
     send = np.setdiff1d(np.arange(n), first)
-    vectors = np.zeros((n, head.stats.dim), np.float32)
-    parts: list[tuple[np.ndarray, SearchResult]] = []
+    parts: list[tuple[np.ndarray, np.ndarray, SearchResult]] = []  # (rows, their vectors, their result)
     if first.size:
-        sub_texts = [texts[i] for i in first.tolist()]
+        sub_texts = texts if first.size == n else [texts[i] for i in first.tolist()]
         sub_vectors = head.encode(sub_texts)
-        sub = searcher.search_vectors(sub_vectors, sub_texts, k, **knobs)
-        vectors[first] = sub_vectors
-        parts.append((first, sub))
-        send = np.union1d(send, first[head.unsure(sub)])
+        parts.append((first, sub_vectors, searcher.search_vectors(sub_vectors, sub_texts, k, **knobs)))
+        send = np.union1d(send, first[head.unsure(parts[-1][2])])
     if send.size:
-        sub_texts = [texts[i] for i in send.tolist()]
+        sub_texts = texts if send.size == n else [texts[i] for i in send.tolist()]
         sub_vectors = np.asarray(head.encoders.fallback_encoder.encode(sub_texts), np.float32)
-        vectors[send] = sub_vectors
-        parts.append((send, searcher.search_vectors(sub_vectors, sub_texts, k, **knobs)))
-    return vectors, assemble_rows(n, parts)
+        parts.append((send, sub_vectors, searcher.search_vectors(sub_vectors, sub_texts, k, **knobs)))
+    if parts[-1][0].size == n:  # one path answered every task (a single task always): nothing to assemble
+        return parts[-1][1], parts[-1][2]
+    vectors = np.zeros((n, head.stats.dim), np.float32)
+    for rows, sub_vectors, _ in parts:
+        vectors[rows] = sub_vectors
+    return vectors, assemble_rows(n, [(rows, result) for rows, _, result in parts])
 
 
 def assemble_rows(n: int, parts: Sequence[tuple[np.ndarray, SearchResult]]) -> SearchResult:
@@ -319,7 +316,7 @@ class SkillIndex:
                 from skillsight_fast.models import load_encoder
 
                 encoder = load_encoder(config.model, int8=config.int8)
-            config = config.settled(can_fit=_token_states(encoder))
+            config = config.settled(can_fit=gives_token_states(encoder))
         config = resolve_query_encoder(config, encoder)
         if encoder is not None and config.query_encoder == "static" and encoder.checksum != load_static_query_encoder(config).checksum:
             encoder = None  # the static tier encodes the skills with the static model itself
@@ -875,6 +872,13 @@ class SkillIndex:
         ``search_vectors``. ``knobs`` are :meth:`search_vectors`'s.
         """
         return cascade_search(self, self, self.check_queries(queries), k, **knobs)
+
+    def answering_vectors(self, queries: str | Sequence[str]) -> np.ndarray:
+        """The vectors that answer the tasks: :meth:`encode`'s, or with a lookup-first cascade the
+        lookup's or the transformer's per task (:meth:`encode_search`, which searches to decide)."""
+        if self.config.fallback_below is None:
+            return self.encode(queries)
+        return self.encode_search(queries, 1, explain=False)[0]
 
     def lookup_first(self, texts: Sequence[str]) -> np.ndarray:
         """Which tasks the cascade tries with the lookup first (bool per task): all but those of fewer

@@ -22,7 +22,14 @@ from skillsight_fast.errors import ModelMismatchError, SkillsightError
 from skillsight_fast.library.skills import Skill
 from skillsight_fast.types import Encoder
 
-__all__ = ["QueryEncoders", "contextual_table_of", "load_static_query_encoder", "resolve_query_encoder"]
+__all__ = ["QueryEncoders", "contextual_table_of", "gives_token_states", "load_static_query_encoder",
+           "resolve_query_encoder"]
+
+
+def gives_token_states(encoder: Encoder | None) -> bool:
+    """Whether ``encoder`` (or the encoder a progress wrapper holds) gives the transformer's token
+    states, what the table tiers are made of."""
+    return getattr(getattr(encoder, "inner", encoder), "hidden_states", None) is not None
 
 
 def resolve_query_encoder(config: IndexConfig, teacher: Encoder | None = None) -> IndexConfig:
@@ -65,7 +72,7 @@ def contextual_table_of(skills: Sequence[Skill] | Sequence[SkillMeta], texts: Se
         if not all(isinstance(s, Skill) for s in skills):
             raise SkillsightError("texts are needed to build the contextual token table from SkillMeta")
         texts = [s.text for s in skills]  # type: ignore[union-attr]
-    if encoder is None or getattr(getattr(encoder, "inner", encoder), "hidden_states", None) is None:
+    if not gives_token_states(encoder):
         raise SkillsightError(f"the {tier} tier needs the transformer's token states: build it with "
                               "SkillIndex.build and the ONNX encoder (or pass query_table)")
     texts = list(texts)
