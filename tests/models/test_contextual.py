@@ -104,19 +104,9 @@ def test_token_states_need_a_transformer() -> None:
 
 
 @pytest.fixture(scope="module")
-def real(teacher, tmp_path_factory: pytest.TempPathFactory):
-    """(skills, tasks, static folder): 24 skillsbench documents and 4 tasks, a static model over their tokens."""
-    from skillsight_fast.evaluation.datasets import load_dataset
-    from skillsight_fast.models.distill import distill_to_folder
-
-    ds = load_dataset(ROOT / "data" / "skillsbench", limit=4)
-    rows = sorted({g for q in ds.queries for g in q.gold} | set(range(0, len(ds.docs), len(ds.docs) // 20)))
-    skills = [ds.docs[i] for i in rows]
-    tasks = [q.text for q in ds.queries] + ["merge two PDF files into one"]
-    texts = [s.text for s in skills] + tasks
-    ids = sorted({i for e in teacher._tokenizer.encode_batch(texts, add_special_tokens=False) for i in e.ids})
-    folder = distill_to_folder(teacher, tmp_path_factory.mktemp("m2v") / "minilm-static", token_ids=ids)
-    return skills, tasks, folder
+def real(small_skillsbench):
+    """(skills, tasks, static folder): tests/conftest.py's ``small_skillsbench``."""
+    return small_skillsbench
 
 
 @pytest.mark.model
