@@ -40,7 +40,11 @@ from skillsight_fast.agents.install import (
     Change,
     _change,
     command_prefix,
+    home_dir,
     hook_command,
+    hook_groups,
+    index_dir,
+    is_own_hook,
     merge_hook,
     merge_server,
     plan_claude_code,
@@ -62,24 +66,11 @@ DESCRIPTION = ("Skills from the local skill library that fit each prompt (skills
                "to search it")
 
 
-def _index_dir(index: str | os.PathLike[str]) -> Path:
-    idx = Path(index).expanduser().absolute()
-    if not (idx / "manifest.json").is_file():
-        raise SkillsightError(f"{idx}: no such index (build one with: skillsight index SKILLS -o {idx})")
-    return idx
-
-
 def _json_change(path: Path, new: dict[str, Any]) -> Change:
     """A whole file of ours: old text (if any) and the new one."""
     old = path.read_text(encoding="utf-8") if path.is_file() else None
     text = json.dumps(new, indent=2, ensure_ascii=False) + "\n"
     return Change(path, old, text)
-
-
-def _merged(path: Path, merge: Any) -> Change:
-    """The change ``merge`` makes to a host's JSON file, read by the bounded reader; ``apply``
-    re-merges it under the lock when another writer changed the file meanwhile."""
-    return _change(path, merge)
 
 
 # --- Claude Code -------------------------------------------------------------------------------------
@@ -97,13 +88,13 @@ def plan_claude_code_local(
 ) -> list[Change]:
     """Claude Code's local scope: the hook in ``<project>/.claude/settings.local.json`` (not committed),
     the server in ``~/.claude.json`` under ``projects.<project folder>.mcpServers``."""
-    idx = _index_dir(index)
+    idx = index_dir(index)
     root = Path(project).expanduser().absolute()
-    home_dir = Path(home).expanduser() if home is not None else Path.home()
+    home_path = home_dir(home)
     changes = []
     if hook:
         changes.append(
-            _merged(
+            _change(
                 root / ".claude" / "settings.local.json",
                 lambda data: merge_hook(data, hook_command(idx, prefix)),
             )
@@ -123,7 +114,7 @@ def plan_claude_code_local(
             projects[str(root)] = merge_server(entry, server_entry(idx, prefix, watch))
             return out
 
-        changes.append(_merged(home_dir / ".claude.json", merge))
+        changes.append(_change(home_path / ".claude.json", merge))
     return changes
 
 
@@ -143,9 +134,8 @@ def plan_claude_plugin(
     the plugin in ``skillsight/``: ``.claude-plugin/plugin.json``, ``hooks/hooks.json``, ``.mcp.json``.
     The commands name this Python and the index by absolute path: the folder is the user's own.
     """
-    idx = _index_dir(index)
-    home_dir = Path(home).expanduser() if home is not None else Path.home()
-    root = Path(folder).expanduser().absolute() if folder is not None else home_dir / DEFAULT_PLUGIN_DIR
+    idx = index_dir(index)
+    root = Path(folder).expanduser().absolute() if folder is not None else home_dir(home) / DEFAULT_PLUGIN_DIR
     plugin = root / PLUGIN_NAME
     changes = [
         _json_change(
@@ -198,12 +188,8 @@ def plan_claude_plugin(
             )
         )
     if mcp:
-        entry = server_entry(idx, prefix, watch)
         changes.append(
-            _json_change(
-                plugin / ".mcp.json",
-                {"mcpServers": {SERVER_NAME: {"command": entry["command"], "args": entry["args"]}}},
-            )
+            _json_change(plugin / ".mcp.json", {"mcpServers": {SERVER_NAME: stdio_entry(idx, prefix, watch)}})
         )
     return changes
 
@@ -219,12 +205,7 @@ def gemini_hook_command(index: Path, prefix: list[str] | None = None) -> str:
 def merge_gemini_hook(settings: dict[str, Any], command: str) -> dict[str, Any]:
     """``settings`` with skillsight's ``hooks.BeforeAgent`` hook (replacing an older one of its own)."""
     out = copy.deepcopy(settings)
-    hooks = out.setdefault("hooks", {})
-    if not isinstance(hooks, dict):
-        raise SkillsightError("the settings' 'hooks' is not an object; nothing was changed")
-    groups = hooks.setdefault("BeforeAgent", [])
-    if not isinstance(groups, list):
-        raise SkillsightError("the settings' hooks.BeforeAgent is not a list; nothing was changed")
+    hooks, groups = hook_groups(out, "BeforeAgent")
     entry = {
         "name": "skillsight",
         "type": "command",
@@ -235,13 +216,7 @@ def merge_gemini_hook(settings: dict[str, Any], command: str) -> dict[str, Any]:
     kept = []
     for group in groups:
         if isinstance(group, dict) and isinstance(group.get("hooks"), list):
-            own = [
-                h
-                for h in group["hooks"]
-                if isinstance(h, dict)
-                and GEMINI_HOOK_MARK in str(h.get("command", ""))
-                and "skillsight" in str(h.get("command"))
-            ]
+            own = [h for h in group["hooks"] if is_own_hook(h, GEMINI_HOOK_MARK)]
             if own:
                 group = {**group, "hooks": [h for h in group["hooks"] if not any(h is o for o in own)]}
                 if not group["hooks"]:
@@ -252,10 +227,15 @@ def merge_gemini_hook(settings: dict[str, Any], command: str) -> dict[str, Any]:
     return out
 
 
-def gemini_server_entry(index: Path, prefix: list[str] | None = None, watch: bool = False) -> dict[str, Any]:
-    """The ``mcpServers.skillsight`` entry of Gemini CLI's settings (a stdio server: command and args)."""
+def stdio_entry(index: Path, prefix: list[str] | None = None, watch: bool = False) -> dict[str, Any]:
+    """The server entry as only ``command`` and ``args`` (a stdio server): Gemini CLI's
+    ``mcpServers.skillsight`` and the Claude Code plugin's ``.mcp.json``."""
     entry = server_entry(index, prefix, watch)
     return {"command": entry["command"], "args": entry["args"]}
+
+
+#: Gemini CLI's ``mcpServers.skillsight`` entry.
+gemini_server_entry = stdio_entry
 
 
 def plan_gemini(
@@ -273,11 +253,9 @@ def plan_gemini(
     ``.gemini/settings.json``."""
     if scope not in ("user", "project"):
         raise SkillsightError(f"Gemini CLI has user and project settings, not {scope!r}")
-    idx = _index_dir(index)
-    home_dir = Path(home).expanduser() if home is not None else Path.home()
-    path = (
-        (home_dir if scope == "user" else Path(project).expanduser().absolute()) / ".gemini" / "settings.json"
-    )
+    idx = index_dir(index)
+    base = home_dir(home) if scope == "user" else Path(project).expanduser().absolute()
+    path = base / ".gemini" / "settings.json"
 
     def merge(data: dict[str, Any]) -> dict[str, Any]:
         if hook:
@@ -286,7 +264,7 @@ def plan_gemini(
             data = merge_server(data, gemini_server_entry(idx, prefix, watch))
         return data
 
-    return [_merged(path, merge)]
+    return [_change(path, merge)]
 
 
 # --- one entry point for the CLI ---------------------------------------------------------------------

@@ -125,22 +125,49 @@ def _dump(data: dict[str, Any]) -> str:
     return re.sub(f'"{pattern}"', lambda m: _NUMBERS[int(m.group(1))], text)
 
 
-def merge_hook(settings: dict[str, Any], command: str) -> dict[str, Any]:
-    """``settings`` with skillsight's ``UserPromptSubmit`` hook (replacing an older one of its own)."""
-    out = copy.deepcopy(settings)
+def index_dir(index: str | os.PathLike[str]) -> Path:
+    """The index folder as an absolute path (what the hook and server commands name); a folder
+    without a ``manifest.json`` is refused with a message."""
+    idx = Path(index).expanduser().absolute()
+    if not (idx / "manifest.json").is_file():
+        raise SkillsightError(f"{idx}: no such index (build one with: skillsight index SKILLS -o {idx})")
+    return idx
+
+
+def home_dir(home: str | os.PathLike[str] | None) -> Path:
+    """The home folder: ``home`` (expanded) or the user's."""
+    return Path(home).expanduser() if home is not None else Path.home()
+
+
+def hook_groups(out: dict[str, Any], event: str) -> tuple[dict[str, Any], list[Any]]:
+    """The ``hooks`` object of the settings ``out`` and its list of hook groups for ``event`` (both
+    created when missing); either of the wrong type is refused with a message."""
     hooks = out.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise SkillsightError("the settings' 'hooks' is not an object; nothing was changed")
-    groups = hooks.setdefault("UserPromptSubmit", [])
+    groups = hooks.setdefault(event, [])
     if not isinstance(groups, list):
-        raise SkillsightError("the settings' hooks.UserPromptSubmit is not a list; nothing was changed")
+        raise SkillsightError(f"the settings' hooks.{event} is not a list; nothing was changed")
+    return hooks, groups
+
+
+def is_own_hook(hook: Any, mark: str) -> bool:
+    """Whether the hook entry ``hook`` is skillsight's: its command runs ``mark`` of skillsight."""
+    return (isinstance(hook, dict) and mark in str(hook.get("command", ""))
+            and "skillsight" in str(hook.get("command")))
+
+
+def merge_hook(settings: dict[str, Any], command: str) -> dict[str, Any]:
+    """``settings`` with skillsight's ``UserPromptSubmit`` hook (replacing an older one of its own)."""
+    out = copy.deepcopy(settings)
+    hooks, groups = hook_groups(out, "UserPromptSubmit")
     entry = {"type": "command", "command": command, "timeout": HOOK_TIMEOUT}
     placed = False
     for group in groups:
         if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
             continue
         for i, h in enumerate(group["hooks"]):
-            if isinstance(h, dict) and HOOK_MARK in str(h.get("command", "")) and "skillsight" in str(h.get("command")):
+            if is_own_hook(h, HOOK_MARK):
                 if not placed:
                     group["hooks"][i] = entry
                     placed = True
@@ -186,15 +213,13 @@ def plan_claude_code(index: str | os.PathLike[str], *, scope: str = "project", p
     """
     if scope not in ("project", "user"):
         raise SkillsightError(f"scope must be 'project' or 'user', got {scope!r}")
-    idx = Path(index).expanduser().absolute()
-    if not (idx / "manifest.json").is_file():
-        raise SkillsightError(f"{idx}: no such index (build one with: skillsight index SKILLS -o {idx})")
-    home_dir = Path(home).expanduser() if home is not None else Path.home()
+    idx = index_dir(index)
+    home_path = home_dir(home)
     root = Path(project).expanduser().absolute()
     if scope == "project":
         settings_path, mcp_path = root / ".claude" / "settings.json", root / ".mcp.json"
     else:
-        settings_path, mcp_path = home_dir / ".claude" / "settings.json", home_dir / ".claude.json"
+        settings_path, mcp_path = home_path / ".claude" / "settings.json", home_path / ".claude.json"
     changes = []
     if hook:
         changes.append(_change(settings_path, lambda data: merge_hook(data, hook_command(idx, prefix))))

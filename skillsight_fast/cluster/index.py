@@ -37,7 +37,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -246,15 +246,22 @@ class ShardedIndex:
     def _owner(self, rows: np.ndarray) -> np.ndarray:
         return np.searchsorted(self._starts, rows, side="right") - 1
 
+    def _call_by_owner(self, method: str, rows: np.ndarray,
+                       args: Callable[[np.ndarray], tuple[Any, ...]]) -> tuple[np.ndarray, list[int], list[Any]]:
+        """Call ``method(*args(part))`` on each shard owning some of the global ``rows``, ``part``
+        being its rows (in the order given); returns each row's shard, the shards called (ascending)
+        and their results."""
+        owner = self._owner(rows)
+        shards = np.unique(owner).tolist()
+        return owner, shards, self._call(method, [(args(rows[owner == s]), s) for s in shards])
+
     def _fetch_rows(self, rows: np.ndarray, which: str) -> np.ndarray:
         out = np.zeros((rows.shape[0], self.stats.dim), np.float32)
         if not rows.size:
             return out
         if rows.min() < 0 or rows.max() >= len(self):
             raise IndexError("row out of range")
-        owner = self._owner(rows)
-        shards = np.unique(owner).tolist()
-        got = self._call("rows", [((rows[owner == s], which), s) for s in shards])
+        owner, shards, got = self._call_by_owner("rows", rows, lambda part: (part, which))
         for s, part in zip(shards, got):
             out[owner == s] = part
         return out
@@ -373,17 +380,15 @@ class ShardedIndex:
         dense_rows = got["rows"].tolist()
         seen = set(dense_rows)
         rows = np.asarray(dense_rows + [r for r in lex_top if r not in seen], np.int64)
-        owner = self._owner(rows)
-        shards = np.unique(owner).tolist()
-        parts = self._call("score", [((q_perp, q_raw, rows[owner == s], terms, side, "einsum"), s)
-                                     for s in shards])
+        owner, shards, parts = self._call_by_owner(
+            "score", rows, lambda part: (q_perp, q_raw, part, terms, side, "einsum"))
         out: dict[str, Any] = {"rows": rows, "ev": [None] * rows.size, "width": got["rows"].shape[0] + kl,
                                **{key: np.empty(rows.size, np.float32) for key in ("dense", "lexical", "cosine")}}
         for s, p in zip(shards, parts):
             at = np.flatnonzero(owner == s)
             out["dense"][at], out["lexical"][at], out["cosine"][at] = p["dense"], p["lexical"], p["cosine"]
-            for c, j in enumerate(at.tolist()):
-                out["ev"][j] = p["ev_terms"][p["ev_ptr"][c] : p["ev_ptr"][c + 1]].tolist()
+            for j, ev in zip(at.tolist(), _evidence_lists(p)):
+                out["ev"][j] = ev
         return out
 
     def _candidates(self, q_perp: np.ndarray, q_raw: np.ndarray, depth: int,
@@ -394,10 +399,8 @@ class ShardedIndex:
         index's filtered stage does."""
         everyone = range(len(self.shards))
         if allowed is not None:
-            owner = self._owner(allowed)
-            shards = np.unique(owner).tolist()
-            parts = self._call("restricted_top", [((q_perp, q_raw, depth, allowed[owner == s], terms, side), s)
-                                                  for s in shards])
+            parts = self._call_by_owner("restricted_top", allowed,
+                                        lambda part: (q_perp, q_raw, depth, part, terms, side))[2]
         elif self.head.scan.kind == "int8":
             kk = min(max(depth, self.head.scan.oversample * depth), max(len(self), 1))
             firsts = self._call("approx", [((q_perp, kk), s) for s in everyone])
@@ -405,9 +408,7 @@ class ShardedIndex:
             approx = np.concatenate([f[1] for f in firsts])
             keep = np.lexsort((ids, -approx))[:kk]  # score descending, row ascending
             survivors = np.sort(ids[keep])
-            owner = self._owner(survivors)
-            shards = np.unique(owner).tolist()
-            parts = self._call("score", [((q_perp, q_raw, survivors[owner == s], terms, side), s) for s in shards])
+            parts = self._call_by_owner("score", survivors, lambda part: (q_perp, q_raw, part, terms, side))[2]
         else:
             parts = self._call("exact_top", [((q_perp, q_raw, depth, terms, side), s) for s in everyone])
         rows = np.concatenate([p["rows"] for p in parts])
@@ -415,11 +416,16 @@ class ShardedIndex:
         best = np.lexsort((rows, -dense))[:depth]  # exact score descending, row ascending
         lexical = np.concatenate([p["lexical"] for p in parts])
         cosine = np.concatenate([p["cosine"] for p in parts])
-        ev = [p["ev_terms"][p["ev_ptr"][c] : p["ev_ptr"][c + 1]].tolist() for p in parts
-              for c in range(p["rows"].shape[0])]
+        ev = [e for p in parts for e in _evidence_lists(p)]
         return {"rows": rows[best], "dense": dense[best], "lexical": lexical[best], "cosine": cosine[best],
                 "ev": [ev[b] for b in best.tolist()]}
 
+
+def _evidence_lists(part: dict[str, Any]) -> list[list[int]]:
+    """Per row of a shard's :meth:`~skillsight_fast.cluster.shard.ShardEngine.score` result, its
+    evidence term ids (the CSR ``ev_ptr``/``ev_terms`` as lists)."""
+    ptr, terms = part["ev_ptr"], part["ev_terms"]
+    return [terms[ptr[c] : ptr[c + 1]].tolist() for c in range(part["rows"].shape[0])]
 
 
 def _same_statistics(old: Any, new: Any) -> bool:

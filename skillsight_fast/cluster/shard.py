@@ -40,6 +40,8 @@ from skillsight_fast.errors import IndexFormatError
 
 #: The lexical sides a shard scores (the LEC coverage candidates need the postings: not sharded).
 LEXICAL_SIDES = ("bm25", "lec")
+#: BM25's k1 and b, as float (the single index's).
+_BM25 = (float(BM25_K1), float(BM25_B))
 
 
 class ShardEngine:
@@ -81,7 +83,6 @@ class ShardEngine:
         if self.scan_kind == "int8":
             self.codes = whole.scan.codes[start:stop]
             self.scales = whole.scan.scales[start:stop]
-            self.oversample = whole.scan.oversample
         elif self.scan_kind != "exact":
             raise IndexFormatError(f"a sharded index serves the exact and int8 scans, not {self.scan_kind!r} "
                                    f"(skillsight rescan -i IDX --scan int8)")
@@ -103,6 +104,14 @@ class ShardEngine:
                   getattr(self, "codes", None), getattr(self, "scales", None), self.weights, self.bm25_idf]
         return {"start": self.start, "stop": self.stop, "scan": self.scan_kind, "pid": os.getpid(),
                 "array_bytes": int(sum(a.nbytes for a in arrays if a is not None)), "rss": _rss()}
+
+    def _local(self, rows: np.ndarray) -> np.ndarray:
+        """Global ``rows`` as this shard's local rows (int64, contiguous); rows of another shard are
+        refused."""
+        local = np.ascontiguousarray(np.asarray(rows, np.int64) - self.start)
+        if local.size and (local.min() < 0 or local.max() >= len(self)):
+            raise ValueError("rows outside the shard")
+        return local
 
     # ------------------------------------------------------------------ rounds
     def approx(self, q_perp: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
@@ -139,9 +148,7 @@ class ShardEngine:
         :meth:`score` of them."""
         from skillsight_fast.kernels.compressed import rescore_rows
 
-        local = np.ascontiguousarray(np.asarray(rows, np.int64) - self.start)
-        if local.size and (local.min() < 0 or local.max() >= len(self)):
-            raise ValueError("rows outside the shard")
+        local = self._local(rows)
         s = rescore_rows(np.ascontiguousarray(q_perp, np.float32), self.perp, local)
         top = np.argsort(-s, kind="stable")[: min(depth, local.size)]
         return self.score(q_perp, q_raw, local[top] + self.start, terms, side)
@@ -166,8 +173,11 @@ class ShardEngine:
             raise ValueError("query term ids outside the vocabulary")
         parts, ptr = [], [0]
         for term in t.tolist():
-            docs = np.asarray(self.post_docs[int(self.post_indptr[term]) : int(self.post_indptr[term + 1])])
-            docs = docs[(docs >= self.start) & (docs < self.stop)] - self.start  # in bounds by construction
+            # a term's postings ascend (an index invariant the kernels bisect on): this shard's rows are
+            # one slice of them, found by bisection instead of reading the whole list
+            lo, hi = int(self.post_indptr[term]), int(self.post_indptr[term + 1])
+            bounds = np.searchsorted(self.post_docs[lo:hi], [self.start, self.stop])
+            docs = np.asarray(self.post_docs[lo + int(bounds[0]) : lo + int(bounds[1])]) - self.start
             parts.append(docs.astype(np.int32))
             ptr.append(ptr[-1] + docs.size)
         with n_threads(1):
@@ -192,9 +202,7 @@ class ShardEngine:
 
         if side not in LEXICAL_SIDES:
             raise ValueError(f"lexical side {side!r}: a shard scores {', '.join(LEXICAL_SIDES)}")
-        local = np.ascontiguousarray(np.asarray(rows, np.int64) - self.start)
-        if local.size and (local.min() < 0 or local.max() >= len(self)):
-            raise ValueError("rows outside the shard")
+        local = self._local(rows)
         q = np.ascontiguousarray(q_perp, np.float32)
         if dense_by == "einsum":
             # the operands laid out as the single index's (a gathered copy of q per row)
@@ -287,5 +295,3 @@ def _rss() -> dict[str, int]:
         pass
     return out
 
-
-_BM25 = (float(BM25_K1), float(BM25_B))
