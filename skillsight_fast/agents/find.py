@@ -258,7 +258,7 @@ class _RestrictedDenseStage:
         s = np.stack([rescore_rows(q, docs, rows) for q in np.asarray(q_perp, np.float32)])
         d = min(depth, rows.size)
         top = np.argsort(-s, axis=1, kind="stable")[:, :d]
-        return rows[top].astype(np.int64), np.take_along_axis(s, top, 1).astype(np.float32)
+        return rows[top], np.take_along_axis(s, top, 1)  # int64 rows, float32 scores (new arrays)
 
 
 def _restricted_dense_stage(index: SkillIndex, rows: np.ndarray) -> Any:
@@ -373,7 +373,7 @@ def collapse_rows(index: SkillIndex, rows: Sequence[int], allowed: np.ndarray | 
     return kept
 
 
-def duplicate_cosine_of(index: "SkillIndex") -> float:
+def duplicate_cosine_of(index: SkillIndex) -> float:
     """The cosine from which two skills of ``index`` are copies: the one derived at build for its
     document encoder (``abstention.duplicate_cosine`` in the manifest; null: no outlier, so only
     identical vectors, :data:`IDENTICAL_COSINE`), else :data:`DUPLICATE_COSINE` (an index built
@@ -385,7 +385,7 @@ def duplicate_cosine_of(index: "SkillIndex") -> float:
     return DUPLICATE_COSINE
 
 
-def find_skills(index: "SkillIndex", tasks: str | Sequence[str], k: int = 5, *,
+def find_skills(index: SkillIndex, tasks: str | Sequence[str], k: int = 5, *,
                 abstention: Abstention | str | None = INDEX_RULE, lock: threading.Lock | None = None,
                 allow_flagged: bool = False, tags: Sequence[str] | None = None, source: str | None = None,
                 pins: Sequence[str] | None = None, cut: str = "task", collapse: bool = True,
@@ -479,13 +479,12 @@ def find_skills(index: "SkillIndex", tasks: str | Sequence[str], k: int = 5, *,
             result = index.search_vectors(vectors, texts, depth, **knobs)
     cosines = result.cosine  # qᵀd of each hit, from the search itself
     dup = duplicate_cosine_of(index) if duplicate_cosine is None else float(duplicate_cosine)
+    pinned_set = set(pin_rows)
     answers = []
     for i, text in enumerate(texts):
-        all_hits = hits_of(index, result, i, cosines)
-        by_row = {index_row: h for index_row, h in zip([j for j in result.ids[i].tolist() if j >= 0], all_hits)}
         ranked = [j for j in result.ids[i].tolist() if j >= 0]
+        by_row = dict(zip(ranked, hits_of(index, result, i, cosines)))  # hits_of keeps the same rows in order
         groups = collapse_rows(index, ranked, allowed, dup) if collapse else [(j, []) for j in ranked]
-        pinned_set = set(pin_rows)
         pinned_copies: dict[int, list[int]] = {}
         if collapse and pin_rows:  # a copy of a pinned skill is not a hit of its own either
             for j, copies in collapse_rows(index, [*pin_rows, *ranked], allowed, dup):

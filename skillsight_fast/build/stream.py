@@ -43,6 +43,7 @@ from skillsight_fast.build.shard import Shard, encode_shard
 from skillsight_fast.build.stats import CorpusStats, TokenStats
 from skillsight_fast.config import IndexConfig
 from skillsight_fast.engine.background import background_from_directions, select_background_terms
+from skillsight_fast.engine.columns import row_index
 from skillsight_fast.engine.lexicon import Lexicon
 from skillsight_fast.engine.state import Decisions, LexicalState, SkillMeta
 from skillsight_fast.errors import DuplicateSkillError, EmbeddingError, EmptyLibraryError
@@ -83,12 +84,8 @@ class DiskTexts(Sequence[str]):
     def __getitem__(self, i: int | slice) -> str | list[str]:
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
-        n = len(self)
-        if i < 0:
-            i += n
-        if not 0 <= i < n:
-            raise IndexError(i)
-        a, b = int(self._offsets[i]), int(self._offsets[i + 1])
+        j = row_index(i, len(self), "text")
+        a, b = int(self._offsets[j]), int(self._offsets[j + 1])
         return json.loads(os.pread(self._fh.fileno(), b - a, a).decode("utf-8"))
 
     def __iter__(self) -> Iterator[str]:

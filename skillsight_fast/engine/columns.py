@@ -70,6 +70,25 @@ def encode_strings(strings: Iterable[str]) -> tuple[np.ndarray, np.ndarray]:
     return np.frombuffer(b"".join(parts), np.uint8).copy(), offsets
 
 
+def row_index(i: int, n: int, what: str = "row") -> int:
+    """``i`` as a row of a sequence of ``n`` items (negative ``i`` counts from the end); IndexError
+    ``"<what> <i> out of range"`` when there is no such row."""
+    j = int(i)
+    if j < 0:
+        j += n
+    if not 0 <= j < n:
+        raise IndexError(f"{what} {i} out of range")
+    return j
+
+
+def same_items(items: Sequence[Any], n: int, other: object) -> bool:
+    """``items == other`` for a read-only sequence of ``n`` items: equal to any non-string sequence
+    with the same items (NotImplemented for anything else)."""
+    if isinstance(other, Sequence) and not isinstance(other, str):
+        return len(other) == n and all(a == b for a, b in zip(items, other))
+    return NotImplemented
+
+
 class StringColumn(Sequence[str]):
     """A read-only sequence of strings over a UTF-8 blob and its offsets (see the module docstring).
 
@@ -118,21 +137,14 @@ class StringColumn(Sequence[str]):
     def __getitem__(self, i: int | slice) -> str | list[str]:
         if isinstance(i, slice):
             return [self._decode(j) for j in range(*i.indices(self._n))]
-        j = int(i)
-        if j < 0:
-            j += self._n
-        if not 0 <= j < self._n:
-            raise IndexError(f"{self.name}: index {i} out of range")
-        return self._decode(j)
+        return self._decode(row_index(i, self._n, f"{self.name}: index"))
 
     def __iter__(self) -> Iterator[str]:
         for j in range(self._n):
             yield self._decode(j)
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, Sequence) and not isinstance(other, str):
-            return len(other) == self._n and all(a == b for a, b in zip(self, other))
-        return NotImplemented
+        return same_items(self, self._n, other)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -287,21 +299,14 @@ class SkillTable(Sequence[Any]):
     def __getitem__(self, i: int | slice) -> Any:
         if isinstance(i, slice):
             return [self._meta(j) for j in range(*i.indices(self._n))]
-        j = int(i)
-        if j < 0:
-            j += self._n
-        if not 0 <= j < self._n:
-            raise IndexError(f"skill row {i} out of range")
-        return self._meta(j)
+        return self._meta(row_index(i, self._n, "skill row"))
 
     def __iter__(self) -> Iterator[Any]:
         for j in range(self._n):
             yield self._meta(j)
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, Sequence) and not isinstance(other, str):
-            return len(other) == self._n and all(a == b for a, b in zip(self, other))
-        return NotImplemented
+        return same_items(self, self._n, other)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -386,21 +391,14 @@ class FlagList(Sequence[list[str]]):
     def __getitem__(self, i: Any) -> Any:
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(self._n))]
-        j = int(i)
-        if j < 0:
-            j += self._n
-        if not 0 <= j < self._n:
-            raise IndexError(f"flag row {i} out of range")
-        return list(self._flagged.get(j, []))
+        return list(self._flagged.get(row_index(i, self._n, "flag row"), []))
 
     def __iter__(self) -> Iterator[list[str]]:
         for j in range(self._n):
             yield list(self._flagged.get(j, []))
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, Sequence) and not isinstance(other, str):
-            return len(other) == self._n and all(a == b for a, b in zip(self, other))
-        return NotImplemented
+        return same_items(self, self._n, other)
 
     __hash__ = None  # type: ignore[assignment]
 

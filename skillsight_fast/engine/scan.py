@@ -172,13 +172,13 @@ class Scan:
         return 0
 
     @classmethod
-    def build(cls, docs: np.ndarray, *, config: Any = None, previous: "Scan | None" = None) -> "Scan":
+    def build(cls, docs: np.ndarray, *, config: Any = None, previous: Scan | None = None) -> Scan:
         """Build the scan over ``docs`` (``previous``: the scan of the index being updated)."""
         raise NotImplementedError
 
     @classmethod
     def restore(cls, docs: np.ndarray, params: dict[str, Any], arrays: dict[str, np.ndarray],
-                directory: Path, *, mmap: bool = False) -> "Scan":
+                directory: Path, *, mmap: bool = False) -> Scan:
         """Inverse of saving: the scan of a loaded index (IndexFormatError when inconsistent)."""
         raise NotImplementedError
 
@@ -196,12 +196,12 @@ class ExactScan(Scan):
         return dense_topk(q_perp, self.docs, min(depth, self.n_docs))
 
     @classmethod
-    def build(cls, docs: np.ndarray, *, config: Any = None, previous: Scan | None = None) -> "ExactScan":
+    def build(cls, docs: np.ndarray, *, config: Any = None, previous: Scan | None = None) -> ExactScan:
         return cls(docs)
 
     @classmethod
     def restore(cls, docs: np.ndarray, params: dict[str, Any], arrays: dict[str, np.ndarray],
-                directory: Path, *, mmap: bool = False) -> "ExactScan":
+                directory: Path, *, mmap: bool = False) -> ExactScan:
         return cls(docs)
 
 
@@ -218,7 +218,8 @@ class Int8Scan(Scan):
     """
 
     kind = "int8"
-    ARRAYS = {"scan_int8_codes": ("int8", 2), "scan_int8_scales": ("float32", 1)}
+    ARRAYS: ClassVar[dict[str, tuple[str, int]]] = {"scan_int8_codes": ("int8", 2),
+                                                    "scan_int8_scales": ("float32", 1)}
 
     def __init__(self, docs: np.ndarray, codes: np.ndarray, scales: np.ndarray,
                  oversample: int = INT8_OVERSAMPLE) -> None:
@@ -250,7 +251,7 @@ class Int8Scan(Scan):
         return int(self.codes.nbytes + self.scales.nbytes)
 
     @classmethod
-    def build(cls, docs: np.ndarray, *, config: Any = None, previous: Scan | None = None) -> "Int8Scan":
+    def build(cls, docs: np.ndarray, *, config: Any = None, previous: Scan | None = None) -> Int8Scan:
         from skillsight_fast.kernels.compressed import quantize_int8
 
         oversample = getattr(config, "int8_oversample", None) or INT8_OVERSAMPLE
@@ -259,7 +260,7 @@ class Int8Scan(Scan):
 
     @classmethod
     def restore(cls, docs: np.ndarray, params: dict[str, Any], arrays: dict[str, np.ndarray],
-                directory: Path, *, mmap: bool = False) -> "Int8Scan":
+                directory: Path, *, mmap: bool = False) -> Int8Scan:
         try:
             return cls(docs, arrays["scan_int8_codes"], arrays["scan_int8_scales"],
                        int(params.get("oversample", INT8_OVERSAMPLE)))
@@ -287,7 +288,7 @@ class BinaryScan(Int8Scan):
     """
 
     kind = "binary"
-    ARRAYS = {**Int8Scan.ARRAYS, "scan_binary_bits": ("uint64", 2)}
+    ARRAYS: ClassVar[dict[str, tuple[str, int]]] = {**Int8Scan.ARRAYS, "scan_binary_bits": ("uint64", 2)}
 
     def __init__(self, docs: np.ndarray, codes: np.ndarray, scales: np.ndarray, bits: np.ndarray,
                  oversample: int = INT8_OVERSAMPLE, rerank_factor: int = BINARY_RERANK) -> None:
@@ -319,7 +320,7 @@ class BinaryScan(Int8Scan):
 
     @classmethod
     def build(cls, docs: np.ndarray, *, config: Any = None, previous: Scan | None = None,
-              rerank_factor: int | None = None) -> "BinaryScan":
+              rerank_factor: int | None = None) -> BinaryScan:
         from skillsight_fast.kernels.binary import pack_signs
         from skillsight_fast.kernels.compressed import quantize_int8
 
@@ -333,7 +334,7 @@ class BinaryScan(Int8Scan):
 
     @classmethod
     def restore(cls, docs: np.ndarray, params: dict[str, Any], arrays: dict[str, np.ndarray],
-                directory: Path, *, mmap: bool = False) -> "BinaryScan":
+                directory: Path, *, mmap: bool = False) -> BinaryScan:
         try:
             oversample = int(params.get("oversample", INT8_OVERSAMPLE))
             factor = int(params.get("rerank_factor", BINARY_RERANK))
@@ -411,7 +412,7 @@ class IvfScan(Scan):
         return list(self.FILES)
 
     @classmethod
-    def build(cls, docs: np.ndarray, *, config: Any = None, previous: Scan | None = None) -> "IvfScan":
+    def build(cls, docs: np.ndarray, *, config: Any = None, previous: Scan | None = None) -> IvfScan:
         faiss = _require_faiss()
         n, d = docs.shape
         nlist = getattr(config, "ivf_nlist", None) or ivf_nlist(n)
@@ -453,7 +454,7 @@ class IvfScan(Scan):
 
     @classmethod
     def restore(cls, docs: np.ndarray, params: dict[str, Any], arrays: dict[str, np.ndarray],
-                directory: Path, *, mmap: bool = False) -> "IvfScan":
+                directory: Path, *, mmap: bool = False) -> IvfScan:
         faiss = _require_faiss()
         path = directory / cls.FILES[0]
         if not path.is_file():

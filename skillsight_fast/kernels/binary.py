@@ -111,6 +111,16 @@ def _nearest_rows(qb, bits, m):  # pragma: no cover - jitted
     return rows
 
 
+@njit(inline="always", **JIT)
+def _prefetch_ahead(flat, rows, c, d):  # pragma: no cover - jitted
+    """Prefetch into L2 the int8 row (d codes of ``flat``) of the survivor :data:`_PREFETCH_AHEAD`
+    places after survivor c, when there is one."""
+    if c + _PREFETCH_AHEAD < rows.shape[0]:
+        base = rows[c + _PREFETCH_AHEAD] * d
+        for t in range(0, d, 64):
+            prefetch_l2(flat, base + t)
+
+
 @njit(**JIT)
 def _int8_rows(qc, qs, codes, scales, rows, out):  # pragma: no cover - jitted
     """out[c] = ``qs · scales[r] · (qc · codes[r])`` for r = rows[c]: the int8 scan's score of each row,
@@ -125,18 +135,12 @@ def _int8_rows(qc, qs, codes, scales, rows, out):  # pragma: no cover - jitted
         shift = np.int32(128) * qsum  # (c + 128) · q - 128 Σq = c · q
         n64 = d // 64
         for c in range(m):
-            if c + _PREFETCH_AHEAD < m:
-                base = rows[c + _PREFETCH_AHEAD] * d
-                for t in range(0, d, 64):
-                    prefetch_l2(flat, base + t)
+            _prefetch_ahead(flat, rows, c, d)
             r = rows[c]
             out[c] = np.float32(dpbusd_dot(codes[r], qc, n64) - shift) * (scales[r] * qs)
         return
     for c in range(m):
-        if c + _PREFETCH_AHEAD < m:
-            base = rows[c + _PREFETCH_AHEAD] * d
-            for t in range(0, d, 64):
-                prefetch_l2(flat, base + t)
+        _prefetch_ahead(flat, rows, c, d)
         r = rows[c]
         acc = np.int32(0)
         for t in range(d):
