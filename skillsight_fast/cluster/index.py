@@ -301,7 +301,6 @@ class ShardedIndex:
                        lexical_candidates: int | None = None, rrf_k: float | None = None,
                        dense_stage: Any = None, lexical_stage: Any = None, explain: bool = True) -> Any:
         """:meth:`SkillIndex.search_vectors` over the shards (same arguments, same result)."""
-        from skillsight_fast.engine.index import SearchResult, hit_cosines, hit_parts
 
         head = self.head
         k = head.check_k(k)
@@ -352,14 +351,8 @@ class ShardedIndex:
         from skillsight_fast.kernels._threads import n_threads
 
         with n_threads(1 if len(texts) == 1 else None):
-            ids, scores, pos = head.fuse(cand, s_dense, s_lex, k, fusion=d.fusion,
-                                         lexical_weight=d.lexical_weight, rrf_k=d.rrf_k)
-        dense, lex = hit_parts(pos, s_dense, s_lex)
-        # qᵀd of the hits as the single index computes it (the same rows, fetched from the shards)
-        result = SearchResult(ids=ids, scores=scores, dense=dense, lexical=lex,
-                              cosine=hit_cosines(self.embeddings, raw, ids))
-        metas = head.skills
-        result.skill_ids = [[metas[j].id if j >= 0 else None for j in row] for row in ids.tolist()]
+            # qᵀd of the hits as the single index computes it (the same rows, fetched from the shards)
+            result, pos = head.fused_result(cand, s_dense, s_lex, k, d, raw, embeddings=self.embeddings)
         if explain:
             vocab = head.lexicon.vocab
             result.evidence = [[[vocab[t] for t in evid[i]["ev"][p]] if p >= 0 else [] for p in pos[i].tolist()]

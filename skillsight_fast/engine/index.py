@@ -950,16 +950,24 @@ class SkillIndex:
             s_lex = lexical_stage(cand, s_terms, s_ptr)
         else:
             s_lex = self.lexical_scores(cand, s_terms, s_ptr, side=d.lexical)
+        result, _ = self.fused_result(cand, s_dense, s_lex, k, d, vectors)
+        if explain:
+            result.evidence = self._evidence(result.ids, terms, ptr)
+        return result
+
+    def fused_result(self, cand: np.ndarray, s_dense: np.ndarray, s_lex: np.ndarray, k: int, d: Decisions,
+                     vectors: np.ndarray, embeddings: np.ndarray | None = None) -> tuple[SearchResult, np.ndarray]:
+        """The last stage of a search: fuse the candidates' scores, keep the top ``k`` and fill the hits'
+        parts, raw cosines (``embeddings``' rows, default the index's) and skill ids; also returns each
+        hit's position in its candidate row (for evidence kept per candidate, as a sharded search does)."""
         ids, scores, pos = self.fuse(cand, s_dense, s_lex, k, fusion=d.fusion,
                                      lexical_weight=d.lexical_weight, rrf_k=d.rrf_k)
         dense, lex = hit_parts(pos, s_dense, s_lex)
-        result = SearchResult(ids=ids, scores=scores, dense=dense, lexical=lex,
-                              cosine=hit_cosines(self.embeddings, vectors, ids))
+        result = SearchResult(ids=ids, scores=scores, dense=dense, lexical=lex, cosine=hit_cosines(
+            self.embeddings if embeddings is None else embeddings, vectors, ids))
         metas = self.skills
         result.skill_ids = [[metas[j].id if j >= 0 else None for j in row] for row in ids.tolist()]
-        if explain:
-            result.evidence = self._evidence(ids, terms, ptr)
-        return result
+        return result, pos
 
     def _evidence(self, ids: np.ndarray, terms: np.ndarray, ptr: np.ndarray) -> list[list[list[str]]]:
         """Per query and hit, the query's evidence tokens the hit contains (query order)."""
