@@ -158,7 +158,7 @@ def cmd_one(a: argparse.Namespace) -> None:
 def _ray_rates(n: int, workers: list[int], factory, src: Path, chunk: int) -> dict:
     import ray
 
-    from skillsight_fast.build.ray import ray_build
+    from skillsight_fast.indexing.ray import ray_build
     from skillsight_fast.config import IndexConfig
     from skillsight_fast.library.skills import LoadReport, iter_skills
 

@@ -1,7 +1,7 @@
 """Write a synthetic scale-up of the skillsbench index to disk, to try a large library end to end.
 
 The real skillsbench corpus (+ skill pool) is indexed from the cached MiniLM embeddings, grown to
-``--size`` skills (skillsight_fast.benchmark.synthetic.scale_up: seeded noisy copies of the real
+``--size`` skills (skillsight_fast.lab.benchmark.synthetic.scale_up: seeded noisy copies of the real
 rows, a resampled lexicon), given the scan ``--scan`` and saved. The index records the real
 encoder's checksum, so it answers real queries::
 
@@ -27,10 +27,10 @@ def main() -> int:
     p.add_argument("-o", "--output", required=True)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
-    from skillsight_fast.benchmark.synthetic import scale_up
+    from skillsight_fast.lab.benchmark.synthetic import scale_up
     from skillsight_fast.engine.index import SkillIndex
-    from skillsight_fast.evaluation.datasets import load_dataset
-    from skillsight_fast.evaluation.methods import EvalContext
+    from skillsight_fast.lab.evaluation.datasets import load_dataset
+    from skillsight_fast.lab.evaluation.methods import EvalContext
 
     t0 = time.perf_counter()
     ds = load_dataset(ROOT / "data" / "skillsbench")

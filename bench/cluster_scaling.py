@@ -56,7 +56,7 @@ def main() -> int:
     from skillsight_fast.engine.index import SkillIndex
 
     from skillsight_fast.cluster.index import ShardedIndex
-    from skillsight_fast.evaluation.datasets import load_dataset
+    from skillsight_fast.lab.evaluation.datasets import load_dataset
 
     tasks = [q.text for q in load_dataset(ROOT / "data" / "skillsbench").queries]
     single = SkillIndex.load(args.index, mmap=True, verify="lazy")

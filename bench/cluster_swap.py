@@ -34,7 +34,7 @@ def main() -> int:
     import ray
 
     import skillsight_fast.cluster.index as cluster_index
-    from skillsight_fast.evaluation.datasets import load_dataset
+    from skillsight_fast.lab.evaluation.datasets import load_dataset
 
     tasks = [q.text for q in load_dataset(ROOT / "data" / "skillsbench").queries]
     ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)

@@ -98,8 +98,8 @@ def record_machine(benchmark, corpus=None) -> None:
     """CPU model, thread count and library versions into ``benchmark.extra_info``."""
     import numba
 
-    from skillsight_fast.benchmark.driver import _versions
-    from skillsight_fast.benchmark.runner import cpu_name, load_average
+    from skillsight_fast.lab.benchmark.driver import _versions
+    from skillsight_fast.lab.benchmark.runner import cpu_name, load_average
 
     benchmark.extra_info.update(cpu=cpu_name(), numba_threads=numba.get_num_threads(),
                                 cores=os.cpu_count(), load=load_average(), platform=platform.platform(),

@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from skillsight_fast.evaluation.datasets import load_dataset
+from skillsight_fast.lab.evaluation.datasets import load_dataset
 from skillsight_fast.models import load_encoder
 
 

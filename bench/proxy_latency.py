@@ -40,7 +40,7 @@ from pathlib import Path
 
 import anyio
 
-from skillsight_fast.benchmark.runner import cpu_name
+from skillsight_fast.lab.benchmark.runner import cpu_name
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

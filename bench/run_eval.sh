@@ -8,4 +8,4 @@ skillsight eval --all --methods bm25,tfidf,dense,abtt,sbc,lec,dense+lec,bm25+sbc
     --rerank-queries 10 --json results/eval.json
 skillsight eval --all --methods splade --json results/eval-splade.json
 skillsight eval --data data/skillsbench --data data/sra_theoremqa --data data/bfcl --ablations --chunks --json results/ablations.json
-python -m skillsight_fast.evaluation.report results
+python -m skillsight_fast.lab.evaluation.report results

@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def tasks() -> list[str]:
-    from skillsight_fast.evaluation.datasets import load_dataset
+    from skillsight_fast.lab.evaluation.datasets import load_dataset
 
     return [q.text if hasattr(q, "text") else str(q) for q in load_dataset(ROOT / "data" / "skillsbench").queries]
 

@@ -28,7 +28,7 @@ def main() -> int:
     p.add_argument("--model", default="all-MiniLM-L6-v2")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args()
-    from skillsight_fast.evaluation.datasets import load_dataset
+    from skillsight_fast.lab.evaluation.datasets import load_dataset
     from skillsight_fast.models import load_encoder
 
     tasks = load_dataset(ROOT / "data" / "skillsbench").query_texts

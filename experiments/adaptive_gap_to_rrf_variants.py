@@ -52,9 +52,9 @@ import numpy as np
 from skillsight_fast.config import IndexConfig
 from skillsight_fast.engine.background import BM25_B, BM25_K1
 from skillsight_fast.engine.scan import build_scan
-from skillsight_fast.evaluation.datasets import SHARED_DATASETS, load_dataset
-from skillsight_fast.evaluation.methods import EvalContext
-from skillsight_fast.evaluation.metrics import DEPTH, evaluate
+from skillsight_fast.lab.evaluation.datasets import SHARED_DATASETS, load_dataset
+from skillsight_fast.lab.evaluation.methods import EvalContext
+from skillsight_fast.metrics import DEPTH, evaluate
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 

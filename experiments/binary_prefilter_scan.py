@@ -23,7 +23,7 @@ Adoption rule (declared before running)
 
 Data
     The shared datasets with the cached all-MiniLM-L6-v2 embeddings of the evaluation
-    (skillsight_fast.evaluation.cache); the synthetic scale-ups of skillsbench written by
+    (skillsight_fast.lab.evaluation.cache); the synthetic scale-ups of skillsbench written by
     ``bench/build_synthetic.py --scan int8`` (``--synthetic DIR``, loaded with ``--mmap``), queried by
     the 73 skillsbench tasks.
 
@@ -119,7 +119,7 @@ def _arms(index, kinds: dict, qv: np.ndarray, texts: list[str], depth: int) -> d
 
 
 def _timed(arms: dict, reps: int) -> dict:
-    from skillsight_fast.benchmark.runner import Timings, time_round_robin
+    from skillsight_fast.lab.benchmark.runner import Timings, time_round_robin
     from skillsight_fast.kernels._threads import n_threads
 
     t = Timings()
@@ -142,9 +142,9 @@ def run_datasets(out: dict) -> None:
     from scan_recall import _dataset_roots
 
     from skillsight_fast.engine.index import SkillIndex
-    from skillsight_fast.evaluation.datasets import load_dataset
-    from skillsight_fast.evaluation.methods import EvalContext
-    from skillsight_fast.evaluation.metrics import bootstrap_diff, ndcg_at_k, recall_at_k
+    from skillsight_fast.lab.evaluation.datasets import load_dataset
+    from skillsight_fast.lab.evaluation.methods import EvalContext
+    from skillsight_fast.metrics import bootstrap_diff, ndcg_at_k, recall_at_k
 
     rows = {}
     for root in _dataset_roots():
@@ -177,8 +177,8 @@ def run_datasets(out: dict) -> None:
 def run_synthetic(out: dict, folders: list[str], reps: int) -> None:
     from skillsight_fast.engine.index import SkillIndex
     from skillsight_fast.engine.scan import ExactScan
-    from skillsight_fast.evaluation.datasets import load_dataset
-    from skillsight_fast.evaluation.methods import EvalContext
+    from skillsight_fast.lab.evaluation.datasets import load_dataset
+    from skillsight_fast.lab.evaluation.methods import EvalContext
 
     ds = load_dataset(ROOT / "data" / "skillsbench")
     ctx = EvalContext(ds)

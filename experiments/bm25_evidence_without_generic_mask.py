@@ -70,10 +70,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from skillsight_fast.config import IndexConfig
-from skillsight_fast.evaluation.datasets import load_dataset
-from skillsight_fast.evaluation.methods import METHODS, EvalContext
-from skillsight_fast.evaluation.metrics import DEPTH, bootstrap_diff
-from skillsight_fast.evaluation.tool_search import (
+from skillsight_fast.lab.evaluation.datasets import load_dataset
+from skillsight_fast.lab.evaluation.methods import METHODS, EvalContext
+from skillsight_fast.metrics import DEPTH, bootstrap_diff
+from skillsight_fast.lab.evaluation.tool_search import (
     DEPTH_METRICS,
     RULE_BASELINES,
     RULE_METRICS,

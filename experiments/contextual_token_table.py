@@ -35,9 +35,9 @@ from pathlib import Path
 import numpy as np
 
 from skillsight_fast.config import IndexConfig
-from skillsight_fast.evaluation.datasets import FIT_DATASETS, SHARED_DATASETS, load_dataset
-from skillsight_fast.evaluation.methods import EvalContext
-from skillsight_fast.evaluation.metrics import DEPTH, bootstrap_diff, per_query
+from skillsight_fast.lab.evaluation.datasets import FIT_DATASETS, SHARED_DATASETS, load_dataset
+from skillsight_fast.lab.evaluation.methods import EvalContext
+from skillsight_fast.metrics import DEPTH, bootstrap_diff, per_query
 from skillsight_fast.models import cache_root, load_encoder
 from skillsight_fast.models.contextual import token_state_sums
 from skillsight_fast.models.static import apply_query_map, fit_query_map, load_static_encoder

@@ -53,12 +53,12 @@ from pathlib import Path
 
 import numpy as np
 
-from skillsight_fast.benchmark.runner import cpu_name
+from skillsight_fast.lab.benchmark.runner import cpu_name
 from skillsight_fast.config import IndexConfig
-from skillsight_fast.evaluation.cache import EmbeddingCache
-from skillsight_fast.evaluation.datasets import FIT_DATASETS, load_dataset
-from skillsight_fast.evaluation.methods import EvalContext
-from skillsight_fast.evaluation.metrics import bootstrap_diff, per_query
+from skillsight_fast.lab.evaluation.cache import EmbeddingCache
+from skillsight_fast.lab.evaluation.datasets import FIT_DATASETS, load_dataset
+from skillsight_fast.lab.evaluation.methods import EvalContext
+from skillsight_fast.metrics import bootstrap_diff, per_query
 from skillsight_fast.models import cache_root, load_encoder
 from skillsight_fast.models.encoder import OnnxEncoder
 from skillsight_fast.models.export import quantize_onnx_int8

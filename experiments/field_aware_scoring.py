@@ -63,8 +63,8 @@ from selection_rule import BASELINE, DEFAULT, Report, context, datasets, top_dep
 
 from skillsight_fast.config import BM25_B, BM25_K1
 from skillsight_fast.engine.analyzer import analyze
-from skillsight_fast.evaluation.methods import EvalContext
-from skillsight_fast.evaluation.metrics import DEPTH
+from skillsight_fast.lab.evaluation.methods import EvalContext
+from skillsight_fast.metrics import DEPTH
 
 
 def field_counts(idx, ctx: EvalContext) -> tuple[sp.csc_matrix, np.ndarray]:

@@ -132,7 +132,7 @@ def read_prompts(path: Path) -> tuple[list[tuple[str, frozenset[str]]], list[str
 
 
 def load_library(name: str) -> Library:
-    from skillsight_fast.evaluation.datasets import load_dataset
+    from skillsight_fast.lab.evaluation.datasets import load_dataset
     from skillsight_fast.library.skills import load_skills
 
     if name == "personal":
@@ -175,7 +175,7 @@ def build_index(skills: list, tier: str):  # -> SkillIndex
     """The index a user of this tier gets (document vectors from the shared evaluation cache)."""
     from skillsight_fast.config import IndexConfig
     from skillsight_fast.engine.index import SkillIndex, resolve_query_encoder
-    from skillsight_fast.evaluation.cache import EmbeddingCache
+    from skillsight_fast.lab.evaluation.cache import EmbeddingCache
     from skillsight_fast.library.skills import namedesc_text
     from skillsight_fast.models import cache_root, load_encoder
 
@@ -193,7 +193,7 @@ def build_index(skills: list, tier: str):  # -> SkillIndex
     nd = EmbeddingCache(cache_root(), enc.model_id, enc.checksum, "namedesc").get(nd_texts, enc.encode)
     table = None
     if tier == "contextual":
-        from skillsight_fast.evaluation.cache import texts_sha
+        from skillsight_fast.lab.evaluation.cache import texts_sha
         from skillsight_fast.models.contextual import cached_contextual_table
 
         tag = f"contextual-{enc.model_id}-{enc.checksum[:12]}-{texts_sha(texts)[:16]}"
@@ -228,7 +228,7 @@ def first_hits(index, prompts: list[str], threshold: float | None, dup: float | 
 
 def evaluate(lib: Library, tier: str, n_boot: int) -> dict:
     from skillsight_fast.engine.abstention import derive_abstention
-    from skillsight_fast.evaluation.metrics import bootstrap_diff
+    from skillsight_fast.metrics import bootstrap_diff
 
     t0 = time.perf_counter()
     index = build_index(lib.skills, tier)

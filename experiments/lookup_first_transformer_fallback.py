@@ -106,9 +106,9 @@ from pathlib import Path
 import numpy as np
 
 from skillsight_fast.config import IndexConfig
-from skillsight_fast.evaluation.datasets import FIT_DATASETS, SHARED_DATASETS, load_dataset
-from skillsight_fast.evaluation.methods import EvalContext
-from skillsight_fast.evaluation.metrics import DEPTH, bootstrap_diff, per_query
+from skillsight_fast.lab.evaluation.datasets import FIT_DATASETS, SHARED_DATASETS, load_dataset
+from skillsight_fast.lab.evaluation.methods import EvalContext
+from skillsight_fast.metrics import DEPTH, bootstrap_diff, per_query
 from skillsight_fast.models import load_encoder
 
 DATA_ROOT = Path(__file__).parents[1] / "data"

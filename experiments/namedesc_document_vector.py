@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from skillsight_fast.config import IndexConfig
-from skillsight_fast.evaluation.datasets import SHARED_DATASETS, load_dataset
-from skillsight_fast.evaluation.methods import EvalContext
-from skillsight_fast.evaluation.metrics import DEPTH, evaluate, topk_from_scores
+from skillsight_fast.lab.evaluation.datasets import SHARED_DATASETS, load_dataset
+from skillsight_fast.lab.evaluation.methods import EvalContext
+from skillsight_fast.metrics import DEPTH, evaluate, topk_from_scores
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 

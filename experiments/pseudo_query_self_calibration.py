@@ -70,9 +70,9 @@ import numpy as np
 from skillsight_fast.config import BM25_B, BM25_K1, IndexConfig
 from skillsight_fast.engine.analyzer import analyze
 from skillsight_fast.engine.index import SkillIndex
-from skillsight_fast.evaluation.datasets import FIT_DATASETS, SHARED_DATASETS, load_dataset
-from skillsight_fast.evaluation.methods import EvalContext, paper_config, run_bm25, run_dense, run_rrf
-from skillsight_fast.evaluation.metrics import bootstrap_diff, per_query
+from skillsight_fast.lab.evaluation.datasets import FIT_DATASETS, SHARED_DATASETS, load_dataset
+from skillsight_fast.lab.evaluation.methods import EvalContext, paper_config, run_bm25, run_dense, run_rrf
+from skillsight_fast.metrics import bootstrap_diff, per_query
 from skillsight_fast.library.skills import Skill, namedesc_text
 
 DATA = Path(__file__).resolve().parent.parent / "data"

@@ -27,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from skillsight_fast.evaluation.datasets import FIT_DATASETS, SHARED_DATASETS, load_dataset
-from skillsight_fast.evaluation.methods import METHODS, EvalContext
-from skillsight_fast.evaluation.metrics import bootstrap_diff, per_query
+from skillsight_fast.lab.evaluation.datasets import FIT_DATASETS, SHARED_DATASETS, load_dataset
+from skillsight_fast.lab.evaluation.methods import METHODS, EvalContext
+from skillsight_fast.metrics import bootstrap_diff, per_query
 
 DATA_ROOT = Path(__file__).parents[1] / "data"
 TIERS = {  # name -> EvalContext arguments

@@ -17,8 +17,8 @@ Selection rule (declared before running)
 Data
     The shared datasets (data/skillsbench, sra_theoremqa, metatool (the 2,000-query subset),
     gorilla_hf, and bfcl from /work/shared/datasets/bfcl or data/bfcl), with the cached
-    all-MiniLM-L6-v2 embeddings of the evaluation (skillsight_fast.evaluation.cache); and the seeded
-    synthetic scale-ups of skillsbench (skillsight_fast.benchmark.synthetic) at 26k, 100k and 1M with
+    all-MiniLM-L6-v2 embeddings of the evaluation (skillsight_fast.lab.evaluation.cache); and the seeded
+    synthetic scale-ups of skillsbench (skillsight_fast.lab.benchmark.synthetic) at 26k, 100k and 1M with
     the 73 skillsbench tasks as queries.
 
 Result
@@ -87,9 +87,9 @@ def _project(index, qv: np.ndarray) -> np.ndarray:
 
 def run_datasets(out: dict) -> None:
     from skillsight_fast.engine.index import SkillIndex
-    from skillsight_fast.evaluation.datasets import load_dataset
-    from skillsight_fast.evaluation.methods import EvalContext
-    from skillsight_fast.evaluation.metrics import bootstrap_diff, ndcg_at_k, recall_at_k
+    from skillsight_fast.lab.evaluation.datasets import load_dataset
+    from skillsight_fast.lab.evaluation.methods import EvalContext
+    from skillsight_fast.metrics import bootstrap_diff, ndcg_at_k, recall_at_k
 
     rows = {}
     for root in _dataset_roots():
@@ -139,7 +139,7 @@ def run_datasets(out: dict) -> None:
 
 
 def _timed(arms: dict, reps: int) -> dict:
-    from skillsight_fast.benchmark.runner import Timings, time_round_robin
+    from skillsight_fast.lab.benchmark.runner import Timings, time_round_robin
     from skillsight_fast.kernels._threads import n_threads
 
     t = Timings()
@@ -151,10 +151,10 @@ def _timed(arms: dict, reps: int) -> dict:
 def run_sizes(out: dict, sizes: list[int], reps: int, nprobes: list[int]) -> None:
     import faiss
 
-    from skillsight_fast.benchmark.synthetic import scale_up
+    from skillsight_fast.lab.benchmark.synthetic import scale_up
     from skillsight_fast.engine.index import SkillIndex
-    from skillsight_fast.evaluation.datasets import load_dataset
-    from skillsight_fast.evaluation.methods import EvalContext
+    from skillsight_fast.lab.evaluation.datasets import load_dataset
+    from skillsight_fast.lab.evaluation.methods import EvalContext
 
     faiss.omp_set_num_threads(1)
     ds = load_dataset(ROOT / "data" / "skillsbench")

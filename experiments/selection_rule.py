@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 
 from skillsight_fast.config import IndexConfig
-from skillsight_fast.evaluation.datasets import load_dataset
-from skillsight_fast.evaluation.methods import EvalContext
-from skillsight_fast.evaluation.metrics import bootstrap_diff, ndcg_at_k, recall_at_k
+from skillsight_fast.lab.evaluation.datasets import load_dataset
+from skillsight_fast.lab.evaluation.methods import EvalContext
+from skillsight_fast.metrics import bootstrap_diff, ndcg_at_k, recall_at_k
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 FIT = ("skillsbench", "sra_theoremqa", "bfcl")

@@ -128,10 +128,10 @@ from pathlib import Path
 import numpy as np
 
 from skillsight_fast.config import IndexConfig
-from skillsight_fast.evaluation.cache import EmbeddingCache
-from skillsight_fast.evaluation.datasets import FIT_DATASETS, SHARED_DATASETS, load_dataset
-from skillsight_fast.evaluation.methods import EvalContext
-from skillsight_fast.evaluation.metrics import DEPTH, bootstrap_diff, per_query
+from skillsight_fast.lab.evaluation.cache import EmbeddingCache
+from skillsight_fast.lab.evaluation.datasets import FIT_DATASETS, SHARED_DATASETS, load_dataset
+from skillsight_fast.lab.evaluation.methods import EvalContext
+from skillsight_fast.metrics import DEPTH, bootstrap_diff, per_query
 from skillsight_fast.files import atomic_write_bytes
 from skillsight_fast.library.skills import namedesc_text
 from skillsight_fast.models import cache_root, load_encoder
@@ -355,9 +355,9 @@ def posthoc(libs: dict[str, Library]) -> dict:
 # -------------------------------------------------------------------------------------------- timing
 def timing(libs: dict[str, Library], lambdas: dict[int, float], rounds: int, reps: int) -> dict:
     from skillsight_fast import SkillIndex
-    from skillsight_fast.benchmark.driver import tier_views
-    from skillsight_fast.benchmark.runner import cpu_name
-    from skillsight_fast.benchmark.synthetic import scale_up
+    from skillsight_fast.lab.benchmark.driver import tier_views
+    from skillsight_fast.lab.benchmark.runner import cpu_name
+    from skillsight_fast.lab.benchmark.synthetic import scale_up
     from skillsight_fast.models.distill import resolve_static_model
     from skillsight_fast.models.static import fit_query_map, load_static_encoder
 

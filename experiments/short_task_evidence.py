@@ -46,7 +46,7 @@ import sys
 import numpy as np
 from selection_rule import BASELINE, DEFAULT, Report, context, datasets
 
-from skillsight_fast.evaluation.metrics import DEPTH
+from skillsight_fast.metrics import DEPTH
 
 
 def occurrence_median(idf: np.ndarray, df: np.ndarray) -> float:

@@ -22,9 +22,9 @@ import numpy as np
 
 from skillsight_fast.config import IndexConfig
 from skillsight_fast.engine.index import SkillIndex
-from skillsight_fast.evaluation.datasets import load_dataset
-from skillsight_fast.evaluation.methods import EvalContext
-from skillsight_fast.evaluation.metrics import bootstrap_diff, per_query
+from skillsight_fast.lab.evaluation.datasets import load_dataset
+from skillsight_fast.lab.evaluation.methods import EvalContext
+from skillsight_fast.metrics import bootstrap_diff, per_query
 from skillsight_fast.models import cache_root, load_encoder
 from skillsight_fast.models.distill import distill_to_folder
 from skillsight_fast.models.static import load_static_encoder

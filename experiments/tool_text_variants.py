@@ -39,9 +39,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from skillsight_fast.evaluation.datasets import load_dataset  # noqa: E402
-from skillsight_fast.evaluation.metrics import bootstrap_diff  # noqa: E402
-from skillsight_fast.evaluation.tool_search import (  # noqa: E402
+from skillsight_fast.lab.evaluation.datasets import load_dataset  # noqa: E402
+from skillsight_fast.metrics import bootstrap_diff  # noqa: E402
+from skillsight_fast.lab.evaluation.tool_search import (  # noqa: E402
     TOOL_METHODS,
     has_schemas,
     run_methods,

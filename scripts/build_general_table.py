@@ -132,7 +132,7 @@ def general_corpus(tasks: bool, max_docstrings: int = 30000) -> dict[str, list[s
 def library_texts() -> tuple[list[str], list[str]]:
     """The bundled library's training texts: pieces + name/description + whole texts (as an index build
     fits), and the whole texts alone."""
-    from skillsight_fast.evaluation.datasets import load_dataset
+    from skillsight_fast.lab.evaluation.datasets import load_dataset
     from skillsight_fast.library.skills import namedesc_text
     from skillsight_fast.models.fitted import training_pieces
 

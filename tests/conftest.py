@@ -31,7 +31,7 @@ def teacher():
 def small_skillsbench(teacher, tmp_path_factory: pytest.TempPathFactory):
     """(skills, tasks, static folder): 24 skillsbench documents and 4 tasks, a static model distilled over
     their tokens (once per run: the contextual and the fitted tier's tests share it)."""
-    from skillsight_fast.evaluation.datasets import load_dataset
+    from skillsight_fast.lab.evaluation.datasets import load_dataset
     from skillsight_fast.models.distill import distill_to_folder
 
     ds = load_dataset(Path(__file__).parents[1] / "data" / "skillsbench", limit=4)

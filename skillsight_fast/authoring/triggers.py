@@ -135,7 +135,7 @@ def evaluate_triggers(index: "SkillIndex", cases: Sequence[TriggerCase], *, k: i
         each failed prompt with the skill's rank (None: not returned) and the first hit.
     """
     from skillsight_fast.agents.find import find_skills
-    from skillsight_fast.evaluation.metrics import bootstrap_mean
+    from skillsight_fast.metrics import bootstrap_mean
 
     if not cases:
         raise TriggerFileError("no trigger cases")

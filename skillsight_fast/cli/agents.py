@@ -302,7 +302,7 @@ def cmd_update(args: argparse.Namespace) -> int:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     from skillsight_fast import SkillIndex
-    from skillsight_fast.authoring.analyze import write_report
+    from skillsight_fast.lab.analyze import write_report
     from skillsight_fast.library.queries import read_queries
 
     index = SkillIndex.load(args.index)

@@ -1,10 +1,10 @@
-"""``skillsight bench``: the argument parser; the work is in :mod:`skillsight_fast.benchmark`."""
+"""``skillsight bench``: the argument parser; the work is in :mod:`skillsight_fast.lab.benchmark`."""
 
 from __future__ import annotations
 
 import argparse
 
-from skillsight_fast.benchmark import DEFAULT_SIZES, QUICK_SIZES
+from skillsight_fast.lab.benchmark import DEFAULT_SIZES, QUICK_SIZES
 from skillsight_fast.cli._common import non_negative_int, positive_int
 
 
@@ -37,6 +37,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """Handler of ``skillsight bench``."""
-    from skillsight_fast.benchmark.driver import run_from_args
+    from skillsight_fast.lab.benchmark.driver import run_from_args
 
     return run_from_args(args)

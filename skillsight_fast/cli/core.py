@@ -263,12 +263,12 @@ def _index_in_memory(args: argparse.Namespace, config) -> tuple:
 
 
 def _index_streaming(args: argparse.Namespace, config) -> tuple:
-    """``--stream`` / ``--ray``: the sources as a stream of chunks (skillsight_fast.build)."""
+    """``--stream`` / ``--ray``: the sources as a stream of chunks (skillsight_fast.indexing)."""
     import functools
     import itertools
     from pathlib import Path
 
-    from skillsight_fast.build import DEFAULT_CHUNK, stream_build
+    from skillsight_fast.indexing import DEFAULT_CHUNK, stream_build
     from skillsight_fast.errors import SkillFormatError
     from skillsight_fast.library.skills import LoadReport, iter_skills
     from skillsight_fast.models import load_encoder
@@ -296,7 +296,7 @@ def _index_streaming(args: argparse.Namespace, config) -> tuple:
             print(f"encoded {done} skills in {now - t0:,.0f} s ({rate:.1f}/s)", file=sys.stderr, flush=True)
 
     if args.ray is not None:
-        from skillsight_fast.build.ray import ray_build
+        from skillsight_fast.indexing.ray import ray_build
 
         factory = functools.partial(load_encoder, config.model, int8=args.int8, threads=1)
         index = ray_build(skills, factory, config, address=None if args.ray == "local" else args.ray,

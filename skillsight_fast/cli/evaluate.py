@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="--triggers: the threshold drops each hit below it (hit, default) or a whole answer (task)")
     add_abstention_args(p)
     p.add_argument("--data-root", metavar="DIR", help="folder holding the datasets (default: the checkout's data/)")
-    p.add_argument("--methods", help="comma-separated methods (default: all); see skillsight_fast.evaluation.methods")
+    p.add_argument("--methods", help="comma-separated methods (default: all); see skillsight_fast.lab.evaluation.methods")
     p.add_argument("--json", metavar="OUT", help="write results as JSON")
     p.add_argument("--markdown", metavar="OUT", help="write the results tables as Markdown")
     p.add_argument("--limit", type=positive_int, metavar="N", help="only the first N queries of each dataset")
@@ -98,7 +98,7 @@ def cmd_offtopic(args: argparse.Namespace) -> int:
     from skillsight_fast import SkillIndex
     from skillsight_fast.engine.abstention import resolve_abstention
     from skillsight_fast.errors import QueryError
-    from skillsight_fast.evaluation.abstention import evaluate_abstention, format_abstention_eval, read_prompts
+    from skillsight_fast.lab.evaluation.abstention import evaluate_abstention, format_abstention_eval, read_prompts
 
     if not args.index:
         raise QueryError("eval --offtopic needs the index to test: -i DIR")
@@ -122,10 +122,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if args.k is None:
             args.k = 5
         return cmd_triggers(args)
-    from skillsight_fast.evaluation.datasets import SHARED_DATASETS, default_data_root, load_dataset
-    from skillsight_fast.evaluation.methods import DEFAULT_METHODS, METHODS, EvalContext
-    from skillsight_fast.evaluation.report import write_markdown
-    from skillsight_fast.evaluation.run import evaluate_dataset, strip_private
+    from skillsight_fast.lab.evaluation.datasets import SHARED_DATASETS, default_data_root, load_dataset
+    from skillsight_fast.lab.evaluation.methods import DEFAULT_METHODS, METHODS, EvalContext
+    from skillsight_fast.lab.evaluation.report import write_markdown
+    from skillsight_fast.lab.evaluation.run import evaluate_dataset, strip_private
 
     if not args.quiet:
         logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
@@ -144,7 +144,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
               "--query-int8)", file=sys.stderr)
         return 2
     if args.ablations:
-        from skillsight_fast.evaluation.ablations import run_ablations
+        from skillsight_fast.lab.evaluation.ablations import run_ablations
 
         out = run_ablations(folders, model=args.model, int8=args.int8, cache_dir=args.cache_dir,
                             limit=args.limit, all_queries=args.all_queries, seed=args.seed,
@@ -153,7 +153,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             Path(args.json).parent.mkdir(parents=True, exist_ok=True)
             Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
         if args.markdown:
-            from skillsight_fast.evaluation.report import ablation_markdown
+            from skillsight_fast.lab.evaluation.report import ablation_markdown
 
             Path(args.markdown).write_text(ablation_markdown(out))
         if not args.json and not args.markdown:

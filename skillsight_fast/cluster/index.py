@@ -142,7 +142,7 @@ class ShardedIndex:
                 cpus_per_shard: float = 1.0) -> ShardedIndex:
         """Start ``shards`` Ray actors (joining the cluster at ``address``; None: the one this
         process is connected to, else a new local one), each holding its rows."""
-        from skillsight_fast.build.ray import import_ray
+        from skillsight_fast.indexing.ray import import_ray
         from skillsight_fast.engine.index import SkillIndex
 
         ray = import_ray()

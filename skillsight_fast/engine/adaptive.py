@@ -106,7 +106,7 @@ def decide_from_statistics(g: float, e_d: float, basis: np.ndarray, config: Inde
                            ) -> tuple[Decisions, np.ndarray, dict[str, Any]]:
     """:func:`decide` from the two statistics Rule 1 reads, however they were computed.
 
-    A build that sums its statistics over shards (:mod:`skillsight_fast.build`) has g and e_D
+    A build that sums its statistics over shards (:mod:`skillsight_fast.indexing`) has g and e_D
     without the whole embedding matrix in memory, and finishes here.
 
     Parameters

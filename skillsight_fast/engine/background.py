@@ -137,7 +137,7 @@ def background_from_directions(
     """METHOD.md step 5 from the token directions g_t and the corpus mean d̄.
 
     :func:`estimate_background` computes both from the embeddings; a build that summed its
-    statistics over shards (:mod:`skillsight_fast.build`) has them as sums and finishes here.
+    statistics over shards (:mod:`skillsight_fast.indexing`) has them as sums and finishes here.
 
     Parameters
     ----------

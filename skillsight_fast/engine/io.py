@@ -214,7 +214,7 @@ def _save_unlocked(state: IndexState, directory: Path, extra_files: dict[str, by
         files = {"vocab.json": sha256_file(tmp / "vocab.json"), "skills.jsonl": sha256_file(tmp / "skills.jsonl")}
         strings = _save_strings(state, tmp)
         if state.bodies is not None and len(state.bodies) == len(state.skills):
-            # line by line: a streamed build's bodies live on disk (skillsight_fast.build.DiskTexts)
+            # line by line: a streamed build's bodies live on disk (skillsight_fast.indexing.DiskTexts)
             files[TEXTS] = write_durable_chunks(
                 tmp / TEXTS, ((json.dumps(b, ensure_ascii=False) + "\n").encode("utf-8") for b in state.bodies))
             strings["texts"] = _save_text_column(tmp, state.bodies)

@@ -18,7 +18,7 @@ from skillsight_fast.limits import clean_text, load_json
 class Task:
     """One task text from a query file and the ids of the skills that answer it (``calibrate``, ``analyze``).
 
-    Not :class:`skillsight_fast.evaluation.datasets.EvalQuery`, which names its gold documents by
+    Not :class:`skillsight_fast.lab.evaluation.datasets.EvalQuery`, which names its gold documents by
     their row in a loaded corpus; a task names them by skill id, so it outlives any one index.
 
     Attributes

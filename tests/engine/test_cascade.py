@@ -21,7 +21,7 @@ ROOT = Path(__file__).parents[2]
 @pytest.fixture(scope="module")
 def lookup(teacher):
     """(index, tasks): a fitted-tier index of 30 skillsbench documents, no cascade, and 12 tasks."""
-    from skillsight_fast.evaluation.datasets import load_dataset
+    from skillsight_fast.lab.evaluation.datasets import load_dataset
 
     ds = load_dataset(ROOT / "data" / "skillsbench", limit=8)
     rows = sorted({g for q in ds.queries for g in q.gold} | set(range(0, len(ds.docs), len(ds.docs) // 20)))

@@ -120,8 +120,8 @@ def test_a_table_that_does_not_match_is_refused(built, tmp_path: Path) -> None:
 @pytest.mark.model
 def test_eval_fitted_tier_gives_what_an_index_of_it_gives(teacher, real, built, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    from skillsight_fast.evaluation.datasets import Dataset, EvalQuery
-    from skillsight_fast.evaluation.methods import METHODS, EvalContext
+    from skillsight_fast.lab.evaluation.datasets import Dataset, EvalQuery
+    from skillsight_fast.lab.evaluation.methods import METHODS, EvalContext
 
     monkeypatch.setattr("skillsight_fast.models.fitted.GENERAL_DIRECT_BELOW", 0)  # as ``built`` was made
     skills, tasks, folder = real
@@ -137,8 +137,8 @@ def test_a_small_library_searches_with_the_general_table(teacher, real, tmp_path
     """Below GENERAL_DIRECT_BELOW skills the fitted tier stores the shipped general table as it is (no
     fit); eval gives the same vectors; update keeps it, so a new skill's words already have rows."""
     from skillsight_fast.engine.update import update_index
-    from skillsight_fast.evaluation.datasets import Dataset, EvalQuery
-    from skillsight_fast.evaluation.methods import EvalContext
+    from skillsight_fast.lab.evaluation.datasets import Dataset, EvalQuery
+    from skillsight_fast.lab.evaluation.methods import EvalContext
     from skillsight_fast.models.contextual import ContextualEncoder
     from skillsight_fast.models.fitted import GENERAL_DIRECT_BELOW
     from skillsight_fast.models.general import load_general_table
@@ -189,7 +189,7 @@ def test_cli_fitted_index_and_refusals(real, tmp_path: Path, capsys) -> None:
 
 @pytest.mark.model
 def test_bench_view_searches_like_a_fitted_index(teacher, real, built) -> None:
-    from skillsight_fast.benchmark.driver import tier_views
+    from skillsight_fast.lab.benchmark.driver import tier_views
     from skillsight_fast.models.static import load_static_encoder
 
     skills, tasks, folder = real

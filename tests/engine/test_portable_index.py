@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def library(teacher, tmp_path_factory: pytest.TempPathFactory):
-    from skillsight_fast.evaluation.datasets import load_dataset
+    from skillsight_fast.lab.evaluation.datasets import load_dataset
     from skillsight_fast.models.distill import distill_to_folder
 
     ds = load_dataset(ROOT / "data" / "skillsbench")

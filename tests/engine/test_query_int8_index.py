@@ -64,7 +64,7 @@ def test_a_bad_manifest_value_is_refused(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def skills(teacher):
     """Every 200th SKILL.md document of data/skillsbench (18 real skills)."""
-    from skillsight_fast.evaluation.datasets import load_dataset
+    from skillsight_fast.lab.evaluation.datasets import load_dataset
 
     return load_dataset(ROOT / "data" / "skillsbench").docs[::200]
 

@@ -30,7 +30,7 @@ N_QUERIES = 4
 def real(teacher, tmp_path_factory: pytest.TempPathFactory):
     """(skills, tasks, gold ids, static folder, transformer vectors of the skills): the gold skills of
     4 skillsbench tasks + 16 others."""
-    from skillsight_fast.evaluation.datasets import load_dataset
+    from skillsight_fast.lab.evaluation.datasets import load_dataset
     from skillsight_fast.models.distill import distill_to_folder
 
     ds = load_dataset(ROOT / "data" / "skillsbench")

@@ -191,8 +191,8 @@ def test_a_table_without_its_tier_or_a_bad_table_is_refused(teacher, real, tmp_p
 
 @pytest.mark.model
 def test_eval_tier_gives_what_an_index_of_it_gives(teacher, real, tmp_path: Path) -> None:
-    from skillsight_fast.evaluation.datasets import Dataset, EvalQuery
-    from skillsight_fast.evaluation.methods import METHODS, EvalContext
+    from skillsight_fast.lab.evaluation.datasets import Dataset, EvalQuery
+    from skillsight_fast.lab.evaluation.methods import METHODS, EvalContext
 
     skills, tasks, folder = real
     ds = Dataset("sample", list(skills), [EvalQuery(f"q{i}", t, frozenset({0})) for i, t in enumerate(tasks)])
@@ -227,7 +227,7 @@ def test_cli_contextual_index_and_refusals(real, tmp_path: Path, capsys) -> None
 
 @pytest.mark.model
 def test_bench_view_searches_like_a_contextual_index(teacher, real) -> None:
-    from skillsight_fast.benchmark.driver import tier_views
+    from skillsight_fast.lab.benchmark.driver import tier_views
     from skillsight_fast.models.static import load_static_encoder
 
     skills, tasks, folder = real

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from skillsight_fast.evaluation.datasets import Dataset, EvalQuery, load_dataset
-from skillsight_fast.evaluation.methods import EvalContext
+from skillsight_fast.lab.evaluation.datasets import Dataset, EvalQuery, load_dataset
+from skillsight_fast.lab.evaluation.methods import EvalContext
 
 pytestmark = pytest.mark.model
 
@@ -51,7 +51,7 @@ def test_default_context_searches_as_each_index_would(dataset, tmp_path: Path) -
     """No flag: the default skillsight gets int8 task vectors (as its index searches), the paper's
     configuration and the baselines float32."""
     from skillsight_fast.config import IndexConfig
-    from skillsight_fast.evaluation.methods import METHODS, paper_config
+    from skillsight_fast.lab.evaluation.methods import METHODS, paper_config
 
     ctx = EvalContext(dataset, cache_dir=tmp_path)
     fp32 = EvalContext(dataset, cache_dir=tmp_path, query_int8=False)

@@ -40,7 +40,7 @@ def _reference(tokenizer, text: str) -> list[int]:
 def _dataset_texts() -> list[str]:
     texts: list[str] = []
     for folder in sorted(p for p in DATA.iterdir() if (p / "meta.json").is_file()):
-        from skillsight_fast.evaluation.datasets import load_dataset
+        from skillsight_fast.lab.evaluation.datasets import load_dataset
 
         ds = load_dataset(folder)
         # every task, and the head of every third skill document (the texts run to 95M characters)

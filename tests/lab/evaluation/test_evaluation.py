@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from fakes import HashEncoder, toy_skills
 
-from skillsight_fast.evaluation import metrics as M
+from skillsight_fast import metrics as M
 
 # ------------------------------------------------------------------ metrics
 
@@ -114,7 +114,7 @@ def _write_dataset(tmp_path, monkeypatch, n_extra):
     (folder / "meta.json").write_text(json.dumps({"name": "tiny", "distractors": None}))
     monkeypatch.setenv("SKILLSIGHT_CACHE", str(tmp_path / "cache"))
     enc = HashEncoder(dim=64)
-    import skillsight_fast.evaluation.methods as methods
+    import skillsight_fast.lab.evaluation.methods as methods
 
     monkeypatch.setattr(methods, "load_encoder", lambda *a, **k: enc)
     return folder, enc
@@ -137,7 +137,7 @@ FAST_METHODS = ["bm25", "tfidf", "dense", "abtt", "sbc", "lec", "dense+lec", "bm
 
 
 def test_load_dataset_composes_and_drops_missing_gold(tiny_dataset):
-    from skillsight_fast.evaluation.datasets import load_dataset
+    from skillsight_fast.lab.evaluation.datasets import load_dataset
 
     ds = load_dataset(tiny_dataset[0])
     assert len(ds.docs) == 40 and len(ds.queries) == 6
@@ -148,9 +148,9 @@ def test_load_dataset_composes_and_drops_missing_gold(tiny_dataset):
 
 @pytest.mark.parametrize("method", FAST_METHODS)
 def test_each_method_runs_and_ranks_the_obvious_gold(deeper_dataset, method):
-    from skillsight_fast.evaluation.datasets import load_dataset
-    from skillsight_fast.evaluation.methods import METHODS, EvalContext
-    from skillsight_fast.evaluation.metrics import DEPTH, evaluate
+    from skillsight_fast.lab.evaluation.datasets import load_dataset
+    from skillsight_fast.lab.evaluation.methods import METHODS, EvalContext
+    from skillsight_fast.metrics import DEPTH, evaluate
 
     ds = load_dataset(deeper_dataset[0])
     assert len(ds.docs) > DEPTH  # otherwise every ranking holds every document and recall@50 is 1
@@ -166,8 +166,8 @@ def test_each_method_runs_and_ranks_the_obvious_gold(deeper_dataset, method):
 
 
 def test_embeddings_are_cached_between_runs(tiny_dataset):
-    from skillsight_fast.evaluation.datasets import load_dataset
-    from skillsight_fast.evaluation.methods import EvalContext
+    from skillsight_fast.lab.evaluation.datasets import load_dataset
+    from skillsight_fast.lab.evaluation.methods import EvalContext
 
     folder, enc = tiny_dataset
     ds = load_dataset(folder)
@@ -213,7 +213,7 @@ def test_eval_cli_rejects_unknown_method(tiny_dataset, capsys):
 
 
 def test_abtt_removes_the_common_direction():
-    from skillsight_fast.evaluation.methods import abtt_transform
+    from skillsight_fast.lab.evaluation.methods import abtt_transform
 
     rng = np.random.default_rng(0)
     common = rng.normal(size=16)
@@ -224,7 +224,7 @@ def test_abtt_removes_the_common_direction():
 
 
 def test_rrf_scores_hand_computed():
-    from skillsight_fast.evaluation.methods import rrf_scores
+    from skillsight_fast.lab.evaluation.methods import rrf_scores
 
     a = np.array([[0, 1, 2]])
     b = np.array([[2, 1, 0]])
@@ -251,7 +251,7 @@ def test_cross_encoder_matches_numpy_reference(tmp_path):
     from onnx import numpy_helper
     from reference_bert import bert_forward, load_reference
 
-    from skillsight_fast.models.cross_encoder import load_cross_encoder
+    from skillsight_fast.lab.baselines.cross_encoder import load_cross_encoder
 
     model_dir = _minilm_dir()
     ce = load_cross_encoder(cache_dir=tmp_path, max_length=64)
@@ -278,7 +278,7 @@ def test_splade_matches_numpy_reference(tmp_path):
     from reference_bert import bert_forward, load_reference
 
     from skillsight_fast.errors import ModelNotFoundError
-    from skillsight_fast.models.splade import find_splade_dir, load_splade
+    from skillsight_fast.lab.baselines.splade import find_splade_dir, load_splade
 
     try:
         folder = find_splade_dir()
@@ -304,8 +304,8 @@ def test_splade_matches_numpy_reference(tmp_path):
 
 @pytest.mark.model
 def test_dense_rerank_method_runs(tiny_dataset, tmp_path):
-    from skillsight_fast.evaluation.datasets import load_dataset
-    from skillsight_fast.evaluation.methods import METHODS, EvalContext
+    from skillsight_fast.lab.evaluation.datasets import load_dataset
+    from skillsight_fast.lab.evaluation.methods import METHODS, EvalContext
 
     _minilm_dir()
     ctx = EvalContext(load_dataset(tiny_dataset[0]), rerank_queries=2, rerank_max_length=64)
@@ -318,10 +318,10 @@ def test_dense_rerank_method_runs(tiny_dataset, tmp_path):
 @pytest.mark.model
 def test_splade_method_runs_and_caches(tiny_dataset):
     from skillsight_fast.errors import ModelNotFoundError
-    from skillsight_fast.evaluation.datasets import load_dataset
-    from skillsight_fast.evaluation.methods import METHODS, EvalContext
-    from skillsight_fast.evaluation.metrics import evaluate
-    from skillsight_fast.models.splade import find_splade_dir
+    from skillsight_fast.lab.evaluation.datasets import load_dataset
+    from skillsight_fast.lab.evaluation.methods import METHODS, EvalContext
+    from skillsight_fast.metrics import evaluate
+    from skillsight_fast.lab.baselines.splade import find_splade_dir
 
     try:
         find_splade_dir()
@@ -353,7 +353,7 @@ def test_adaptive_rules_and_paper_switch():
 
 
 def test_ablations_run_on_tiny_dataset(tiny_dataset, monkeypatch):
-    from skillsight_fast.evaluation import ablations
+    from skillsight_fast.lab.evaluation import ablations
 
     monkeypatch.setattr(ablations, "FIT_DATASETS", ("tiny",))
     monkeypatch.setattr(ablations, "AXES", {"fusion": ablations.AXES["fusion"][:3],
@@ -368,7 +368,7 @@ def test_depth_metrics_and_the_tool_rule():
     """R@k / Completeness@k of multi-tool tasks, and the adoption rule against the best baseline."""
     import numpy as np
 
-    from skillsight_fast.evaluation.tool_search import depth_metrics, not_worse, rule_check
+    from skillsight_fast.lab.evaluation.tool_search import depth_metrics, not_worse, rule_check
 
     ranked = np.full((2, 50), -1, np.int64)
     ranked[0, :3] = [7, 1, 2]  # both tools of task 0 within the top 3

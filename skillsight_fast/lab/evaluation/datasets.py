@@ -81,7 +81,7 @@ def default_data_root() -> Path:
     env = os.environ.get("SKILLSIGHT_DATA")
     if env:
         return Path(env).expanduser()
-    return Path(__file__).resolve().parents[2] / "data"
+    return Path(__file__).resolve().parents[3] / "data"
 
 
 def load_dataset(path: str | os.PathLike[str], *, all_queries: bool = False, limit: int | None = None) -> Dataset:

@@ -25,7 +25,7 @@ def tiny_index(tmp_path_factory):
 
 
 def test_bench_no_model_writes_the_required_json(tiny_index, tmp_path, capsys):
-    from skillsight_fast.benchmark.driver import report_schema_keys
+    from skillsight_fast.lab.benchmark.driver import report_schema_keys
 
     directory, n_real = tiny_index
     out = tmp_path / "bench.json"
@@ -64,7 +64,7 @@ def test_bench_no_model_writes_the_required_json(tiny_index, tmp_path, capsys):
 def test_scale_up_keeps_the_real_rows_and_grows_the_vocabulary(tiny_index, tmp_path):
     import numpy as np
 
-    from skillsight_fast.benchmark.synthetic import scale_up
+    from skillsight_fast.lab.benchmark.synthetic import scale_up
 
     directory, n_real = tiny_index
     base = SkillIndex.load(directory)
@@ -92,8 +92,8 @@ def test_scale_up_keeps_the_real_rows_and_grows_the_vocabulary(tiny_index, tmp_p
 def test_bench_times_each_query_encoder_tier(tiny_index):
     import numpy as np
 
-    from skillsight_fast.benchmark.driver import format_table, tier_views
-    from skillsight_fast.benchmark.runner import bench_size
+    from skillsight_fast.lab.benchmark.driver import format_table, tier_views
+    from skillsight_fast.lab.benchmark.runner import bench_size
     from skillsight_fast.models.static import apply_query_map, fit_query_map
 
     directory, _ = tiny_index
@@ -120,8 +120,8 @@ def test_bench_times_each_query_encoder_tier(tiny_index):
 def test_bench_times_the_static_tiers_with_the_int8_scan(tiny_index):
     import numpy as np
 
-    from skillsight_fast.benchmark.driver import format_table, tier_views
-    from skillsight_fast.benchmark.runner import bench_size
+    from skillsight_fast.lab.benchmark.driver import format_table, tier_views
+    from skillsight_fast.lab.benchmark.runner import bench_size
     from skillsight_fast.engine.scan import Int8Scan
     from skillsight_fast.models.static import fit_query_map
 
@@ -165,8 +165,8 @@ def test_bench_times_the_int8_task_tier_beside_the_float32_reference():
     and the ``transformer`` tier stay float32 tasks even when the index's own default is int8."""
     import numpy as np
 
-    from skillsight_fast.benchmark.driver import run_benchmark, tier_views
-    from skillsight_fast.evaluation.datasets import load_dataset
+    from skillsight_fast.lab.benchmark.driver import run_benchmark, tier_views
+    from skillsight_fast.lab.evaluation.datasets import load_dataset
     from skillsight_fast.models import load_encoder
 
     try:
@@ -174,7 +174,7 @@ def test_bench_times_the_int8_task_tier_beside_the_float32_reference():
     except Exception as exc:  # weights package not installed
         pytest.skip(f"bundled model unavailable: {exc}")
     int8 = load_encoder(threads=1, int8=True)
-    ds = load_dataset(Path(__file__).parents[2] / "data" / "skillsbench", limit=2)
+    ds = load_dataset(Path(__file__).parents[3] / "data" / "skillsbench", limit=2)
     skills = ds.docs[::300]
     base = SkillIndex.build(skills, fp32, IndexConfig(query_encoder="transformer"))
     assert base.config.query_int8_side  # the default: int8 tasks
@@ -195,8 +195,8 @@ def test_bench_times_the_int8_task_tier_beside_the_float32_reference():
 
 def test_default_tier_follows_the_default_configuration_and_its_scan():
     """``tiers.default`` copies the timings of the tier and scan the default configuration resolves to."""
-    from skillsight_fast.benchmark.driver import add_default_tier, default_tier, format_table
-    from skillsight_fast.benchmark.runner import STAGES
+    from skillsight_fast.lab.benchmark.driver import add_default_tier, default_tier, format_table
+    from skillsight_fast.lab.benchmark.runner import STAGES
     from skillsight_fast.config import IndexConfig
     from skillsight_fast.engine.scan import AUTO_INT8_FROM, AUTO_IVF_FROM
 
@@ -244,7 +244,7 @@ def test_tinybert_reranker_has_the_architecture(tmp_path):
     import numpy as np
     import onnx
 
-    from skillsight_fast.models.cross_encoder import TINYBERT_ARCHITECTURE, load_tinybert_reranker
+    from skillsight_fast.lab.baselines.cross_encoder import TINYBERT_ARCHITECTURE, load_tinybert_reranker
 
     try:
         ce = load_tinybert_reranker(cache_dir=tmp_path, threads=1)

@@ -28,7 +28,7 @@ STATIC_TIERS = ("static-mapped", "static")
 
 def report_schema_keys() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     """(top-level keys, per-size keys, stage keys) of the ``--json`` report."""
-    from skillsight_fast.benchmark.runner import STAGES
+    from skillsight_fast.lab.benchmark.runner import STAGES
 
     return REPORT_KEYS, SIZE_KEYS, STAGES
 
@@ -262,8 +262,8 @@ def run_benchmark(
     fitted : (int32 (m,), float32 (m, d)), optional
         The real corpus's fitted table (:func:`cached_fitted_table`): times the ``fitted`` tier.
     """
-    from skillsight_fast.benchmark.runner import bench_size, cpu_name, load_average
-    from skillsight_fast.benchmark.synthetic import scale_up
+    from skillsight_fast.lab.benchmark.runner import bench_size, cpu_name, load_average
+    from skillsight_fast.lab.benchmark.synthetic import scale_up
 
     say = progress or (lambda msg: None)
     texts = list(query_texts)
@@ -287,7 +287,7 @@ def run_benchmark(
     doc_texts = list(doc_texts) if doc_texts is not None else [f"{m.name}\n{m.description}" for m in base.skills]
     query_map = None
     if static is not None:
-        from skillsight_fast.evaluation.cache import EmbeddingCache
+        from skillsight_fast.lab.evaluation.cache import EmbeddingCache
         from skillsight_fast.models import cache_root
         from skillsight_fast.models.static import fit_query_map
 
@@ -393,7 +393,7 @@ def _ratio(a: float | None, b: float | None) -> str:
 
 def format_table(report: dict[str, Any]) -> str:
     """Markdown speed table: p50 ms per stage and size, the ratios the targets use."""
-    from skillsight_fast.benchmark.runner import STAGES
+    from skillsight_fast.lab.benchmark.runner import STAGES
 
     head = ["skills", "dtype", *STAGES, "floor", "scan/floor", "scoring/faiss", "lex_all/bm25s",
             "rerank/scoring", "rerank/e2e"]
@@ -458,7 +458,7 @@ def plot(report: dict[str, Any], out: str | Path) -> None:
 def run_from_args(args: argparse.Namespace) -> int:
     """Entry point of ``skillsight bench``."""
     t_start = time.perf_counter()
-    from skillsight_fast.benchmark import DEFAULT_SIZES, QUICK_SIZES
+    from skillsight_fast.lab.benchmark import DEFAULT_SIZES, QUICK_SIZES
     from skillsight_fast.library.queries import read_queries
 
     sizes = args.sizes or list(QUICK_SIZES if args.quick else DEFAULT_SIZES)
@@ -467,7 +467,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     encoder = cross = tinybert = static = int8_encoder = contextual = fitted = None
     if not args.no_model:
         from skillsight_fast.models import load_encoder
-        from skillsight_fast.models.cross_encoder import load_cross_encoder, load_tinybert_reranker
+        from skillsight_fast.lab.baselines.cross_encoder import load_cross_encoder, load_tinybert_reranker
         from skillsight_fast.models.distill import resolve_static_model
         from skillsight_fast.models.static import load_static_encoder
 
@@ -483,7 +483,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         queries = queries[:16]
     doc_texts = None if args.no_model else _doc_texts(base, args.corpus)
     if doc_texts is not None:
-        from skillsight_fast.evaluation.cache import texts_sha
+        from skillsight_fast.lab.evaluation.cache import texts_sha
         from skillsight_fast.models import cache_root
         from skillsight_fast.models.contextual import cached_contextual_table
 

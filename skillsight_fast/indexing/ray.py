@@ -3,11 +3,11 @@
 The driver reads the sources as a stream (:func:`skillsight_fast.library.skills.iter_skills`), cuts it into
 chunks and hands them round-robin to ``workers`` Ray actors. Each actor loads the encoder once
 (``encoder_factory``, called on the worker) and turns a chunk into a
-:class:`~skillsight_fast.build.shard.Shard`: the chunk analysed, encoded and summarised
-(:func:`~skillsight_fast.build.shard.encode_shard`). The driver adds the shards in chunk order to a
-:class:`~skillsight_fast.build.stream.StreamBuilder`, with at most two chunks per worker in
+:class:`~skillsight_fast.indexing.shard.Shard`: the chunk analysed, encoded and summarised
+(:func:`~skillsight_fast.indexing.shard.encode_shard`). The driver adds the shards in chunk order to a
+:class:`~skillsight_fast.indexing.stream.StreamBuilder`, with at most two chunks per worker in
 flight, and assembles the index exactly as the single-machine streaming build does, so both write
-the same index (tests/build/test_build_ray.py).
+the same index (tests/indexing/test_build_ray.py).
 
 Ray is an optional dependency: the ``ray`` extra (``pip install '.[ray]'`` in the clone). On a cluster every node
 needs skillsight-fast and the model files at the same path.
@@ -21,8 +21,8 @@ import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from skillsight_fast.build.shard import Shard, encode_shard
-from skillsight_fast.build.stream import DEFAULT_CHUNK, StreamBuilder, chunks
+from skillsight_fast.indexing.shard import Shard, encode_shard
+from skillsight_fast.indexing.stream import DEFAULT_CHUNK, StreamBuilder, chunks
 from skillsight_fast.config import IndexConfig
 from skillsight_fast.errors import SkillsightError, install_hint
 from skillsight_fast.library.skills import Skill

@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from skillsight_fast.evaluation.datasets import Dataset
-from skillsight_fast.evaluation.methods import METHODS, EvalContext
-from skillsight_fast.evaluation.metrics import bootstrap_diff, bootstrap_mean, per_query, summarize
+from skillsight_fast.lab.evaluation.datasets import Dataset
+from skillsight_fast.lab.evaluation.methods import METHODS, EvalContext
+from skillsight_fast.metrics import bootstrap_diff, bootstrap_mean, per_query, summarize
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def evaluate_dataset(ctx: EvalContext, methods: Sequence[str], *, n_boot: int = 
             }
     stats: dict[str, Any] = {}
     if any(m in per for m in ("skillsight-paper", "sbc", "dense+lec", "skillsight")):
-        from skillsight_fast.evaluation.methods import paper_config
+        from skillsight_fast.lab.evaluation.methods import paper_config
 
         stats["paper_index"] = ctx.index(paper_config()).stats.to_dict()
     if "adaptive" in ctx.notes:

@@ -89,7 +89,7 @@ def evaluate_abstention(index: SkillIndex, prompts: Sequence[tuple[str, frozense
                         seed: int = 0) -> dict[str, Any]:
     """Off-topic silence and on-topic loss of ``rule`` on ``prompts`` (see the module docstring)."""
     from skillsight_fast.agents.find import find_skills
-    from skillsight_fast.evaluation.metrics import bootstrap_diff
+    from skillsight_fast.metrics import bootstrap_diff
 
     known = set(index.ids)
     on = [(p, g) for p, g in prompts if g]

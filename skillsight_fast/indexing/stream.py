@@ -1,22 +1,22 @@
 """The streaming build: chunks of skills in, one index out, with memory bounded by the outputs.
 
-:class:`StreamBuilder` takes :class:`~skillsight_fast.build.shard.Shard` objects in row order
-(from :func:`stream_build` in this process, or from Ray workers, :mod:`skillsight_fast.build.ray`)
+:class:`StreamBuilder` takes :class:`~skillsight_fast.indexing.shard.Shard` objects in row order
+(from :func:`stream_build` in this process, or from Ray workers, :mod:`skillsight_fast.indexing.ray`)
 and keeps only what the index is made of:
 
 * the embeddings, appended to a file and memory-mapped at the end;
 * the skills' bodies, appended to a JSON-lines file (:class:`DiskTexts`);
 * the forward lexical index with the terms renamed to provisional corpus-wide ids, the metadata
   and the injection-scan flags of each skill;
-* the round-1 sums (:class:`~skillsight_fast.build.stats.CorpusStats`).
+* the round-1 sums (:class:`~skillsight_fast.indexing.stats.CorpusStats`).
 
 :meth:`StreamBuilder.finish` sorts the vocabulary, renames the terms, transposes the postings, runs
-round 2 (:class:`~skillsight_fast.build.stats.TokenStats`) over blocks of the memory-mapped
+round 2 (:class:`~skillsight_fast.indexing.stats.TokenStats`) over blocks of the memory-mapped
 embeddings, estimates the background from the sums (:func:`background_from_directions`), applies
 the adaptive rules to the summed statistics (:func:`decide_from_statistics`), and assembles the
 index through :meth:`SkillIndex.from_embeddings <skillsight_fast.engine.index.SkillIndex.from_embeddings>`
 with the prebuilt lexicon, basis and decisions. The result equals :meth:`SkillIndex.build` over
-the same skills (tests/build/test_build_stream.py).
+the same skills (tests/indexing/test_build_stream.py).
 
 The temporary files live in a folder that is removed as soon as the arrays are mapped (POSIX
 keeps unlinked files readable through the open mapping and file handle).
@@ -38,9 +38,9 @@ from typing import IO, TYPE_CHECKING, overload
 
 import numpy as np
 
-from skillsight_fast.build._kernels import remap_sort_rows
-from skillsight_fast.build.shard import Shard, encode_shard
-from skillsight_fast.build.stats import CorpusStats, TokenStats
+from skillsight_fast.indexing._kernels import remap_sort_rows
+from skillsight_fast.indexing.shard import Shard, encode_shard
+from skillsight_fast.indexing.stats import CorpusStats, TokenStats
 from skillsight_fast.config import IndexConfig
 from skillsight_fast.engine.background import background_from_directions, select_background_terms
 from skillsight_fast.engine.columns import row_index

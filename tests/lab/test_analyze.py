@@ -10,7 +10,7 @@ from fakes import HashEncoder, toy_skills
 
 import skillsight_fast.models as models
 from skillsight_fast import SkillIndex
-from skillsight_fast.authoring.analyze import gold_ranks
+from skillsight_fast.lab.analyze import gold_ranks
 from skillsight_fast.cli import main
 
 pytest.importorskip("matplotlib")

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 
 from skillsight_fast.config import DEFAULT_MODEL
-from skillsight_fast.evaluation.datasets import FIT_DATASETS, load_dataset
-from skillsight_fast.evaluation.methods import EvalContext, paper_config
-from skillsight_fast.evaluation.metrics import DEPTH, evaluate
+from skillsight_fast.lab.evaluation.datasets import FIT_DATASETS, load_dataset
+from skillsight_fast.lab.evaluation.methods import EvalContext, paper_config
+from skillsight_fast.metrics import DEPTH, evaluate
 
 logger = logging.getLogger(__name__)
 

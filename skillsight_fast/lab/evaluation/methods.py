@@ -1,7 +1,7 @@
 """The retrieval methods compared by ``skillsight eval``; each returns a ranking (n_queries, depth).
 
 All dense methods share one encoder (all-MiniLM-L6-v2 through ONNX by default) and one set of
-cached document / query embeddings (:mod:`skillsight_fast.evaluation.cache`).
+cached document / query embeddings (:mod:`skillsight_fast.lab.evaluation.cache`).
 
 =================  ===========================================================================
 ``bm25``           bm25s (Lucene BM25, k1 = 1.2, b = 0.75, English stop words)
@@ -35,9 +35,9 @@ import numpy as np
 
 from skillsight_fast.config import DEFAULT_MODEL
 from skillsight_fast.engine.background import BM25_B, BM25_K1
-from skillsight_fast.evaluation.cache import EmbeddingCache, texts_sha
-from skillsight_fast.evaluation.datasets import Dataset
-from skillsight_fast.evaluation.metrics import DEPTH, topk_from_scores
+from skillsight_fast.lab.evaluation.cache import EmbeddingCache, texts_sha
+from skillsight_fast.lab.evaluation.datasets import Dataset
+from skillsight_fast.metrics import DEPTH, topk_from_scores
 from skillsight_fast.models import cache_root, load_encoder
 
 logger = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ class EvalContext:
     seed : int
         Seed of tie-breaking shuffles and of the untrained reranker head.
     cross_encoder : path, optional
-        A trained cross-encoder (see :func:`~skillsight_fast.models.cross_encoder.load_cross_encoder`).
+        A trained cross-encoder (see :func:`~skillsight_fast.lab.baselines.cross_encoder.load_cross_encoder`).
     rerank_queries : int
         The reranker scores only the first ``rerank_queries`` queries (it costs ~0.1–0.2 s per pair
         on two cores); 0 = all.
@@ -467,7 +467,7 @@ def _splade_docs(ctx: EvalContext, enc: Any) -> Any:
 
     import scipy.sparse as sp
 
-    from skillsight_fast.evaluation.cache import save_npy
+    from skillsight_fast.lab.evaluation.cache import save_npy
     from skillsight_fast.files import atomic_write_bytes, sha256_text
 
     folder = ctx.cache / "eval" / f"splade-{enc.checksum[:12]}"
@@ -493,7 +493,7 @@ def _splade_docs(ctx: EvalContext, enc: Any) -> Any:
 
 
 def run_splade(ctx: EvalContext) -> np.ndarray:
-    from skillsight_fast.models.splade import load_splade
+    from skillsight_fast.lab.baselines.splade import load_splade
 
     enc = load_splade(ctx.cache_dir)
     d = _splade_docs(ctx, enc)
@@ -519,7 +519,7 @@ def run_skillsight(ctx: EvalContext) -> np.ndarray:
 
 
 def run_dense_rerank(ctx: EvalContext) -> np.ndarray:
-    from skillsight_fast.models.cross_encoder import load_cross_encoder
+    from skillsight_fast.lab.baselines.cross_encoder import load_cross_encoder
 
     ce = load_cross_encoder(ctx.cross_encoder, cache_dir=ctx.cache_dir, seed=ctx.seed,
                             max_length=ctx.rerank_max_length)

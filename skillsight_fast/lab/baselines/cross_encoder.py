@@ -17,7 +17,7 @@ A real trained cross-encoder can be used through ``load_cross_encoder(path)`` wi
 
 Examples
 --------
->>> from skillsight_fast.models.cross_encoder import load_cross_encoder
+>>> from skillsight_fast.lab.baselines.cross_encoder import load_cross_encoder
 >>> ce = load_cross_encoder()                                        # doctest: +SKIP
 >>> ce.score("merge two pdf files", ["pdf tools", "git helper"])      # doctest: +SKIP
 array([...], dtype=float32)

@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from skillsight_fast.evaluation.datasets import Dataset
-from skillsight_fast.evaluation.metrics import bootstrap_diff, bootstrap_mean, completeness_at_k, hit_at_k
+from skillsight_fast.lab.evaluation.datasets import Dataset
+from skillsight_fast.metrics import bootstrap_diff, bootstrap_mean, completeness_at_k, hit_at_k
 from skillsight_fast.library.skills import Skill
 from skillsight_fast.tools.catalog import TOOL_TEXTS, tool_body
 
-#: Methods compared (names of :mod:`skillsight_fast.evaluation.methods`).
+#: Methods compared (names of :mod:`skillsight_fast.lab.evaluation.methods`).
 TOOL_METHODS = ("skillsight", "bm25", "dense")
 
 
@@ -108,7 +108,7 @@ def summarise(per: dict[str, dict[str, np.ndarray]], *, reference: str = "skills
 def run_methods(dataset: Dataset, methods: Sequence[str] = TOOL_METHODS, **ctx_kwargs: Any
                 ) -> dict[str, dict[str, np.ndarray]]:
     """Rank the dataset's queries with each method; per-query tool metrics per method."""
-    from skillsight_fast.evaluation.methods import METHODS, EvalContext
+    from skillsight_fast.lab.evaluation.methods import METHODS, EvalContext
 
     ctx = EvalContext(dataset=dataset, **ctx_kwargs)
     return {m: tool_metrics(METHODS[m](ctx), dataset.gold) for m in methods}
@@ -126,7 +126,7 @@ RULE_BASELINES = ("dense", "bm25", "rrf")
 def depth_metrics(ranked: np.ndarray, gold: Sequence[frozenset[int]]) -> dict[str, np.ndarray]:
     """Per-query recall R@k and Completeness C@k (every gold tool in the top k) at k = 5, 10, 20
     (R also at 50), and nDCG@10; ``ranked`` needs at least 50 columns (-1 padding)."""
-    from skillsight_fast.evaluation.metrics import ndcg_at_k, recall_at_k
+    from skillsight_fast.metrics import ndcg_at_k, recall_at_k
 
     out: dict[str, np.ndarray] = {}
     for k in (5, 10, 20, 50):

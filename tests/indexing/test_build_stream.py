@@ -1,4 +1,4 @@
-"""The streaming build (skillsight_fast.build) writes the index the in-memory build writes."""
+"""The streaming build (skillsight_fast.indexing) writes the index the in-memory build writes."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from fakes import HashEncoder, toy_skills
 
-from skillsight_fast.build import CorpusStats, TokenStats, encode_shard, stream_build
+from skillsight_fast.indexing import CorpusStats, TokenStats, encode_shard, stream_build
 from skillsight_fast.config import IndexConfig
 from skillsight_fast.engine.adaptive import background_energy, decide, generic_share
 from skillsight_fast.engine.background import background_from_directions, estimate_background

@@ -146,7 +146,7 @@ def bench_size(
     """Time every arm on one index; returns one report entry (two with ``compressed``).
 
     ``tiers`` maps a query-encoder tier name to a view of ``index`` searching with that tier
-    (:func:`skillsight_fast.benchmark.driver.tier_views`); each gets an ``encode`` arm
+    (:func:`skillsight_fast.lab.benchmark.driver.tier_views`); each gets an ``encode`` arm
     (``SkillIndex.encode`` of one task) and an ``end_to_end`` arm (``SkillIndex.search``). The
     transformer tier is the ``encode`` / ``end_to_end`` stages. ``tinybert`` is a second reranker
     (the ms-marco-TinyBERT-L-2-v2 architecture) timed like ``cross_encoder``. ``int8_scan``: an

@@ -2,7 +2,7 @@
 
 :func:`encode_shard` is the unit of work that a streaming build runs chunk after chunk and a Ray
 build runs on its workers; :class:`Shard` is what it hands back to the process that writes the
-index (:class:`~skillsight_fast.build.stream.StreamBuilder`).
+index (:class:`~skillsight_fast.indexing.stream.StreamBuilder`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from skillsight_fast.build.stats import CorpusStats
+from skillsight_fast.indexing.stats import CorpusStats
 from skillsight_fast.config import IndexConfig
 from skillsight_fast.engine.lexicon import Lexicon
 from skillsight_fast.engine.state import SkillMeta

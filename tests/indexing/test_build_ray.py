@@ -1,4 +1,4 @@
-"""The Ray build (skillsight_fast.build.ray) writes the index the single-machine build writes.
+"""The Ray build (skillsight_fast.indexing.ray) writes the index the single-machine build writes.
 
 A local Ray cluster with 2 CPUs is started once for this module and shut down after it
 (ray.init takes about 8 s on the shared machine; the builds themselves take seconds).
@@ -18,7 +18,7 @@ import pytest
 from fakes import HashEncoder
 from test_build_stream import assert_same_index, queries
 
-from skillsight_fast.build.ray import ray_build
+from skillsight_fast.indexing.ray import ray_build
 from skillsight_fast.config import IndexConfig
 from skillsight_fast.engine.index import SkillIndex
 from skillsight_fast.library.skills import LoadReport, iter_skills, load_skills

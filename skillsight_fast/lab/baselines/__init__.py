@@ -1,0 +1,1 @@
+"""Baselines that only the evaluation and the benchmark run: SPLADE and the cross-encoder rerankers."""
