@@ -40,7 +40,7 @@ def test_import_contracts_hold() -> None:
 
 
 #: What may sit at the package root besides the subpackages: entry points and leaf modules.
-ROOT_MODULES = {"_startup", "_version", "config", "errors", "files", "limits", "progress", "types"}
+ROOT_MODULES = {"_startup", "_version", "config", "errors", "files", "limits", "metrics", "progress", "types"}
 
 
 def test_root_holds_entry_points_and_leaves_only() -> None:
