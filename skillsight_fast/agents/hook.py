@@ -5,8 +5,9 @@
 ``hookSpecificOutput.additionalContext`` answer under that event's name; with nothing to add it prints
 ``{}``, since Gemini CLI parses a successful hook's stdout as JSON). Each host, its event and the
 shape of its answer: :mod:`skillsight_fast.agents.hosts`; the options, defined once:
-:mod:`skillsight_fast.agents.hook_options`. Claude Code runs it on every prompt with one JSON object on stdin (``session_id``, ``transcript_path``,
-``cwd``, ``hook_event_name``, ``prompt``, ...); what it prints as
+:mod:`skillsight_fast.agents.hook_options`. Claude Code runs it on every prompt with one JSON
+object on stdin (``session_id``, ``transcript_path``, ``cwd``, ``hook_event_name``, ``prompt``,
+...); what it prints as
 ``{"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": ...}}`` is added
 to the model's context. The hook prints the skills that fit (name, path, one line of why: the
 evidence), at most ``-k``, each at or above the index's abstention threshold (the one it derived at

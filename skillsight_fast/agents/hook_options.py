@@ -44,7 +44,8 @@ HOOK_OPTIONS: tuple[HookOption, ...] = (
         "help": "seconds a warm server gets before the hook searches in-process (default 0.5)"}),
     HookOption(("--no-cold",), "no_cold", {
         "action": "store_true", "help": "only ask a warm server; never load the model here"}),
-    HookOption(("-v", "--verbose"), "verbose", {"action": "store_true", "help": "say on stderr why there is no answer"}),
+    HookOption(("-v", "--verbose"), "verbose", {
+        "action": "store_true", "help": "say on stderr why there is no answer"}),
 )
 
 
