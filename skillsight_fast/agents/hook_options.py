@@ -9,18 +9,17 @@ Standard library only: the hook imports it on every prompt.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True)
-class HookOption:
-    """One option of ``skillsight hook``: its flags and the ``add_argument`` keywords."""
+class HookOption(NamedTuple):
+    """One option of ``skillsight hook``: its flags and the ``add_argument`` keywords (a named tuple,
+    not a dataclass: ``dataclasses`` would add ``inspect`` to every prompt's imports)."""
 
     flags: tuple[str, ...]
     dest: str
     #: ``add_argument`` keywords (type, default, action, metavar, required, help).
-    spec: dict[str, Any] = field(default_factory=dict)
+    spec: dict[str, Any]
 
     @property
     def default(self) -> Any:

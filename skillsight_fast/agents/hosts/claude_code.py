@@ -17,7 +17,6 @@ The formats follow Claude Code's hooks, settings, MCP and plugins reference.
 
 from __future__ import annotations
 
-import copy
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,6 +55,8 @@ class ClaudeCode(Host):
         without one, a new hook group is added at the end."""
         from skillsight_fast.agents.install import HOOK_TIMEOUT, hook_groups
 
+        import copy
+
         out = copy.deepcopy(settings)
         hooks, groups = hook_groups(out, self.event)
         entry = {"type": "command", "command": command, "timeout": HOOK_TIMEOUT}
@@ -86,6 +87,8 @@ class ClaudeCode(Host):
         if scope != "local":
             return super().merge_server(settings, entry, scope, project)
         from skillsight_fast.errors import SkillsightError
+
+        import copy
 
         out = copy.deepcopy(settings)
         projects = out.setdefault("projects", {})

@@ -10,7 +10,6 @@ MCP server settings (``mcpServers.NAME.command``/``args``).
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,8 @@ class Gemini(Host):
         """skillsight's own hook entries are removed (and groups left empty by that), and a new hook
         group is added at the end. Gemini CLI's hook timeout is in milliseconds."""
         from skillsight_fast.agents.install import HOOK_TIMEOUT, hook_groups
+
+        import copy
 
         out = copy.deepcopy(settings)
         hooks, groups = hook_groups(out, self.event)
