@@ -159,7 +159,7 @@ async def measure(runs: int, warm: int, starts: int = 3, start_only: bool = Fals
             await proxy.wait_ready()
             from skillsight_fast.agents.find import find_skills
 
-            index = proxy._index
+            index = proxy.ranking.index
 
             async def find(i: int) -> None:  # in this (event-loop) thread, as a one-shot search would
                 find_skills(index, [TASKS[i % len(TASKS)]], 5)

@@ -113,12 +113,13 @@ HITS = st.lists(
 @FUZZ
 @given(st.one_of(JSONISH, st.fixed_dictionaries({"hits": st.one_of(HITS, JSONISH)})))
 def test_any_answer_gives_a_bounded_context(answer):
-    from skillsight_fast.agents.hook import MAX_HITS, format_context, hook_output
+    from skillsight_fast.agents.hook import MAX_HITS, format_context
+    from skillsight_fast.agents.hosts import HOSTS
 
     ctx = format_context(answer if isinstance(answer, dict) else {"hits": answer})
     assert isinstance(ctx, str) and len(ctx.splitlines()) <= MAX_HITS + 1 and len(ctx) < 20_000
     if ctx:
-        json.loads(hook_output(ctx))
+        json.loads(HOSTS["claude-code"].hook_output(ctx))
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +172,7 @@ def test_warm_server_answers_are_refused_unless_proven(raw_server, raw):
 @FUZZ
 @given(HOSTILE_TEXT)
 def test_install_merges_or_refuses_and_what_it_writes_is_strict_json(text):
-    from skillsight_fast.agents.install import plan_claude_code
+    from skillsight_fast.agents.hosts import ClaudeCode
 
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
@@ -180,7 +181,7 @@ def test_install_merges_or_refuses_and_what_it_writes_is_strict_json(text):
         (root / ".claude").mkdir()
         (root / ".claude" / "settings.json").write_bytes(text.encode("utf-8", "surrogatepass"))
         try:
-            changes = plan_claude_code(root / "idx", project=root)
+            changes = ClaudeCode().plan(root / "idx", scope="project", project=root)
         except SkillsightError as exc:
             assert "\n" not in str(exc).strip()
             return

@@ -3,9 +3,11 @@
 ``skillsight hook claude-code -i IDX`` is a Claude Code ``UserPromptSubmit`` command hook, and
 ``skillsight hook gemini -i IDX`` a Gemini CLI ``BeforeAgent`` one (the same stdin fields and the same
 ``hookSpecificOutput.additionalContext`` answer under that event's name; with nothing to add it prints
-``{}``, since Gemini CLI parses a successful hook's stdout as JSON). Claude
-Code runs it on every prompt with one JSON object on stdin (``session_id``, ``transcript_path``,
-``cwd``, ``hook_event_name``, ``prompt``, ...); what it prints as
+``{}``, since Gemini CLI parses a successful hook's stdout as JSON). Each host, its event and the
+shape of its answer: :mod:`skillsight_fast.agents.hosts`; the options, defined once:
+:mod:`skillsight_fast.agents.hook_options`. Claude Code runs it on every prompt with one JSON
+object on stdin (``session_id``, ``transcript_path``, ``cwd``, ``hook_event_name``, ``prompt``,
+...); what it prints as
 ``{"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": ...}}`` is added
 to the model's context. The hook prints the skills that fit (name, path, one line of why: the
 evidence), at most ``-k``, each at or above the index's abstention threshold (the one it derived at
@@ -32,16 +34,16 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+
+if TYPE_CHECKING:
+    from skillsight_fast.agents.hosts.base import Host
 
 logger = logging.getLogger(__name__)
 
-#: Hook events whose context this hook answers (Claude Code).
+#: The hook event answered when none is named (Claude Code's; each host names its own,
+#: :attr:`skillsight_fast.agents.hosts.base.Host.event`).
 EVENT = "UserPromptSubmit"
-#: Each host's prompt event (the hook command's HOST argument -> the event it answers).
-HOST_EVENTS = {"claude-code": EVENT, "gemini": "BeforeAgent"}
-#: What a host gets when there is nothing to add ("" prints nothing).
-HOST_NOTHING = {"claude-code": "", "gemini": "{}"}
 #: Prompt characters searched (the encoder reads only the first few hundred tokens anyway).
 MAX_PROMPT_CHARS = 4000
 #: Largest stdin read (bytes); a bigger payload is not a prompt we can use.
@@ -216,13 +218,6 @@ def _screened(line: str) -> bool:
     return not found
 
 
-def hook_output(context: str, event: str = EVENT) -> str:
-    """The JSON a prompt hook of ``event`` prints to add ``context`` ("" prints nothing)."""
-    if not context:
-        return ""
-    return json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}})
-
-
 def prompt_of(payload: str, event: str = EVENT) -> str | None:
     """The prompt of a hook's stdin JSON for ``event``, trimmed, or None when there is nothing to search."""
     data = json.loads(payload)
@@ -235,7 +230,7 @@ def prompt_of(payload: str, event: str = EVENT) -> str | None:
 
 
 def answer_prompt(index: str, payload: str, *, k: int = 3, budget: float = 5.0, server_timeout: float = 0.5,
-                  cold: bool = True, event: str = EVENT, min_cosine: float | None = None) -> str:
+                  cold: bool = True, host: Host | None = None, min_cosine: float | None = None) -> str:
     """What the hook prints for one stdin payload ("" for nothing); raises on errors.
 
     Parameters
@@ -252,14 +247,18 @@ def answer_prompt(index: str, payload: str, *, k: int = 3, budget: float = 5.0, 
         Seconds a warm server gets before the hook searches in-process.
     cold : bool
         Search in-process when no warm server answers (False: only ask a server).
-    event : str
-        The host's prompt event (:data:`HOST_EVENTS`): the one answered, named in the answer.
+    host : Host, optional
+        The host (default Claude Code): its prompt event is the one answered, and its
+        :meth:`~skillsight_fast.agents.hosts.base.Host.hook_output` shapes the answer.
     min_cosine : float, optional
         A threshold of the hook's own (``--min-cosine``; -inf: ``--no-abstain``) instead of the
         index's; a warm server applies its own rule, so the hook then searches in-process.
     """
+    from skillsight_fast.agents.hosts import HOSTS
+
     t0 = time.monotonic()
-    prompt = prompt_of(payload, event)
+    host = host if host is not None else HOSTS["claude-code"]
+    prompt = prompt_of(payload, host.event)
     if prompt is None:
         return ""
     answer = ask_server(index, prompt, k, min(server_timeout, budget)) if min_cosine is None else None
@@ -281,33 +280,18 @@ def answer_prompt(index: str, payload: str, *, k: int = 3, budget: float = 5.0, 
         if isinstance(box[0], BaseException):
             raise box[0]
         answer = box[0]
-    return hook_output(format_context(answer or {}), event)
-
-
-def add_hook_args(p: Any) -> None:
-    """The options of ``skillsight hook`` (also what ``skillsight hook claude-code --help`` prints)."""
-    p.add_argument("host", choices=sorted(HOST_EVENTS), help="the host whose hook protocol to speak")
-    p.add_argument("-i", "--index", required=True, metavar="DIR")
-    p.add_argument("-k", type=int, default=3, help="most skills listed (default 3; 1..20)")
-    p.add_argument("--min-cosine", metavar="C", default=None,
-                   help="list only skills whose raw cosine q.d with the prompt is at least C ('none': no "
-                        "threshold); default: the index's (derived at build, or calibration.json)")
-    p.add_argument("--no-abstain", action="store_true",
-                   help="no threshold at all: always list the k best skills")
-    p.add_argument("--budget", type=float, default=5.0, metavar="S",
-                   help="seconds the hook may take in all; past it, it prints nothing (default 5)")
-    p.add_argument("--server-timeout", type=float, default=0.5, metavar="S",
-                   help="seconds a warm server gets before the hook searches in-process (default 0.5)")
-    p.add_argument("--no-cold", action="store_true", help="only ask a warm server; never load the model here")
-    p.add_argument("-v", "--verbose", action="store_true", help="say on stderr why there is no answer")
+    return host.hook_output(format_context(answer or {}))
 
 
 def print_help(stdout: TextIO) -> None:
     """The hook's options, as ``skillsight --help`` lists them (``skillsight_fast.cli.hooks``)."""
     import argparse
 
+    from skillsight_fast.agents.hook_options import add_hook_args
+    from skillsight_fast.agents.hosts import HOSTS
+
     p = argparse.ArgumentParser(prog="skillsight hook", description=__doc__.split("\n\n")[0])
-    add_hook_args(p)
+    add_hook_args(p, HOSTS)
     stdout.write(p.format_help())
 
 
@@ -341,26 +325,23 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
             def error(self, message: str) -> NoReturn:  # silent: never argparse's usage text and status 2
                 raise ValueError(message)
 
+        from skillsight_fast.agents.hook_options import add_hook_args
+        from skillsight_fast.agents.hosts import HOSTS
+
         p = Parser(prog="skillsight hook", exit_on_error=False, add_help=False)
-        p.add_argument("host", choices=sorted(HOST_EVENTS))
-        p.add_argument("-i", "--index", required=True)
-        p.add_argument("-k", type=int, default=3)
-        p.add_argument("--budget", type=float, default=5.0)
-        p.add_argument("--server-timeout", type=float, default=0.5)
-        p.add_argument("--no-cold", action="store_true")
-        p.add_argument("--min-cosine", type=_threshold, default=None)
-        p.add_argument("--no-abstain", action="store_true")
-        p.add_argument("-v", "--verbose", action="store_true")
+        add_hook_args(p, HOSTS)
         args = p.parse_args(args_list)
+        min_cosine = float("-inf") if args.no_abstain else (
+            None if args.min_cosine is None else _threshold(args.min_cosine))
         verbose = args.verbose
-        nothing = HOST_NOTHING[args.host]
+        host = HOSTS[args.host]
+        nothing = host.nothing
         if verbose:
             logging.basicConfig(level=logging.INFO, format="skillsight hook: %(message)s", stream=sys.stderr)
         payload = stdin.read(MAX_STDIN_BYTES + 1)
-        min_cosine = float("-inf") if args.no_abstain else args.min_cosine
         out = "" if len(payload) > MAX_STDIN_BYTES else answer_prompt(
             os.path.expanduser(args.index), payload, k=max(1, min(args.k, 20)), budget=args.budget,
-            server_timeout=args.server_timeout, cold=not args.no_cold, event=HOST_EVENTS[args.host],
+            server_timeout=args.server_timeout, cold=not args.no_cold, host=host,
             min_cosine=min_cosine)
         if out:
             stdout.write(out + "\n")

@@ -1,11 +1,12 @@
-"""``skillsight install claude-code``: merge the prompt hook and the MCP server into Claude Code's settings.
+"""``skillsight install HOST``: the host-independent half of the installers.
 
-Claude Code reads hooks from ``settings.json`` (``.claude/settings.json`` of a project, or
-``~/.claude/settings.json`` for the user) under ``hooks.UserPromptSubmit``, and stdio MCP servers
-from ``.mcp.json`` at the project root (project scope) or the top-level ``mcpServers`` of
-``~/.claude.json`` (user scope). The merge adds or replaces only skillsight's own entries (the hook
-whose command runs ``hook claude-code``, the server named ``skillsight``); every other key, hook and
-server is kept as it was. Running it twice changes nothing; ``--dry-run`` prints the unified diff.
+Each host (:mod:`skillsight_fast.agents.hosts`) says where its settings live and what it merges
+there; this module holds what they share: the :class:`Change` of one settings file (old and new
+text, a unified diff), the bounded and depth-checked read of a settings file, the merge of the
+``mcpServers.skillsight`` entry, the hook command's prefix and the server command, and
+:func:`apply`, the atomic, locked write. A merge adds or replaces only skillsight's own entries
+(the hook whose command runs ``hook HOST``, the server named ``skillsight``); every other key, hook
+and server is kept as it was. Running it twice changes nothing; ``--dry-run`` prints the diff.
 """
 
 from __future__ import annotations
@@ -28,10 +29,8 @@ from skillsight_fast.files import atomic_write_bytes
 
 #: Name of the MCP server entry.
 SERVER_NAME = "skillsight"
-#: Seconds Claude Code gives the hook (the hook's own budget is shorter).
+#: Seconds a host gives the hook (the hook's own budget is shorter).
 HOOK_TIMEOUT = 10
-#: What marks a hook entry as skillsight's (replaced, never duplicated, on a second install).
-HOOK_MARK = "hook claude-code"
 
 
 @dataclass
@@ -61,17 +60,18 @@ def command_prefix() -> list[str]:
     return [sys.executable, "-m", "skillsight_fast.cli"]
 
 
-def hook_command(index: Path, prefix: list[str] | None = None) -> str:
-    """The shell command of the hook entry."""
-    return shlex.join([*(prefix or command_prefix()), "hook", "claude-code", "-i", str(index)])
+def hook_command(host: str, index: Path, prefix: list[str] | None = None) -> str:
+    """The shell command of ``host``'s hook entry (its options from the one table,
+    :func:`skillsight_fast.agents.hook_options.hook_argv`)."""
+    from skillsight_fast.agents.hook_options import hook_argv
+
+    return shlex.join([*(prefix or command_prefix()), "hook", *hook_argv(host, str(index))])
 
 
-def server_entry(index: Path, prefix: list[str] | None = None, watch: bool = False) -> dict[str, Any]:
-    """The ``mcpServers.skillsight`` entry: ``serve --mcp --endpoint`` (the hook asks it when warm)."""
+def server_command(index: Path, prefix: list[str] | None = None, watch: bool = False) -> list[str]:
+    """The MCP server's command: ``serve --mcp --endpoint`` (the hook asks it when warm)."""
     cmd = [*(prefix or command_prefix()), "serve", "--mcp", "-i", str(index), "--endpoint", "-q"]
-    if watch:
-        cmd.append("--watch")
-    return {"type": "stdio", "command": cmd[0], "args": cmd[1:], "env": {}}
+    return cmd + ["--watch"] if watch else cmd
 
 
 #: Largest settings file read (bytes).
@@ -114,11 +114,6 @@ def _parse(path: Path, text: str | None) -> dict[str, Any]:
     return data
 
 
-def _read_json(path: Path) -> tuple[str | None, dict[str, Any]]:
-    text = _read_text(path)
-    return text, _parse(path, text)
-
-
 def _dump(data: dict[str, Any]) -> str:
     text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     pattern = re.escape(json.dumps(_NUMBER_TAG)[1:-1]) + r"(\d+)\\u0000"
@@ -157,29 +152,6 @@ def is_own_hook(hook: Any, mark: str) -> bool:
             and "skillsight" in str(hook.get("command")))
 
 
-def merge_hook(settings: dict[str, Any], command: str) -> dict[str, Any]:
-    """``settings`` with skillsight's ``UserPromptSubmit`` hook (replacing an older one of its own)."""
-    out = copy.deepcopy(settings)
-    hooks, groups = hook_groups(out, "UserPromptSubmit")
-    entry = {"type": "command", "command": command, "timeout": HOOK_TIMEOUT}
-    placed = False
-    for group in groups:
-        if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
-            continue
-        for i, h in enumerate(group["hooks"]):
-            if is_own_hook(h, HOOK_MARK):
-                if not placed:
-                    group["hooks"][i] = entry
-                    placed = True
-                else:
-                    group["hooks"][i] = None
-        group["hooks"] = [h for h in group["hooks"] if h is not None]
-    hooks["UserPromptSubmit"] = [g for g in groups if not (isinstance(g, dict) and g.get("hooks") == [])]
-    if not placed:
-        hooks["UserPromptSubmit"].append({"hooks": [entry]})
-    return out
-
-
 def merge_server(config: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
     """``config`` with ``mcpServers.skillsight`` set to ``entry``."""
     out = copy.deepcopy(config)
@@ -190,45 +162,13 @@ def merge_server(config: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any
     return out
 
 
-def plan_claude_code(index: str | os.PathLike[str], *, scope: str = "project", project: str | os.PathLike[str] = ".",
-                     home: str | os.PathLike[str] | None = None, hook: bool = True, mcp: bool = True,
-                     watch: bool = False, prefix: list[str] | None = None) -> list[Change]:
-    """The settings files to write for Claude Code, old and new text (nothing written yet).
-
-    Parameters
-    ----------
-    index : path
-        The index folder (stored as an absolute path).
-    scope : {"project", "user"}
-        Project: ``<project>/.claude/settings.json`` and ``<project>/.mcp.json``; user:
-        ``~/.claude/settings.json`` and ``~/.claude.json``.
-    project, home : path
-        The project root and the home folder (default: the current folder and ``~``).
-    hook, mcp : bool
-        Install the prompt hook / the MCP server.
-    watch : bool
-        Start the MCP server with ``--watch`` (live index).
-    prefix : list of str, optional
-        Command that starts skillsight (default: this Python with ``-m skillsight_fast.cli``).
-    """
-    if scope not in ("project", "user"):
-        raise SkillsightError(f"scope must be 'project' or 'user', got {scope!r}")
-    idx = index_dir(index)
-    home_path = home_dir(home)
-    root = Path(project).expanduser().absolute()
-    if scope == "project":
-        settings_path, mcp_path = root / ".claude" / "settings.json", root / ".mcp.json"
-    else:
-        settings_path, mcp_path = home_path / ".claude" / "settings.json", home_path / ".claude.json"
-    changes = []
-    if hook:
-        changes.append(_change(settings_path, lambda data: merge_hook(data, hook_command(idx, prefix))))
-    if mcp:
-        changes.append(_change(mcp_path, lambda data: merge_server(data, server_entry(idx, prefix, watch))))
-    return changes
+def json_file(path: Path, new: dict[str, Any]) -> Change:
+    """A whole file of ours (a plugin's): its old text (if any) and the new one."""
+    old = path.read_text(encoding="utf-8") if path.is_file() else None
+    return Change(path, old, json.dumps(new, indent=2, ensure_ascii=False) + "\n")
 
 
-def _change(path: Path, merge: Callable[[dict[str, Any]], dict[str, Any]]) -> Change:
+def json_merge(path: Path, merge: Callable[[dict[str, Any]], dict[str, Any]]) -> Change:
     """The change ``merge`` makes to the JSON file ``path``, able to redo itself on a newer text."""
     def remake(old: str | None) -> str:
         data = _parse(path, old)

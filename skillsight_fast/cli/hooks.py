@@ -10,18 +10,19 @@ from __future__ import annotations
 import argparse
 import sys
 
-from skillsight_fast.agents.hook import add_hook_args
+from skillsight_fast.agents.hook_options import HOOK_OPTIONS, add_hook_args
+from skillsight_fast.agents.hosts import HOSTS
 from skillsight_fast.cli._common import emit_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add hook and install to the ``skillsight`` parser."""
     p = sub.add_parser("hook", help="prompt hook for an agent host: the skills that fit the prompt, or nothing")
-    add_hook_args(p)
+    add_hook_args(p, HOSTS)
     p.set_defaults(func=cmd_hook)
 
     p = sub.add_parser("install", help="put the prompt hook and the MCP server where an agent host reads them")
-    p.add_argument("host", choices=["claude-code", "gemini"])
+    p.add_argument("host", choices=sorted(HOSTS))
     p.add_argument("-i", "--index", required=True, metavar="DIR")
     scope = p.add_mutually_exclusive_group()
     scope.add_argument("--user", dest="scope", action="store_const", const="user",
@@ -47,16 +48,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_hook(args: argparse.Namespace) -> int:  # pragma: no cover - main() dispatches before argparse
     from skillsight_fast.agents.hook import main
+    from skillsight_fast.agents.hook_options import hook_argv
 
-    argv = [args.host, "-i", args.index, "-k", str(args.k), "--budget", str(args.budget),
-            "--server-timeout", str(args.server_timeout)] + (["--no-cold"] if args.no_cold else [])
-    argv += (["--min-cosine", args.min_cosine] if args.min_cosine is not None else [])
-    argv += (["--no-abstain"] if args.no_abstain else []) + (["-v"] if args.verbose else [])
-    return main(argv)
+    return main(hook_argv(args.host, args.index, **{o.dest: getattr(args, o.dest) for o in HOOK_OPTIONS
+                                                      if o.dest != "index"}))
 
 
 def cmd_install(args: argparse.Namespace) -> int:
-    from skillsight_fast.agents.hosts import next_steps, plan_install
+    from skillsight_fast.agents.hosts import get_host, plan_install
     from skillsight_fast.agents.install import apply
 
     changes = plan_install(args.host, args.index, scope=args.scope or "user", plugin=args.plugin,
@@ -73,5 +72,5 @@ def cmd_install(args: argparse.Namespace) -> int:
         else:
             print(f"{'updated' if c.changed else 'unchanged'} {c.path}")
     if not args.dry_run and (any(c.changed for c in changes) or args.plugin is not None):
-        print(next_steps(args.host, changes, args.plugin))
+        print(get_host(args.host).next_steps(changes, args.plugin))
     return 0

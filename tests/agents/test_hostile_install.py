@@ -13,7 +13,8 @@ import pytest
 from fakes import HashEncoder, toy_skills
 
 from skillsight_fast import SkillIndex
-from skillsight_fast.agents.install import apply, plan_claude_code
+from skillsight_fast.agents.hosts import ClaudeCode
+from skillsight_fast.agents.install import apply
 from skillsight_fast.cli import main
 
 
@@ -102,7 +103,7 @@ def test_a_file_changed_by_another_writer_is_merged_again_not_overwritten(tmp_pa
     home = tmp_path / "home"
     home.mkdir()
     (home / ".claude.json").write_text(json.dumps({"numStartups": 1}))
-    changes = plan_claude_code(idx, scope="user", home=home, hook=False)
+    changes = ClaudeCode().plan(idx, scope="user", home=home, hook=False)
     # the host rewrites the file between our read and our write
     (home / ".claude.json").write_text(json.dumps({"numStartups": 2, "tipsShown": ["x"]}))
     apply(changes)
@@ -118,7 +119,7 @@ def test_concurrent_installs_are_serialized_by_the_lock(tmp_path, idx):
 
     def one(i):
         try:
-            apply(plan_claude_code(idx, scope="user", home=home, hook=False))
+            apply(ClaudeCode().plan(idx, scope="user", home=home, hook=False))
             with open(home / ".claude.json") as fh:  # a reader under no lock always sees a whole file
                 json.load(fh)
         except Exception as exc:  # noqa: BLE001

@@ -9,8 +9,9 @@ import json
 from fakes import HashEncoder, toy_skills
 
 from skillsight_fast import SkillIndex
-from skillsight_fast.agents.hook import format_context, hook_output
+from skillsight_fast.agents.hook import format_context
 from skillsight_fast.agents.hook import main as hook_main
+from skillsight_fast.agents.hosts import HOSTS
 from skillsight_fast.cli import main
 
 
@@ -79,6 +80,7 @@ def test_hook_never_breaks_the_host(tmp_path, monkeypatch):
 
 
 def test_hook_output_shape():
+    hook_output = HOSTS["claude-code"].hook_output
     answer = {"hits": [{"id": "pdf", "name": "pdf", "path": "/s/pdf/SKILL.md", "description": "Merge PDFs.",
                         "evidence": ["merge", "pdf"]}]}
     out = json.loads(hook_output(format_context(answer)))

@@ -53,7 +53,7 @@ def test_one_naming_rule_for_index_and_proxy():
     configured name (``NAME=``, an ``mcpServers`` key) is kept as written by both."""
     from skillsight_fast.tools.catalog import ServerConfig, parse_mcp_config, parse_server_arg
     from skillsight_fast.tools.mcp_source import canonical_server_name, read_mcp_tools, server_name
-    from skillsight_fast.tools.proxy import Upstream
+    from skillsight_fast.tools.upstream import Upstream
 
     assert [canonical_server_name(n) for n in ("mcp-git", "mcp-server-git", "mcp_time", "github-mcp-server",
                                                "Filesystem", "mcp", "a/b-server")] == [

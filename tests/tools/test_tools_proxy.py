@@ -160,7 +160,7 @@ def test_proxy_reindexes_when_a_server_changes_its_tools():
     async def run():
         async with proxy.running():
             first = await proxy.search("translate text into klingon", 5)
-            assert [t["name"] for t in first["tools"]][0] == "grow/add_tool"
+            assert [t["name"] for t in first["tools"]][:1] == ["grow/add_tool"], first
             res = await proxy.call("grow/add_tool",
                                    {"name": "klingon", "description": "Translate text into Klingon"})
             assert not res.is_error, _text(res)
@@ -285,7 +285,7 @@ def test_restarted_proxy_loads_its_index_from_the_cache(tmp_path, caplog):
     first, res1 = start("time", first_enc)
     # the tools (text, name + description), a warm-up task, two tasks, and the abstention rule the
     # new index derives (its pseudo-tasks, the shipped off-topic tasks)
-    assert not first.index_from_cache and not first.preloaded and first_enc.calls == 7
+    assert not first.ranking.index_from_cache and not first.preloaded and first_enc.calls == 7
     assert res1["tools"][0]["name"] == "time/get_current_time" and "remembered" not in res1
     assert len(folders()) == 1
 
@@ -293,14 +293,14 @@ def test_restarted_proxy_loads_its_index_from_the_cache(tmp_path, caplog):
     again, res2 = start("time", again_enc)
     # answered from the index remembered for this server before it listed, then the same folder
     # for its live list: a warm-up task and two tasks, no tool encoded
-    assert again.preloaded and again.index_from_cache and again_enc.calls == 3
-    assert again._index.decisions.lexical_evidence == "all"  # a tool catalogue's configuration
+    assert again.preloaded and again.ranking.index_from_cache and again_enc.calls == 3
+    assert again.ranking.index.decisions.lexical_evidence == "all"  # a tool catalogue's configuration
     assert res2["remembered"] is True  # answered before the server listed: said so
     ranked = [[(t["name"], t["score"]) for t in r["tools"]] for r in (res1, res2)]
     assert ranked[0] == ranked[1]
 
     other, res3 = start("clock", HashEncoder())  # other ids -> other key
-    assert not other.index_from_cache and res3["tools"][0]["name"] == "clock/get_current_time"
+    assert not other.ranking.index_from_cache and res3["tools"][0]["name"] == "clock/get_current_time"
     assert len(folders()) == 2
 
     folder = min(folders(), key=lambda p: p.stat().st_mtime)  # the index of server 'time'
@@ -308,7 +308,7 @@ def test_restarted_proxy_loads_its_index_from_the_cache(tmp_path, caplog):
         f.write_bytes(b"damaged")
     damaged_enc = HashEncoder()
     damaged, res4 = start("time", damaged_enc)
-    assert not damaged.index_from_cache and not damaged.preloaded and damaged_enc.calls == 7
+    assert not damaged.ranking.index_from_cache and not damaged.preloaded and damaged_enc.calls == 7
     assert "not using the remembered index" in caplog.text
     assert res4["tools"][0]["name"] == "time/get_current_time"
-    assert start("time", HashEncoder())[0].index_from_cache  # rebuilt and saved again
+    assert start("time", HashEncoder())[0].ranking.index_from_cache  # rebuilt and saved again
