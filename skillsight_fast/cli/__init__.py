@@ -15,6 +15,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from skillsight_fast.cli.settings import SettingError, apply_settings
 from skillsight_fast.errors import SkillsightError
 
 #: Modules that add subcommands, in help order (each defines ``register(subparsers)``).
@@ -63,10 +64,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.verbose:
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        from skillsight_fast.cli.settings import apply_settings
-
         apply_settings(args, args.config, getattr(args, "lab_command", None) or args.command)
         return int(args.func(args) or 0)
+    except SettingError as exc:  # a usage error: status 2, as argparse's own
+        print(f"skillsight: error: {exc}", file=sys.stderr)
+        return 2
     except SkillsightError as exc:
         print(f"skillsight: error: {exc}", file=sys.stderr)
         return 1

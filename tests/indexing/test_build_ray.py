@@ -76,5 +76,5 @@ def test_ray_missing_is_a_clear_error(monkeypatch, tmp_path, capsys):
     from skillsight_fast.cli import main
 
     monkeypatch.setitem(sys.modules, "ray", None)
-    assert main(["index", str(CORPUS), "-o", str(tmp_path / "x"), "--ray", "-q"]) == 1
+    assert main(["-c", "ray=true", "index", str(CORPUS), "-o", str(tmp_path / "x"), "-q"]) == 1
     assert "the [ray] extra" in capsys.readouterr().err
