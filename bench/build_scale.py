@@ -152,7 +152,8 @@ def cmd_memory(a: argparse.Namespace) -> None:
 
 
 def cmd_one(a: argparse.Namespace) -> None:
-    print(json.dumps(run_cli(["index", *a.rest])))
+    settings = ["-c", "stream=true"] if "--stream" in a.rest else []  # a setting of index (skillsight -c)
+    print(json.dumps(run_cli([*settings, "index", *[x for x in a.rest if x != "--stream"]])))
 
 
 def _ray_rates(n: int, workers: list[int], factory, src: Path, chunk: int) -> dict:

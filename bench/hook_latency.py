@@ -113,8 +113,9 @@ def hook_series(idx: Path, prompts: list[str], env: dict[str, str], extra: list[
     return summary(times) | {"command": " ".join(cmd[2:])}, outputs
 
 
-def start_http(idx: Path, env: dict[str, str], *extra: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([*CLI, "serve", "--http", "-i", str(idx), "--port", "0", "--json", *extra],
+def start_http(idx: Path, env: dict[str, str], *extra: str,
+               settings: tuple[str, ...] | list[str] = ()) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([*CLI, *settings, "serve", "--http", "-i", str(idx), "--port", "0", "--json", *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     line = proc.stdout.readline()
     if not line:
@@ -188,7 +189,7 @@ def bench_mcp(idx: Path, runs: int, env: dict[str, str]) -> dict:
 
 
 def bench_watch(lib: Path, idx: Path, runs: int, env: dict[str, str], debounce_ms: int) -> dict:
-    server, url = start_http(idx, env, "--watch", str(lib), "--debounce", str(debounce_ms))
+    server, url = start_http(idx, env, "--watch", str(lib), settings=["-c", f"debounce={debounce_ms}"])
     times, gone = [], []
     try:
         for i in range(runs):

@@ -80,8 +80,8 @@ async def first_search(cfg: Path, cache: Path, errlog) -> float:
 
     cmd = StdioServerParameters(
         command=sys.executable, env={"PYTHONPATH": str(ROOT)},
-        args=["-m", "skillsight_fast.cli", "serve", "--mcp", "--proxy", str(cfg), "-q",
-              "--index-cache", str(cache)])
+        args=["-m", "skillsight_fast.cli", "-c", f"index-cache={cache}", "serve", "--mcp", "--proxy", str(cfg),
+              "-q"])
     t0 = time.perf_counter()
     async with stdio_client(cmd, errlog=errlog) as (r, w):
         async with ClientSession(r, w) as px:
@@ -131,8 +131,8 @@ async def measure(runs: int, warm: int, starts: int = 3, start_only: bool = Fals
             return out
         proxy_cmd = StdioServerParameters(
             command=sys.executable, env={"PYTHONPATH": str(ROOT)},
-            args=["-m", "skillsight_fast.cli", "serve", "--mcp", "--proxy", str(cfg), "-q",
-                  "--index-cache", str(cache)])
+            args=["-m", "skillsight_fast.cli", "-c", f"index-cache={cache}", "serve", "--mcp", "--proxy",
+                  str(cfg), "-q"])
         async with stdio_client(proxy_cmd, errlog=errlog) as (r, w):
             async with ClientSession(r, w) as px:
                 await px.initialize()

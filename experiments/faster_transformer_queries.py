@@ -9,7 +9,7 @@ documents are not re-encoded); only the task vectors change. Arms:
 - ``fp32-256``: today (the cached eval vectors);
 - ``fp32-128``: 128-token budget;
 - ``int8-dynamic``: ``quantize_dynamic``, per-channel int8 weights of the constant-weight MatMuls (the
-  cached ``model.int8.onnx`` of ``skillsight index --int8``);
+  cached ``model.int8.onnx`` of ``skillsight -c int8=true index``);
 - ``int8-static-qdq``: ``quantize_static``, QDQ format, per-channel symmetric int8 weights (axis 1),
   uint8 activations, every constant-weight MatMul (``MatMulConstBOnly``), **MinMax** calibration;
 - ``int8-static-qdq-pct``: the same with **Percentile** calibration (99.999th percentile of |x|);
