@@ -1,7 +1,7 @@
 """Latency of skills where agents live: the prompt hook end to end, MCP start-up, the live catalog.
 
-    python bench/hook_latency.py                       # writes results/hook_latency.json
-    python bench/hook_latency.py --prompts 50 --watch-runs 10 --mcp-runs 5 -o results/hook_latency.json
+    python bench/hook_latency.py                       # writes results/bench/hook_latency.json
+    python bench/hook_latency.py --prompts 50 --watch-runs 10 --mcp-runs 5 -o results/bench/hook_latency.json
 
 The library is real: the 183 SkillsBench skills written as SKILL.md folders into a temporary
 folder, indexed with the bundled model (``skillsight index``) and calibrated on the SkillsBench
@@ -255,7 +255,7 @@ def main() -> int:
     ap.add_argument("--mcp-runs", type=int, default=5)
     ap.add_argument("--watch-runs", type=int, default=10)
     ap.add_argument("--debounce", type=int, default=200, help="serve --watch --debounce (ms)")
-    ap.add_argument("-o", "--output", default=str(ROOT / "results" / "hook_latency.json"))
+    ap.add_argument("-o", "--output", default=str(ROOT / "results" / "bench" / "hook_latency.json"))
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="skillsight-hook-bench-") as tmp:
         root = Path(tmp)

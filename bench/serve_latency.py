@@ -14,7 +14,7 @@ bench/build_synthetic.py), one after the other:
    scan + lexical + fusion, what docs/LARGE.md calls scoring) and the whole ``find_skills`` (encoder,
    search, evidence, hit records, collapse), so the served latency can be read against them.
 
-    python bench/serve_latency.py -i /tmp/idx-26k -i /tmp/idx-100k -i /tmp/idx-1m --json results/serve_latency.json
+    python bench/serve_latency.py -i /tmp/idx-26k -i /tmp/idx-100k -i /tmp/idx-1m --json results/bench/serve_latency.json
 
 One request at a time (latency, not throughput; bench/load_test.py measures throughput). The HTTP
 searches made while the server verifies the index after its first answer (sha256 of every file and

@@ -31,7 +31,7 @@ skillsbench tasks, one at a time), with the CPU, onnxruntime version and load av
 of the issue: keep what holds its accuracy; a faster tier becomes the default only if within 0.5 R@10
 of the transformer on every fit set.
 
-Result (docs/ENCODERS.md, "A faster transformer"; results/faster_transformer_queries.json, main at
+Result (docs/ENCODERS.md, "A faster transformer"; results/experiments/faster_transformer_queries.json, main at
 4cb389b, load ~4.7): dynamic int8 holds on all three fit sets (R@10 +0.0 / +0.0 / +0.1, intervals
 containing 0, cosine min 0.97-0.99) and is the fastest arm (long 51.5 ms, short 3.25 ms against fp32's
 97.8 / 9.61). Every static int8 arm is slower than dynamic int8 (long 56-73 ms, short 3.7-6.0 ms); with all

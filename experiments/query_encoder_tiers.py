@@ -16,7 +16,7 @@ transformer). The result made ``transformer-int8`` the default (tasks int8, skil
 
 Result: docs/ENCODERS.md, "Accuracy of the tiers on every shared dataset".
 
-Run: python experiments/query_encoder_tiers.py [--json results/query_encoder_tiers.json]
+Run: python experiments/query_encoder_tiers.py [--json results/experiments/query_encoder_tiers.json]
 """
 
 from __future__ import annotations

@@ -92,3 +92,14 @@ def test_lab_commands_answer_at_the_top_level(capsys):
     out = capsys.readouterr().out
     assert out.startswith("usage: skillsight lab bench") and "settings (skillsight -c KEY=VALUE bench" in out
     assert "sizes=N" in out and "no-model=true|false" in out
+
+
+def test_results_are_split_by_writer_and_each_is_named():
+    """results/ holds one folder per writer (eval, bench, experiments) and its README names every file."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "results"
+    assert sorted(p.name for p in root.iterdir()) == ["README.md", "bench", "eval", "experiments"]
+    readme = (root / "README.md").read_text()
+    unnamed = [str(p.relative_to(root)) for p in root.glob("*/*") if f"`{p.name}`" not in readme]
+    assert not unnamed, unnamed
