@@ -103,3 +103,12 @@ def test_results_are_split_by_writer_and_each_is_named():
     readme = (root / "README.md").read_text()
     unnamed = [str(p.relative_to(root)) for p in root.glob("*/*") if f"`{p.name}`" not in readme]
     assert not unnamed, unnamed
+
+
+def test_every_experiment_is_listed():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "experiments"
+    listed = (root / "README.md").read_text()
+    missing = [p.name for p in root.glob("*.py") if f"`{p.name}`" not in listed]
+    assert not missing, missing
