@@ -21,15 +21,14 @@ import copy
 import json
 import re
 from collections.abc import Iterable, Sequence
-from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from skillsight_fast.errors import SkillsightError
 
 #: The most option groups the whole command line may offer (issue 38: "a CLI a person can read").
 MAX_OPTIONS = 90
 
-_SETTING = re.compile(r"^([A-Za-z][\w-]*(?:\.[A-Za-z][\w-]*)?)=(.*)$", re.S)
+_SETTING = re.compile(r"^([A-Za-z][\w-]*(?:\.[A-Za-z][\w-]*)?)=(.*)$", re.DOTALL)
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
 
@@ -41,7 +40,7 @@ class SettingError(SkillsightError):
 class _Quiet(argparse.ArgumentParser):
     """The parser of a command's settings: an error is an exception, not a usage text and exit."""
 
-    def error(self, message: str):  # noqa: ANN201 - never returns
+    def error(self, message: str) -> NoReturn:
         raise SettingError(message)
 
 
@@ -72,7 +71,7 @@ class Settings:
             return [opt] if flag else []
         if action.nargs == "?" and isinstance(value, (bool, str)) and str(value).lower() in _TRUE | _FALSE:
             return [opt] if _boolean(key, value) else []
-        if isinstance(value, bool) or isinstance(value, dict):
+        if isinstance(value, (bool, dict)):
             raise SettingError(f"setting {key!r} takes a value, not {json.dumps(value)}")
         items = value if isinstance(value, list) else (
             [v.strip() for v in value.split(",") if v.strip()]
@@ -104,8 +103,8 @@ class Settings:
                 raise SettingError(f"{self.command} needs one of {', '.join(names)}")
 
     def epilog(self) -> str:
-        lines = [f"settings (skillsight -c KEY=VALUE {self.command} ..., or a [{self.command}] table "
-                 "in a TOML/JSON file given as -c FILE):"]
+        lines = [(f"settings (skillsight -c KEY=VALUE {self.command} ..., or a [{self.command}] table "
+                 "in a TOML/JSON file given as -c FILE):")]
         for key, action in self.actions.items():
             kind = ("true|false" if action.nargs == 0 else action.metavar or
                     ("|".join(map(str, action.choices)) if action.choices else "VALUE"))
