@@ -55,7 +55,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from skillsight_fast.agents.hook import main as hook_main
 
         return hook_main(args_in[1:], hard_exit=argv is None)
-    if args_in[:1] == ["search"]:  # a one-shot process (see _startup.py)
+    at = _command_index(args_in)
+    if at is not None and args_in[at] == "search":  # a one-shot process (see _startup.py)
         from skillsight_fast._startup import one_blas_thread
 
         one_blas_thread()
@@ -84,11 +85,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 
-def lab_alias(argv: list[str]) -> list[str]:
-    """``[-v] [-c X] eval ...`` as ``[-v] [-c X] lab eval ...`` (the top-level names of lab commands)."""
+def _command_index(argv: list[str]) -> int | None:
+    """Where the command is in ``argv`` (after ``-v`` and ``-c X``), or None."""
     i = 0
     while i < len(argv) and argv[i].startswith("-"):
         i += 2 if argv[i] in ("-c", "--config") else 1
-    if i < len(argv) and argv[i] in LAB_ALIASES:
+    return i if i < len(argv) else None
+
+
+def lab_alias(argv: list[str]) -> list[str]:
+    """``[-v] [-c X] eval ...`` as ``[-v] [-c X] lab eval ...`` (the top-level names of lab commands)."""
+    i = _command_index(argv)
+    if i is not None and argv[i] in LAB_ALIASES:
         return [*argv[:i], "lab", *argv[i:]]
     return argv
