@@ -10,8 +10,8 @@ and listed in its ``--help`` epilog. ``skillsight -c KEY=VALUE COMMAND ...`` set
     bootstrap = 1000
 
 A key is the option's long name without the dashes (``query-encoder``); ``COMMAND.KEY=VALUE`` and
-the other tables of a file apply only when that command runs. :func:`option_counts` counts what the
-command line offers (the closing test of issue 38 holds the total to :data:`MAX_OPTIONS`).
+the other tables of a file apply only when that command runs. :mod:`skillsight_fast.cli.options` counts
+what the command line offers (tests/cli/test_settings.py holds the total to :data:`MAX_OPTIONS`).
 """
 
 from __future__ import annotations
@@ -226,46 +226,3 @@ def apply_settings(args: argparse.Namespace, values: Sequence[str], command: str
             raise SettingError(f"{command} has no settings (-c {pairs[0][0]}=...)")
         return
     table.apply(args, pairs)
-
-
-def _parsers(parser: argparse.ArgumentParser, name: str = "") -> list[tuple[str, argparse.ArgumentParser]]:
-    """Every parser under ``parser``, each once (an alias is the same parser), with its command name."""
-    out = [(name, parser)]
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            seen: set[int] = set()
-            for sub_name, sub in action.choices.items():
-                if id(sub) not in seen:
-                    seen.add(id(sub))
-                    out += _parsers(sub, f"{name} {sub_name}".strip())
-    return out
-
-
-def option_counts(parser: argparse.ArgumentParser | None = None) -> dict[str, list[str]]:
-    """The option groups of every command ("" = before the command), help and --version excluded.
-
-    One option group is one action: ``-o/--output`` is one, ``--query-int8/--no-query-int8`` is one.
-    """
-    if parser is None:
-        from skillsight_fast.cli import build_parser
-
-        parser = build_parser()
-    counts: dict[str, list[str]] = {}
-    for name, p in _parsers(parser):
-        opts = [a.option_strings[-1] for a in p._actions if a.option_strings
-                and not isinstance(a, (argparse._HelpAction, argparse._VersionAction))]
-        if opts or name:
-            counts[name] = opts
-    return counts
-
-
-def main() -> None:
-    """``python -m skillsight_fast.cli.settings``: the option count of every command."""
-    counts = option_counts()
-    for name, opts in counts.items():
-        print(f"{name or '(before the command)':<22}{len(opts):>3}  {' '.join(opts)}")
-    print(f"{'total':<22}{sum(map(len, counts.values())):>3}  (at most {MAX_OPTIONS})")
-
-
-if __name__ == "__main__":
-    main()

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from skillsight_fast.cli import build_parser, lab_alias, main
-from skillsight_fast.cli.settings import MAX_OPTIONS, SettingError, option_counts, read_settings
+from skillsight_fast.cli.options import option_counts
+from skillsight_fast.cli.settings import MAX_OPTIONS, SettingError, read_settings
 
 #: Everyday commands and the research or tuning knobs none of them may offer as options.
 EVERYDAY = ("index", "search", "serve", "install", "hook", "update", "info")

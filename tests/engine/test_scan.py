@@ -171,7 +171,7 @@ def test_cli_index_rescan_info(tmp_path, monkeypatch, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["scan"] == "ivf" and out["nprobe"] == 1  # clamped to the single cell of 3 skills
     for mmap in ([], ["-c", "mmap=true"]):
-        assert main(["search", "-i", str(idx), "merge pdf pages", "-k", "1", "--json", *mmap]) == 0
+        assert main([*mmap, "search", "-i", str(idx), "merge pdf pages", "-k", "1", "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["hits"][0]["id"] == "pdf"
     assert main(["info", "-i", str(idx)]) == 0
     assert "scan ivf, nlist=1, nprobe=1" in capsys.readouterr().out
