@@ -309,8 +309,8 @@ def test_real_static_index_numpy_equals_kernels(static_index: Path):
 def test_one_shot_static_search_imports_neither_numba_nor_onnxruntime(static_index: Path):
     task = "merge two pdf files into one document"
     code = ("import sys, json; from skillsight_fast.cli import main; "
-            f"rc = main(['search', '-i', {str(static_index)!r}, {task!r}, '-k', '5', '--json', '--explain', "
-            "'--min-cosine', 'none']); "
+            f"rc = main(['-c', 'min-cosine=none', 'search', '-i', {str(static_index)!r}, {task!r}, '-k', '5', "
+            "'--json', '--explain']); "
             "import os; print(json.dumps([rc, 'numba' in sys.modules, 'llvmlite' in sys.modules, "
             "'onnxruntime' in sys.modules, os.environ.get('OPENBLAS_NUM_THREADS')]))")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
