@@ -64,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_proxy_args(p)
     p.set_defaults(func=cmd_serve)
     settle(p, "serve", ["--allow-host", "--max-connections", "--min-score", "--min-cosine", "--mmap", "--ray",
-                        "--shards", "--debounce", "--endpoint", "--pin", "--tool-text", "--start-timeout",
+                        "--shards", "--debounce", "--pin", "--tool-text", "--start-timeout",
                         "--call-timeout", "--index-cache"])
 
     p = sub.add_parser("calibrate", help="pick the abstention threshold (--min-score) from labelled + off-topic queries")
