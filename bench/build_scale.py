@@ -13,7 +13,7 @@ is the static model2vec-format table distilled from MiniLM (skillsight_fast/mode
 ``--static DIR``), standing in for the transformer; the transformer's own rate is measured
 separately on real skills (``encoder``).
 
-Run (each step appends to --out, default results/build_scale.json)::
+Run (each step appends to --out, default results/bench/build_scale.json)::
 
     python bench/build_scale.py stream --sizes 100000 1000000 --static ~/.cache/skillsight-fast/static/all-MiniLM-L6-v2-static
     python bench/build_scale.py memory --size 100000 --static DIR      # in-memory build, for comparison
@@ -152,7 +152,8 @@ def cmd_memory(a: argparse.Namespace) -> None:
 
 
 def cmd_one(a: argparse.Namespace) -> None:
-    print(json.dumps(run_cli(["index", *a.rest])))
+    settings = ["-c", "stream=true"] if "--stream" in a.rest else []  # a setting of index (skillsight -c)
+    print(json.dumps(run_cli([*settings, "index", *[x for x in a.rest if x != "--stream"]])))
 
 
 def _ray_rates(n: int, workers: list[int], factory, src: Path, chunk: int) -> dict:
@@ -268,7 +269,7 @@ def cmd_estimate(a: argparse.Namespace) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", type=Path, default=ROOT / "results" / "build_scale.json")
+    p.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "build_scale.json")
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("stream")
     s.add_argument("--sizes", type=int, nargs="+", default=[100000])

@@ -17,7 +17,7 @@ many Ray actors (skillsight_fast.cluster, int8 or exact as the index was built),
 
 Equality with the single index is checked on the first 20 tasks before timing (ids and scores).
 
-    python bench/cluster_scaling.py -i /tmp/idx-300k --shards 1 2 4 --json results/cluster_scaling.json
+    python bench/cluster_scaling.py -i /tmp/idx-300k --shards 1 2 4 --json results/bench/cluster_scaling.json
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
                                                       # encoder tier, each timed the same way
 
 With ``--tiers SOURCE`` the script builds (once; reused when present) ``OUT/transformer``,
-``OUT/static-mapped`` and ``OUT/static`` with ``skillsight index --query-encoder TIER`` and times a
+``OUT/static-mapped`` and ``OUT/static`` with ``skillsight -c query-encoder=TIER index`` and times a
 one-shot search on each, the runs interleaved so background load hits the tiers alike. Each timed
 index also gets one untimed in-process search that reports whether onnxruntime and Numba were
 imported. Next to each wall time the script records the process's CPU time (user + sys), which
@@ -55,7 +55,7 @@ def main() -> int:
         for tier in ("transformer", "static-mapped", "static"):
             folder = Path(args.out) / tier
             if not (folder / "manifest.json").is_file():
-                subprocess.run([*base, "index", args.tiers, "-o", str(folder), "--query-encoder", tier, "-q"],
+                subprocess.run([*base, "-c", f"query-encoder={tier}", "index", args.tiers, "-o", str(folder), "-q"],
                                check=True)
             indexes[tier] = str(folder)
     if not indexes:

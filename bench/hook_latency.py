@@ -1,7 +1,7 @@
 """Latency of skills where agents live: the prompt hook end to end, MCP start-up, the live catalog.
 
-    python bench/hook_latency.py                       # writes results/hook_latency.json
-    python bench/hook_latency.py --prompts 50 --watch-runs 10 --mcp-runs 5 -o results/hook_latency.json
+    python bench/hook_latency.py                       # writes results/bench/hook_latency.json
+    python bench/hook_latency.py --prompts 50 --watch-runs 10 --mcp-runs 5 -o results/bench/hook_latency.json
 
 The library is real: the 183 SkillsBench skills written as SKILL.md folders into a temporary
 folder, indexed with the bundled model (``skillsight index``) and calibrated on the SkillsBench
@@ -113,8 +113,9 @@ def hook_series(idx: Path, prompts: list[str], env: dict[str, str], extra: list[
     return summary(times) | {"command": " ".join(cmd[2:])}, outputs
 
 
-def start_http(idx: Path, env: dict[str, str], *extra: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([*CLI, "serve", "--http", "-i", str(idx), "--port", "0", "--json", *extra],
+def start_http(idx: Path, env: dict[str, str], *extra: str,
+               settings: tuple[str, ...] | list[str] = ()) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([*CLI, *settings, "serve", "--http", "-i", str(idx), "--port", "0", "--json", *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     line = proc.stdout.readline()
     if not line:
@@ -188,7 +189,7 @@ def bench_mcp(idx: Path, runs: int, env: dict[str, str]) -> dict:
 
 
 def bench_watch(lib: Path, idx: Path, runs: int, env: dict[str, str], debounce_ms: int) -> dict:
-    server, url = start_http(idx, env, "--watch", str(lib), "--debounce", str(debounce_ms))
+    server, url = start_http(idx, env, "--watch", str(lib), settings=["-c", f"debounce={debounce_ms}"])
     times, gone = [], []
     try:
         for i in range(runs):
@@ -254,7 +255,7 @@ def main() -> int:
     ap.add_argument("--mcp-runs", type=int, default=5)
     ap.add_argument("--watch-runs", type=int, default=10)
     ap.add_argument("--debounce", type=int, default=200, help="serve --watch --debounce (ms)")
-    ap.add_argument("-o", "--output", default=str(ROOT / "results" / "hook_latency.json"))
+    ap.add_argument("-o", "--output", default=str(ROOT / "results" / "bench" / "hook_latency.json"))
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="skillsight-hook-bench-") as tmp:
         root = Path(tmp)

@@ -7,7 +7,7 @@ skill text: the bodies of the bundled library (data/skillsbench) concatenated, i
 order per file, up to the requested size (3.4 MB by default, under the 4 MB limit).
 
     python bench/index_rss.py                     # 1 small skill, 1 and 4 skills of 3.4 MB; 100 queries
-    python bench/index_rss.py --files 4 --mb 3.4 --json results/index_rss.json
+    python bench/index_rss.py --files 4 --mb 3.4 --json results/bench/index_rss.json
 
 Before the character budget (skillsight_fast/limits.py, 32,768 characters per text) the issue
 measured 1.0 GB for one 3.4 MB skill, 3.8 GB for four, and 0.9 GB for 100 queries of 99,999

@@ -1,7 +1,7 @@
 """Added latency of the tool-search proxy, measured with the MCP SDK's own stdio client.
 
     python bench/proxy_latency.py                    # 20 warm-up + 200 timed requests of each kind
-    python bench/proxy_latency.py --runs 500 --json  # writes results/proxy_latency.json too
+    python bench/proxy_latency.py --runs 500 --json  # writes results/bench/proxy_latency.json too
 
 Starts the real ``mcp-server-time``, ``mcp-server-git`` and ``mcp-server-fetch`` directly and
 ``skillsight serve --mcp --proxy`` in front of the same three, then times warm round trips
@@ -80,8 +80,8 @@ async def first_search(cfg: Path, cache: Path, errlog) -> float:
 
     cmd = StdioServerParameters(
         command=sys.executable, env={"PYTHONPATH": str(ROOT)},
-        args=["-m", "skillsight_fast.cli", "serve", "--mcp", "--proxy", str(cfg), "-q",
-              "--index-cache", str(cache)])
+        args=["-m", "skillsight_fast.cli", "-c", f"index-cache={cache}", "serve", "--mcp", "--proxy", str(cfg),
+              "-q"])
     t0 = time.perf_counter()
     async with stdio_client(cmd, errlog=errlog) as (r, w):
         async with ClientSession(r, w) as px:
@@ -131,8 +131,8 @@ async def measure(runs: int, warm: int, starts: int = 3, start_only: bool = Fals
             return out
         proxy_cmd = StdioServerParameters(
             command=sys.executable, env={"PYTHONPATH": str(ROOT)},
-            args=["-m", "skillsight_fast.cli", "serve", "--mcp", "--proxy", str(cfg), "-q",
-                  "--index-cache", str(cache)])
+            args=["-m", "skillsight_fast.cli", "-c", f"index-cache={cache}", "serve", "--mcp", "--proxy",
+                  str(cfg), "-q"])
         async with stdio_client(proxy_cmd, errlog=errlog) as (r, w):
             async with ClientSession(r, w) as px:
                 await px.initialize()
@@ -175,7 +175,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--warm", type=int, default=20)
-    ap.add_argument("--json", action="store_true", help="print JSON and write results/proxy_latency.json")
+    ap.add_argument("--json", action="store_true", help="print JSON and write results/bench/proxy_latency.json")
     ap.add_argument("--starts", type=int, default=3, help="restarts timed with a filled index cache")
     ap.add_argument("--start-only", action="store_true", help="time the starts only (no latency loops)")
     args = ap.parse_args()
@@ -191,8 +191,8 @@ def main() -> int:
                                               "load_before", "load_after")}))
         return 0
     if args.json:
-        (ROOT / "results").mkdir(exist_ok=True)
-        (ROOT / "results" / "proxy_latency.json").write_text(json.dumps(out, indent=1) + "\n")
+        (ROOT / "results" / "bench").mkdir(parents=True, exist_ok=True)
+        (ROOT / "results" / "bench" / "proxy_latency.json").write_text(json.dumps(out, indent=1) + "\n")
         print(json.dumps(out))
     else:
         for key, val in out.items():

@@ -3,18 +3,18 @@
 For each index (``-i``, repeatable: e.g. the 26k, 100k and 1M synthetic scale-ups of
 bench/build_synthetic.py), one after the other:
 
-1. ``skillsight serve --http --mmap --port 0 --json`` is started as a real process; *ready* is the
+1. ``skillsight -c mmap=true serve --http --port 0 --json`` is started as a real process; *ready* is the
    time from its spawn to the line it prints when it listens (index loaded, kernels and encoder
    warmed up). Then ``--requests`` sequential ``POST /search`` (k=5, keep-alive connection, the 73
    skillsbench tasks in turn) give the HTTP p50/p99, and the server is stopped.
-2. ``skillsight serve --mcp --mmap`` is started through the MCP SDK's stdio client; ``find_skills``
+2. ``skillsight -c mmap=true serve --mcp`` is started through the MCP SDK's stdio client; ``find_skills``
    is called ``--requests`` times: the MCP p50/p99 (JSON-RPC over pipes included).
 3. In this process, the index is loaded (``--mmap``) and the same tasks are timed stage by stage:
    the encoder alone, the *scoring* (``search_vectors`` on already encoded tasks, no evidence: the
    scan + lexical + fusion, what docs/LARGE.md calls scoring) and the whole ``find_skills`` (encoder,
    search, evidence, hit records, collapse), so the served latency can be read against them.
 
-    python bench/serve_latency.py -i /tmp/idx-26k -i /tmp/idx-100k -i /tmp/idx-1m --json results/serve_latency.json
+    python bench/serve_latency.py -i /tmp/idx-26k -i /tmp/idx-100k -i /tmp/idx-1m --json results/bench/serve_latency.json
 
 One request at a time (latency, not throughput; bench/load_test.py measures throughput). The HTTP
 searches made while the server verifies the index after its first answer (sha256 of every file and
@@ -75,7 +75,7 @@ sys.exit(main(sys.argv[2:]))
 
 def http_run(index: str, queries: list[str], n: int, lookup: str | None = None) -> dict[str, Any]:
     t0 = time.perf_counter()
-    serve = ["serve", "--http", "--mmap", "-i", index, "--port", "0", "--json", "-q"]
+    serve = ["-c", "mmap=true", "serve", "--http", "-i", index, "--port", "0", "--json", "-q"]
     head = [sys.executable, "-c", LOOKUP_SERVER, lookup] if lookup else [sys.executable, "-m", "skillsight_fast.cli"]
     proc = subprocess.Popen([*head, *serve], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=_env())
@@ -131,7 +131,7 @@ def mcp_run(index: str, queries: list[str], n: int, settle: float = 0.0) -> dict
 
     async def go() -> dict[str, Any]:
         params = StdioServerParameters(command=sys.executable, env=_env(),
-                                       args=["-m", "skillsight_fast.cli", "serve", "--mcp", "--mmap", "-i", index, "-q"])
+                                       args=["-m", "skillsight_fast.cli", "-c", "mmap=true", "serve", "--mcp", "-i", index, "-q"])
         t0 = time.perf_counter()
         async with stdio_client(params) as (read, write), mcp.ClientSession(read, write) as session:
             await session.initialize()

@@ -6,7 +6,7 @@ off, as the server sets them) on the 73 skillsbench tasks as written (*long*) an
 first 8 words (*short*), the four arms interleaved task by task so the shared machine's load falls
 on all of them alike; p50 / p99 in ms, the token counts, and the load average before and after.
 
-    python bench/task_encoder_threads.py --json results/task_encoder_threads.json
+    python bench/task_encoder_threads.py --json results/bench/task_encoder_threads.json
 """
 
 from __future__ import annotations

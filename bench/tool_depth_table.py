@@ -1,6 +1,6 @@
 """The tool-search table of docs/TOOLS.md: R@k and Completeness@k at depth, with paired intervals.
 
-    PYTHONPATH=. python bench/tool_depth_table.py   # prints Markdown, writes results/tool_depth_table.json
+    PYTHONPATH=. python bench/tool_depth_table.py   # prints Markdown, writes results/bench/tool_depth_table.json
 
 For each tool dataset (bfcl, metatool's fixed 2,000-task subset, gorilla_hf): the index of a tool
 catalogue (``tools.catalog.tool_index_config()``: the default with the BM25 side over every task
@@ -88,8 +88,8 @@ def main() -> int:
             f"{'passes' if rec['rule_library_default']['pass'] else 'fails'}."
         )
         print("\n".join(lines[-(len(per) * 2 + 3) :]), flush=True)
-    (ROOT / "results").mkdir(exist_ok=True)
-    (ROOT / "results" / "tool_depth_table.json").write_text(
+    (ROOT / "results" / "bench").mkdir(parents=True, exist_ok=True)
+    (ROOT / "results" / "bench" / "tool_depth_table.json").write_text(
         json.dumps(out, indent=1) + "\n", encoding="utf-8"
     )
     print("\n".join(lines))

@@ -33,7 +33,7 @@ Run::
     python experiments/binary_prefilter_scan.py --synthetic /tmp/big-26000 /tmp/big-100000 /tmp/big-1m
 
 Result (2026-12-04 23:28 UTC, load average 6-10 on the 2 shared cores: timings are upper bounds)
-    results/binary_prefilter_scan.json. Recall of the exact scan's fused top-10 (mean over tasks):
+    results/experiments/binary_prefilter_scan.json. Recall of the exact scan's fused top-10 (mean over tasks):
 
     ==============  ======  ======  ======  ======  ======  ======
     data            int8    r=8     r=16    r=32    r=64    r=128
@@ -75,7 +75,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "experiments"))
-OUT = ROOT / "results" / "binary_prefilter_scan.json"
+OUT = ROOT / "results" / "experiments" / "binary_prefilter_scan.json"
 K_FINAL = 10
 MULTIPLIERS = (8, 16, 32, 64, 128)
 

@@ -33,7 +33,7 @@ Adoption rule (declared before the run)
     If both hold, ``all-tokens`` becomes the default of the BM25 side (recorded in the index's
     decisions); otherwise nothing changes.
 
-Result (results/bm25_evidence_without_generic_mask.json): the declared rule FAILS on skillsbench.
+Result (results/experiments/bm25_evidence_without_generic_mask.json): the declared rule FAILS on skillsbench.
     Fit: bfcl passes against the best baseline (RRF): R@10 +1.9 [+1.0, +2.9], nDCG@10 -0.1 [-0.8,
     +0.7], R@50 -0.3 [-0.7, +0.1], C@10 +1.9 [+0.9, +2.9], and beats ``masked`` on all four (R@10
     +0.7 [+0.2, +1.2], nDCG@10 +0.8 [+0.3, +1.3], R@50 +0.4 [+0.1, +0.7], C@10 +0.8 [+0.3, +1.4]);
@@ -53,7 +53,7 @@ Result (results/bm25_evidence_without_generic_mask.json): the declared rule FAIL
 
 Run
     PYTHONPATH=. python experiments/bm25_evidence_without_generic_mask.py \
-        [--out results/bm25_evidence_without_generic_mask.json]
+        [--out results/experiments/bm25_evidence_without_generic_mask.json]
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def run(name: str) -> dict[str, dict[str, np.ndarray]]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=str(ROOT / "results" / "bm25_evidence_without_generic_mask.json"))
+    ap.add_argument("--out", default=str(ROOT / "results" / "experiments" / "bm25_evidence_without_generic_mask.json"))
     args = ap.parse_args()
     res: dict[str, Any] = {"checks": {}}
     per = {n: run(n) for n in (FIT, *FIT_SKILLS)}

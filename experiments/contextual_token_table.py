@@ -18,7 +18,7 @@ Datasets: the fit sets skillsbench, sra_theoremqa, bfcl decide; metatool and gor
 after. Rule: an arm replaces static-mapped's construction if its mean R@10 loss over the fit sets
 is lower and it loses less on every fit set; the issue's target is a mean loss <= 1 point.
 
-Result (docs/ENCODERS.md, "The contextual tier"; log in results/contextual_token_table.txt): mean loss
+Result (docs/ENCODERS.md, "The contextual tier"; log in results/experiments/contextual_token_table.txt): mean loss
 6.4 against static-mapped's 6.6, better on skillsbench and bfcl (-0.4), worse on sra_theoremqa, so
 the rule rejects it as static-mapped's construction; it is offered as its own tier, ``contextual``.
 

@@ -9,7 +9,7 @@ documents are not re-encoded); only the task vectors change. Arms:
 - ``fp32-256``: today (the cached eval vectors);
 - ``fp32-128``: 128-token budget;
 - ``int8-dynamic``: ``quantize_dynamic``, per-channel int8 weights of the constant-weight MatMuls (the
-  cached ``model.int8.onnx`` of ``skillsight index --int8``);
+  cached ``model.int8.onnx`` of ``skillsight -c int8=true index``);
 - ``int8-static-qdq``: ``quantize_static``, QDQ format, per-channel symmetric int8 weights (axis 1),
   uint8 activations, every constant-weight MatMul (``MatMulConstBOnly``), **MinMax** calibration;
 - ``int8-static-qdq-pct``: the same with **Percentile** calibration (99.999th percentile of |x|);
@@ -31,7 +31,7 @@ skillsbench tasks, one at a time), with the CPU, onnxruntime version and load av
 of the issue: keep what holds its accuracy; a faster tier becomes the default only if within 0.5 R@10
 of the transformer on every fit set.
 
-Result (docs/ENCODERS.md, "A faster transformer"; results/faster_transformer_queries.json, main at
+Result (docs/ENCODERS.md, "A faster transformer"; results/experiments/faster_transformer_queries.json, main at
 4cb389b, load ~4.7): dynamic int8 holds on all three fit sets (R@10 +0.0 / +0.0 / +0.1, intervals
 containing 0, cosine min 0.97-0.99) and is the fastest arm (long 51.5 ms, short 3.25 ms against fp32's
 97.8 / 9.61). Every static int8 arm is slower than dynamic int8 (long 56-73 ms, short 3.7-6.0 ms); with all

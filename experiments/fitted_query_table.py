@@ -49,7 +49,7 @@ against fp32 transformer tasks is <= 1 point over the three fit sets and <= 3 po
 dataset, and the fit does not more than double the bundled library's index build time. Otherwise it is
 offered as a tier only if it beats today's best lookup tier's mean loss over the fit sets; else dropped.
 
-Result (21:00-21:30 UTC, 4 Dec 2026, load 4-17 from other jobs; results/fitted_query_table.json; docs/ENCODERS.md,
+Result (21:00-21:30 UTC, 4 Dec 2026, load 4-17 from other jobs; results/experiments/fitted_query_table.json; docs/ENCODERS.md,
 "The fitted tier"). R@10 / nDCG@10 in %, in brackets the R@10 difference to fp32 transformer tasks with its
 paired bootstrap 95% interval (2,000 resamples, seed 0); metatool on its 2,000-query subset:
 
@@ -79,12 +79,12 @@ probe said the same). Fit time per arm (300 steps, one process, under load 4-17)
 skills, 4-16 s at 199-936 skills. Encode p50 of the fitted table (the contextual tier's encoder, same table
 shape), skillsbench, one thread: short tasks 0.016 ms, long tasks 0.202 ms.
 
-Build cost (``--build-cost 3434 --rounds 1``, results/fitted_query_table_build_cost.json): default build 423 s,
+Build cost (``--build-cost 3434 --rounds 1``, results/experiments/fitted_query_table_build_cost.json): default build 423 s,
 fitted build 365 s (load fell in between), of which pieces' int8 encode 50 s and fit 78 s: the fit adds 0.54x
 the build's other phases on the bundled library (within "not more than double"); at 600 skills it adds
 more than 1x (fixed 300 steps; docs/ENCODERS.md).
 
-Run: python experiments/fitted_query_table.py [--datasets NAME ...] [--json results/fitted_query_table.json]
+Run: python experiments/fitted_query_table.py [--datasets NAME ...] [--json results/experiments/fitted_query_table.json]
 """
 
 # ruff: noqa: B023  (the per-dataset helpers are closures used only within their own loop iteration)

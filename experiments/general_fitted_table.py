@@ -25,7 +25,7 @@ library-scaled batch ``epochs=14`` of item 3 of the issue: at the bundled librar
   - ``general``, ``general+tasks``: the general table alone, no per-library fit (what a tiny or brand-new
     library would get);
   - ``fitted-scaled``: today's fitted tier (contextual prior) with the scaled batch (the reference for the
-    arms below; today's 300 x 1,024 fit is results/fitted_query_table.json's ``fit-cos+kl+w``);
+    arms below; today's 300 x 1,024 fit is results/experiments/fitted_query_table.json's ``fit-cos+kl+w``);
   - ``fitted-gstart``: the per-library fit started from and pulled toward the general table (the better of
     the two by mean loss over the fit sets): general rows for every token it covers, the library's
     contextual rows (rescaled) for the rest; tokens the library never uses keep their general rows;
@@ -47,7 +47,7 @@ against it; ``general`` is used directly for a tiny library if it beats ``fitted
 smallest library, 199 tools). Task-like texts and bigrams are adopted only if they lower the mean loss over
 the fit sets by more than 0.3 points with no dataset more than 1 point worse.
 
-Result (23:31-23:56 UTC, 4 Dec 2026, load 5-9 from other jobs; results/general_fitted_table.json). General
+Result (23:31-23:56 UTC, 4 Dec 2026, load 5-9 from other jobs; results/experiments/general_fitted_table.json). General
 corpus: 3,068 man-page descriptions + 5,189 "name: description" lines, 30,000 docstring paragraphs, 3,931
 metadata paragraphs, the bundled library's 22,246 training texts (64,431 texts; +18,068 task-like texts
 for ``general+tasks``); one int8 pass 770 s, fit 88-110 s; 14,260 token rows. R@10 / nDCG@10 in %, in
@@ -87,10 +87,10 @@ By the rules declared above:
   -5.5 against -5.0 on skillsbench, -9.6 against -10.4 on sra_theoremqa; they double the fit time on
   small libraries (metatool 0.8 -> 5.8 s) and need a second table at search.
 - The library-scaled batch (epochs=14) keeps the accuracy of the fixed 300 x 1,024 fit
-  (results/fitted_query_table.json ``fit-cos+kl+w``: skillsbench -4.2, sra_theoremqa -10.7, bfcl +0.1,
+  (results/experiments/fitted_query_table.json ``fit-cos+kl+w``: skillsbench -4.2, sra_theoremqa -10.7, bfcl +0.1,
   metatool -16.2, gorilla_hf -7.0) and is adopted (``DEFAULT_FIT``).
 Build cost as shipped (scaled batch; general table alone below 500 skills), ``python
-experiments/fitted_query_table.py --build-cost N --rounds R --json results/general_fitted_table_build_N.json``,
+experiments/fitted_query_table.py --build-cost N --rounds R --json results/experiments/general_fitted_table_build_N.json``,
 default and fitted builds interleaved, 4-5 Dec 2026, load 3-5:
 - 3,434 skills (the bundled library, 1 round): default 287.5 s, fitted 264.6 s (load fell in between); in
   the fitted build the pieces' int8 encode 32.3 s and the fit 16.8 s: **the fit adds 49 s, 0.23x** the

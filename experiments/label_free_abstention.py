@@ -2,7 +2,7 @@
 
     python experiments/label_free_abstention.py                         # four libraries x five tiers
     python experiments/label_free_abstention.py --libraries personal,mcp --tiers transformer-int8
-    python experiments/label_free_abstention.py --json results/label_free_abstention.json --markdown out.md
+    python experiments/label_free_abstention.py --json results/experiments/label_free_abstention.json --markdown out.md
 
 Question. A user's library gets a threshold at index build from the library alone: no labelled
 task, nothing fitted to an evaluation set. Does it silence >= 95% of off-topic prompts while losing

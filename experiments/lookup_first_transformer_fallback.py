@@ -45,7 +45,7 @@ shared dataset, and its mean end-to-end latency on long tasks at 26,000 skills i
 default. The issue's latency target (default end-to-end p50 <= 2 ms at 26,000 skills) is reported as met or
 missed: it is met only if the lookup answers more than half of the bench's long tasks.
 
-Result, round 1 (23:10-23:27 UTC, 4 Dec 2026, load 7-13 from other jobs; results/lookup_first_transformer_fallback.json).
+Result, round 1 (23:10-23:27 UTC, 4 Dec 2026, load 7-13 from other jobs; results/experiments/lookup_first_transformer_fallback.json).
 R@10 / nDCG@10 in %, in brackets the R@10 difference to fp32 transformer tasks with its paired bootstrap 95%
 interval; "lookup" = share of tasks the lookup answered:
 
@@ -74,7 +74,7 @@ by that cost curve, not by any dataset's accuracy. Same measurements and the sam
 Task lengths (median word pieces): skillsbench 256 (truncated), sra_theoremqa 54, bfcl 26, metatool 24,
 gorilla_hf 27.
 
-Result, round 2 (23:28-23:41 UTC, 4 Dec 2026, load 7-11; results/lookup_first_transformer_fallback.json, arm
+Result, round 2 (23:28-23:41 UTC, 4 Dec 2026, load 7-11; results/experiments/lookup_first_transformer_fallback.json, arm
 ``cascade-long``; the other arms reran identically):
 
 | arm | skillsbench | sra_theoremqa | bfcl | metatool | gorilla_hf | mean loss, fit sets |
@@ -87,7 +87,7 @@ int8 tasks alone lose 0.4). On short tasks the cascade is the int8 transformer (
 long ones (skillsbench) the lookup answers 56% of the tasks with no loss. The latency part is measured by
 `skillsight bench` (tiers.default; docs/ENCODERS.md) and reported in the docs and the closing note.
 
-Rerun with the shipped code (00:13-00:25 UTC, 5 Dec 2026; results/lookup_first_transformer_fallback_shipped.json):
+Rerun with the shipped code (00:13-00:25 UTC, 5 Dec 2026; results/experiments/lookup_first_transformer_fallback_shipped.json):
 the fitted tier's fit now scales with the library, and a library of under 500 skills (metatool's 199 tools)
 uses the shipped general table instead of a fit (experiments/general_fitted_table.py). The default's row:
 skillsbench +0.2 [-0.8, +1.4], sra_theoremqa -0.3 [-0.9, +0.4], bfcl +0.0 [-0.3, +0.4], metatool -0.4

@@ -10,13 +10,13 @@ transformer (2,000 resamples, seed 0), and the mean R@10 loss over the three fit
 issue: the default query encoder changes only for a faster tier within 0.5 R@10 of the transformer on
 every fit set; otherwise the fastest tier within 2 points is the documented option.
 
-Each number equals ``skillsight eval --data data/NAME --methods skillsight`` with ``--query-int8``,
+Each number equals ``skillsight -c methods=skillsight eval --data data/NAME`` with ``--query-int8``,
 ``--query-encoder static-mapped`` or ``--query-encoder static`` (or ``--no-query-int8``, for the
 transformer). The result made ``transformer-int8`` the default (tasks int8, skills fp32).
 
 Result: docs/ENCODERS.md, "Accuracy of the tiers on every shared dataset".
 
-Run: python experiments/query_encoder_tiers.py [--json results/query_encoder_tiers.json]
+Run: python experiments/query_encoder_tiers.py [--json results/experiments/query_encoder_tiers.json]
 """
 
 from __future__ import annotations

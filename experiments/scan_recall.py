@@ -22,7 +22,7 @@ Data
     the 73 skillsbench tasks as queries.
 
 Result
-    results/scan_recall.json; the tables are in docs/LARGE.md and the README's "Large libraries".
+    results/experiments/scan_recall.json; the tables are in docs/LARGE.md and the README's "Large libraries".
 
 Run::
 
@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "results" / "scan_recall.json"
+OUT = ROOT / "results" / "experiments" / "scan_recall.json"
 K_FINAL = 10
 
 

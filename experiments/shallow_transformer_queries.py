@@ -43,7 +43,7 @@ per set) and long tasks (the 73 skillsbench tasks, median 256 tokens), 3 rounds;
 bench's 26,000-skill corpus (``benchmark.synthetic.scale_up`` of it, seed 0, as ``skillsight bench``
 makes it), long tasks, against the transformer (fp32, int8) and the lookup tiers (static-mapped,
 contextual; the fitted tier searches with the contextual tier's encoder on a table of the same shape, so
-its speed is contextual's). The existing lookup tiers' accuracy is results/fitted_query_table.json (same
+its speed is contextual's). The existing lookup tiers' accuracy is results/experiments/fitted_query_table.json (same
 reference vectors, same index, same bootstrap).
 
 Adoption rule (issue 29): the best arm becomes the default task encoder only if its mean R@10 loss
@@ -55,13 +55,13 @@ fitted tier's, and (ii) its end-to-end p50 at 26,000 skills (long tasks, one thr
 the int8 transformer's (today's default), measured in the same run. Else it is dropped and documented.
 
 Result (23:10-23:33 UTC, 4 Dec 2026, branch shallow-arm at 755e7b7, load 6-12 from other jobs;
-results/shallow_transformer_queries.json and .txt; docs/ENCODERS.md, "A shallow transformer as the task
+results/experiments/shallow_transformer_queries.json and .txt; docs/ENCODERS.md, "A shallow transformer as the task
 encoder"). lam: 1e-5 for both depths (held-out |P(y - t)|^2 summed over the fit sets 1.230 / 1.248 / 1.487 /
 1.991 for L1 at 1e-5 / 1e-4 / 1e-3 / 1e-2; L2 1.214 / 1.236 / 1.477 / 1.981; a post-hoc check (``--posthoc``) at 1e-6
 and 1e-7 gave higher held-out errors: 1e-5 is an interior optimum; R@10 there moves by -0.9 to +1.2 on
 skillsbench and sra_theoremqa, nowhere near the gap). R@10 / nDCG@10 in %, in brackets the R@10
 difference to fp32 transformer tasks with its paired bootstrap 95% interval; metatool on its 2,000-query
-subset; rows marked 1 are results/fitted_query_table.json (main at ce68afb; same index, same reference
+subset; rows marked 1 are results/experiments/fitted_query_table.json (main at ce68afb; same index, same reference
 vectors on the fit sets; the reference moved by 0.05 on metatool and 0.24 on gorilla_hf since):
 
 | task encoder | skillsbench | sra_theoremqa | bfcl | metatool | gorilla_hf | mean loss, fit sets |
@@ -109,9 +109,9 @@ adds almost nothing over the first (held-out 1.214 vs 1.230). The one place the 
 (-11.5, better than every lookup tier: -12.6 to -20.0), whose 199-tool library leaves the tables many
 unseen task tokens; the transformer's own word-piece embeddings cover them.
 
-Run: python experiments/shallow_transformer_queries.py [--json results/shallow_transformer_queries.json]
+Run: python experiments/shallow_transformer_queries.py [--json results/experiments/shallow_transformer_queries.json]
      [--skip-accuracy] [--skip-timing] [--datasets NAME ...]
-     python experiments/shallow_transformer_queries.py --posthoc --json results/shallow_transformer_queries.json
+     python experiments/shallow_transformer_queries.py --posthoc --json results/experiments/shallow_transformer_queries.json
 """
 
 # ruff: noqa: B023  (the per-dataset helper is a closure used only within its own loop iteration)

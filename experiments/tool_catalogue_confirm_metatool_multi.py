@@ -23,7 +23,7 @@ Adoption rule (declared before the run; this is a confirmation, nothing is chose
     (paired bootstrap 95 %, 2,000 resamples, seed 0: the interval of the difference reaches 0).
     If either fails, the note says so and tool catalogues should go back to the library default.
 
-Result (results/tool_catalogue_confirm_metatool_multi.json): confirmed.
+Result (results/experiments/tool_catalogue_confirm_metatool_multi.json): confirmed.
     497 tasks (none dropped or merged), each needing two tools. Against the best baseline the tool
     catalogue's index is ahead on all four: R@10 +5.5 [+3.8, +7.3] (dense), nDCG@10 +5.7 [+3.9,
     +7.7] (RRF), R@50 +1.8 [+0.8, +2.9] (dense), Completeness@10 +8.5 [+5.4, +11.5] (dense); against
@@ -99,7 +99,7 @@ def multi_tool_dataset(repo: Path) -> tuple[Dataset, dict[str, int]]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repo", required=True, help="a clone of HowieHwong/MetaTool at the commit above")
-    ap.add_argument("--out", default=str(ROOT / "results" / "tool_catalogue_confirm_metatool_multi.json"))
+    ap.add_argument("--out", default=str(ROOT / "results" / "experiments" / "tool_catalogue_confirm_metatool_multi.json"))
     args = ap.parse_args()
     ds, counts = multi_tool_dataset(Path(args.repo))
     print(counts, flush=True)

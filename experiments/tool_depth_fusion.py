@@ -36,7 +36,7 @@ Adoption rule (declared before the run)
     3. The chosen variant becomes the default for tool catalogues only if it also passes (i) on
        metatool and gorilla_hf (confirm). Otherwise nothing is adopted and the note says so.
 
-Result (all-MiniLM-L6-v2, int8 tasks as the default index; results/tool_depth_fusion.json)
+Result (all-MiniLM-L6-v2, int8 tasks as the default index; results/experiments/tool_depth_fusion.json)
     No variant qualifies, so nothing is adopted. On bfcl every variant stays significantly below
     RRF on R@50 (eq15 96.8 vs 97.5: -0.7 [-1.2, -0.2]; head-rrf -0.7 [-1.2, -0.2]; head-rrf+lexcand
     -0.6 [-1.1, -0.1]; eq15+lexcand -0.8 [-1.4, -0.3]; rrf3 -0.7 [-1.2, -0.2]) and eq15, head-rrf
@@ -49,7 +49,7 @@ Result (all-MiniLM-L6-v2, int8 tasks as the default index; results/tool_depth_fu
     says): metatool passes against dense, gorilla_hf against RRF (R@50 -1.6 [-4.1, +1.0]).
 
 Run
-    PYTHONPATH=. python experiments/tool_depth_fusion.py [--out results/tool_depth_fusion.json]
+    PYTHONPATH=. python experiments/tool_depth_fusion.py [--out results/experiments/tool_depth_fusion.json]
 """
 
 from __future__ import annotations
@@ -198,7 +198,7 @@ def table(name: str, per: dict[str, dict[str, np.ndarray]]) -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=str(ROOT / "results" / "tool_depth_fusion.json"))
+    ap.add_argument("--out", default=str(ROOT / "results" / "experiments" / "tool_depth_fusion.json"))
     args = ap.parse_args()
     res: dict[str, Any] = {"variants": VARIANTS, "fit": {}, "confirm": {}}
     fit = {n: run_dataset(n, VARIANTS) for n in FIT_TOOLS + FIT_SKILLS}

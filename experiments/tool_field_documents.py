@@ -28,7 +28,7 @@ Adoption rule (declared before the run)
     significantly worse than ``single`` on the same four. Of two that pass, the higher bfcl R@10.
     Skill corpora are not tool catalogues; they keep their text either way.
 
-Result (results/tool_field_documents.json): not adopted.
+Result (results/experiments/tool_field_documents.json): not adopted.
     ``fields`` alone loses on every tool set where it differs: metatool R@10 -1.8 [-2.8, -0.8],
     gorilla_hf R@10 -9.7 [-12.5, -6.7], R@50 -11.3 [-14.0, -8.8] (its "parameters" are argument
     names only, and its description field repeats the record); bfcl R@10 -0.6 [-1.4, +0.2], R@50
@@ -39,7 +39,7 @@ Result (results/tool_field_documents.json): not adopted.
     for the lexical background of tool schemas).
 
 Run
-    PYTHONPATH=. python experiments/tool_field_documents.py [--out results/tool_field_documents.json]
+    PYTHONPATH=. python experiments/tool_field_documents.py [--out results/experiments/tool_field_documents.json]
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def run(name: str) -> dict[str, dict[str, np.ndarray]]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=str(ROOT / "results" / "tool_field_documents.json"))
+    ap.add_argument("--out", default=str(ROOT / "results" / "experiments" / "tool_field_documents.json"))
     args = ap.parse_args()
     per = {n: run(n) for n in ("bfcl", "metatool", "gorilla_hf")}
     rec: dict[str, Any] = {}

@@ -32,7 +32,7 @@ Adoption rule (declared before the run)
     pass, the one with the higher bfcl Completeness@10. Results grouped by server in the proxy's
     ``search_tools`` are a presentation of the ranking and are built either way.
 
-Result (results/tool_server_signal.json): not adopted.
+Result (results/experiments/tool_server_signal.json): not adopted.
     bfcl (fit): both variants are significantly worse than eq15 — server-text R@10 -1.3 [-2.1,
     -0.7], nDCG@10 -3.3 [-4.0, -2.7], C@10 -1.4 [-2.2, -0.6]; server-max R@10 -0.8 [-1.2, -0.4],
     nDCG@10 -0.4 [-0.5, -0.2], R@50 -0.2 [-0.4, -0.0], C@10 -0.8 [-1.2, -0.4]. The derived servers
@@ -43,7 +43,7 @@ Result (results/tool_server_signal.json): not adopted.
     be derived; a catalogue of real MCP servers with multi-tool tasks is what would decide it.
 
 Run
-    PYTHONPATH=. python experiments/tool_server_signal.py [--out results/tool_server_signal.json]
+    PYTHONPATH=. python experiments/tool_server_signal.py [--out results/experiments/tool_server_signal.json]
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ def run(name: str) -> dict[str, dict[str, np.ndarray]]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=str(ROOT / "results" / "tool_server_signal.json"))
+    ap.add_argument("--out", default=str(ROOT / "results" / "experiments" / "tool_server_signal.json"))
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     res: dict[str, Any] = {}

@@ -21,10 +21,10 @@ Result (all-MiniLM-L6-v2, paired bootstrap 95 % intervals, 2,000 resamples)
     schema: bfcl description -0.104 [-0.118, -0.091], params -0.042 [-0.053, -0.031];
     gorilla_hf description -0.038 [-0.064, -0.016], params -0.029 [-0.053, -0.005]. No tie, so
     the default tool text is ``schema`` (skillsight_fast.tools.catalog.DEFAULT_TOOL_TEXT). Full
-    numbers: results/tool_text_variants.json and docs/TOOLS.md.
+    numbers: results/experiments/tool_text_variants.json and docs/TOOLS.md.
 
 Run
-    PYTHONPATH=. python experiments/tool_text_variants.py [--out results/tool_text_variants.json]
+    PYTHONPATH=. python experiments/tool_text_variants.py [--out results/experiments/tool_text_variants.json]
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def dataset_path(name: str) -> Path:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--datasets", default="bfcl,gorilla_hf,metatool")
-    ap.add_argument("--out", default=str(ROOT / "results" / "tool_text_variants.json"))
+    ap.add_argument("--out", default=str(ROOT / "results" / "experiments" / "tool_text_variants.json"))
     args = ap.parse_args()
     results: dict = {}
     per_all: dict = {}

@@ -1,6 +1,6 @@
-"""Subcommands for agents and the people who run them: serve, calibrate, update, analyze.
+"""Subcommands for agents and the people who run them: serve, calibrate, update.
 
-Registered into ``skillsight`` through ``cli.EXTENSIONS``; heavy imports stay inside handlers.
+Registered into ``skillsight`` through ``cli.COMMANDS``; heavy imports stay inside handlers.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from skillsight_fast.cli._common import (
     positive_int,
 )
 from skillsight_fast.cli.proxy import add_proxy_args, cmd_proxy
+from skillsight_fast.cli.settings import settle
 from skillsight_fast.errors import SkillsightError
 
 #: Shipped inside the package (package data), so an installed wheel finds it too.
@@ -26,7 +27,7 @@ DEFAULT_OFFTOPIC = Path(str(resources.files("skillsight_fast") / "data" / "offto
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add serve, calibrate, update and analyze to the ``skillsight`` parser."""
+    """Add serve, calibrate and update to the ``skillsight`` parser."""
     p = sub.add_parser("serve", help="serve an index to agents: MCP over stdio, or JSON over HTTP")
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--mcp", action="store_true", help="MCP server over stdio (tools find_skills, get_skill)")
@@ -62,6 +63,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="MCP: also answer the prompt hook on a loopback HTTP port (published for the hook)")
     add_proxy_args(p)
     p.set_defaults(func=cmd_serve)
+    settle(p, "serve", ["--allow-host", "--max-connections", "--min-score", "--min-cosine", "--mmap", "--ray",
+                        "--shards", "--debounce", "--pin", "--tool-text", "--start-timeout",
+                        "--call-timeout", "--index-cache"])
 
     p = sub.add_parser("calibrate", help="pick the abstention threshold (--min-score) from labelled + off-topic queries")
     p.add_argument("-i", "--index", required=True, metavar="DIR")
@@ -80,6 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", action="store_true", help="report only; do not write calibration.json")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_calibrate)
+    settle(p, "calibrate", ["--offtopic", "--max-loss", "--max-queries", "-k", "--signal"])
 
     p = sub.add_parser("update", help="re-index only added or changed skills (by content hash)")
     p.add_argument("sources", nargs="+", metavar="SOURCE", help="the full library, as given to `index`")
@@ -89,16 +94,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or warnings")
     p.set_defaults(func=cmd_update)
-
-    p = sub.add_parser("analyze", help="plots and a report: background energy, recall vs depth, score split")
-    p.add_argument("-i", "--index", required=True, metavar="DIR")
-    p.add_argument("--data", metavar="QUERIES",
-                   help="labelled queries (dataset folder or .jsonl(.gz)); default: the skills' descriptions")
-    p.add_argument("-o", "--output", required=True, metavar="OUT", help="folder for the PNGs and report.md")
-    p.add_argument("--max-queries", type=positive_int, default=2000)
-    p.add_argument("--json", action="store_true")
-    p.add_argument("-q", "--quiet", action="store_true")
-    p.set_defaults(func=cmd_analyze)
 
 
 def _read_token(path: str | None) -> str | None:
@@ -297,25 +292,4 @@ def cmd_update(args: argparse.Namespace) -> int:
         print(f"{verb} {args.index}: {len(result.added)} added, {len(result.changed)} changed, "
               f"{len(result.removed)} removed, {result.unchanged} unchanged; {result.encoded} encoded, "
               f"{result.n_skills} skills, {result.seconds} s")
-    return 0
-
-
-def cmd_analyze(args: argparse.Namespace) -> int:
-    from skillsight_fast import SkillIndex
-    from skillsight_fast.lab.analyze import write_report
-    from skillsight_fast.library.queries import read_queries
-
-    index = SkillIndex.load(args.index)
-    queries = read_queries(args.data) if args.data else None
-    title = Path(args.data).name if args.data else ""
-    summary = write_report(index, queries, args.output, title=title, max_queries=args.max_queries)
-    if args.json:
-        emit_json(summary)
-    elif not args.quiet:
-        rec = summary["recall"]
-        print(f"wrote {', '.join(summary['plots'])} and report.md to {args.output} "
-              f"({summary['n_queries']} queries, {summary['seconds']} s)")
-        for m, vals in rec.items():
-            print(f"  {m:<10} " + "  ".join(f"{k} {v:.1f}" for k, v in vals.items())
-                  + f"  ahead-of-gold {summary['share_ahead_mean'][m]:.2f}%")
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from skillsight_fast.cli._common import emit_json, non_negative_int, positive_int
+from skillsight_fast.cli.settings import settle
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -15,6 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=non_negative_int, default=10, metavar="N", help="findings shown per check (default 10)")
     p.add_argument("--json", action="store_true", help="the whole report as one JSON object")
     p.set_defaults(func=cmd_doctor)
+    settle(p, "doctor", ["-k", "--limit"])
 
     p = sub.add_parser("pin", help="pin skills: every search returns them first")
     p.add_argument("-i", "--index", required=True, metavar="DIR")

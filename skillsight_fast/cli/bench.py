@@ -6,10 +6,11 @@ import argparse
 
 from skillsight_fast.lab.benchmark import DEFAULT_SIZES, QUICK_SIZES
 from skillsight_fast.cli._common import non_negative_int, positive_int
+from skillsight_fast.cli.settings import settle
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add the ``bench`` subcommand."""
+    """Add the ``bench`` subcommand (under ``lab``)."""
     p = sub.add_parser("bench", help="measure kernel and end-to-end speed (docs/SPEED.md)")
     p.add_argument("--sizes", nargs="+", default=None, metavar="N",
                    help="library sizes: 'real' (the corpus itself) or a number of skills "
@@ -31,8 +32,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="no encoder or cross-encoder: skip the encode, end-to-end and rerank arms")
     p.add_argument("--static-model", metavar="DIR", default=None,
                    help="model2vec folder of the static tiers (default: distilled from the encoder, cached)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic scale-up and the queries")
     p.set_defaults(func=cmd_bench)
+    settle(p, "bench", ["--sizes", "--details", "--plot", "--index", "--corpus", "--queries", "--reps",
+                        "--rerank-reps", "--compressed-from", "--no-model", "--static-model", "--seed"])
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

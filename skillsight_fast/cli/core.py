@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from skillsight_fast.cli._common import add_abstention_args, emit_json
+from skillsight_fast.cli.settings import settle
 from skillsight_fast.config import (
     DEFAULT_MODEL,
     ENGINES,
@@ -65,6 +66,8 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or warnings")
     p.set_defaults(func=cmd_index)
+    settle(p, "index", ["--int8", "--paper", "--lexical", "--query-encoder", "--query-model", "--query-int8",
+                        "--stream", "--ray", "--ray-workers", "--chunk-size"])
 
 
 def add_query_encoder_args(p: argparse.ArgumentParser, evaluation: bool = False) -> None:
@@ -333,6 +336,7 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
                         "Numba start-up); auto: NumPy for up to 16 tasks, else the kernels (default)")
     add_abstention_args(p)
     p.set_defaults(func=cmd_search)
+    settle(p, "search", ["--mmap", "--cut", "--no-collapse", "--no-pins", "--engine", "--min-cosine"])
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -376,7 +380,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         if not any(not h.pinned for h in answer.hits):
             print("  (no hits)" if rule is None else
                   f"  (no skill fits: the best hit's {rule.signal} is below {rule.threshold:.4f}; "
-                  "--min-cosine none shows the hits anyway)")
+                  "--min-score none shows the hits anyway)")
     return 0
 
 
@@ -535,8 +539,9 @@ def cmd_rescan(args: argparse.Namespace) -> int:
 def _add_warmup(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("warmup", help="compile the kernels and export the default encoder once")
     p.add_argument("--model", default=DEFAULT_MODEL)
-    p.add_argument("--int8", action="store_true")
+    p.add_argument("--int8", action="store_true", help="only the int8-quantised encoder")
     p.set_defaults(func=cmd_warmup)
+    settle(p, "warmup", ["--int8"])
 
 
 def cmd_warmup(args: argparse.Namespace) -> int:

@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from skillsight_fast.cli._common import add_abstention_args, non_negative_int, positive_int
+from skillsight_fast.cli.settings import settle
 from skillsight_fast.config import DEFAULT_MODEL
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the ``eval`` subcommand."""
+    """Add the ``eval`` subcommand (under ``lab``)."""
     p = subparsers.add_parser("eval", help="evaluate retrieval methods on labelled datasets")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--data", action="append", metavar="DIR", help="dataset folder (repeatable)")
@@ -54,10 +55,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--chunks", action="store_true",
                    help="ablations: also head-vs-chunk-mean document embeddings (encodes up to 8 chunks per doc)")
     p.add_argument("--bootstrap", type=positive_int, default=2000, metavar="N", help="bootstrap resamples (default 2000)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the sampling and the bootstrap")
     p.add_argument("--cache-dir", metavar="DIR", help="cache root (default: the per-user cache)")
-    p.add_argument("-q", "--quiet", action="store_true")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress log, no table")
     p.set_defaults(func=cmd_eval)
+    settle(p, "eval", ["--all", "--skill", "-k", "--cut", "--min-score", "--min-cosine", "--data-root", "--methods",
+                       "--markdown", "--limit", "--all-queries", "--model", "--int8", "--query-encoder",
+                       "--query-model", "--query-int8", "--cross-encoder", "--rerank-queries", "--ablations",
+                       "--chunks", "--bootstrap", "--seed", "--cache-dir", "--quiet"])
 
 
 def _table(objs: list[dict[str, Any]]) -> str:

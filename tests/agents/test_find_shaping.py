@@ -195,10 +195,10 @@ def test_cli_search_pin_and_filters(index, tmp_path, capsys, monkeypatch):
     assert main(["search", "merge pdf pages", "-i", idx, "--json", "-k", "2", "--min-score", "none"]) == 0
     hits = json.loads(capsys.readouterr().out)["hits"]
     assert hits[0]["id"] == "style" and hits[0]["pinned"] and hits[1]["copies"]
-    assert main(["search", "merge pdf pages", "-i", idx, "--json", "--tag", "devops", "--no-pins",
+    assert main(["-c", "no-pins=true", "search", "merge pdf pages", "-i", idx, "--json", "--tag", "devops",
                  "--min-score", "none"]) == 0
     assert [h["id"] for h in json.loads(capsys.readouterr().out)["hits"]] == ["docker"]
-    assert main(["search", "merge pdf pages", "-i", idx, "--source", "team-b", "--no-collapse",
+    assert main(["-c", "no-collapse=true", "search", "merge pdf pages", "-i", idx, "--source", "team-b",
                  "--min-score", "none"]) == 0
     out = capsys.readouterr().out
     assert "(pinned)" in out and "[pdf-tools]" in out and "[csv]" not in out
@@ -258,7 +258,7 @@ def test_mcp_find_skills_filters_pins_and_copies(tmp_path):
 
     async def calls():
         params = StdioServerParameters(command=sys.executable, args=[
-            "-m", "skillsight_fast.cli", "serve", "--mcp", "-i", str(tmp_path / "idx"), "-q", "--min-score", "none"])
+            "-m", "skillsight_fast.cli", "-c", "min-score=none", "serve", "--mcp", "-i", str(tmp_path / "idx"), "-q"])
         async with stdio_client(params) as (read, write):
             async with mcp.ClientSession(read, write) as session:
                 await session.initialize()

@@ -52,10 +52,12 @@ def _is_error(result) -> bool:
     return bool(getattr(result, "is_error", getattr(result, "isError", False)))
 
 
-def _params(*args):
+def _params(*args, debounce=None):
     from mcp.client.stdio import StdioServerParameters
 
-    return StdioServerParameters(command=sys.executable, args=["-m", "skillsight_fast.cli", "serve", "--mcp", *args])
+    settings = ["-c", f"debounce={debounce}"] if debounce is not None else []
+    return StdioServerParameters(command=sys.executable,
+                                 args=["-m", "skillsight_fast.cli", *settings, "serve", "--mcp", *args])
 
 
 async def _until(pred, bound=BOUND_S):
@@ -77,7 +79,7 @@ def test_resources_files_and_watch_over_the_sdk_client(tmp_path):
     assert main(["index", str(lib), "-o", str(tmp_path / "idx"), "-q"]) == 0
 
     async def session_calls():
-        async with stdio_client(_params("-i", str(tmp_path / "idx"), "-q", "--watch", "--debounce", "100")) as (r, w):
+        async with stdio_client(_params("-i", str(tmp_path / "idx"), "-q", "--watch", debounce=100)) as (r, w):
             async with mcp.ClientSession(r, w) as session:
                 init = await session.initialize()
                 assert init.capabilities.resources is not None and init.capabilities.tools is not None
@@ -208,8 +210,8 @@ def test_watch_sends_resources_list_changed(tmp_path):
             if method == "notifications/resources/list_changed":
                 changed.set()
 
-        args = ("-i", str(tmp_path / "idx"), "-q", "--watch", "--debounce", "100")
-        async with (stdio_client(_params(*args)) as (r, w),
+        args = ("-i", str(tmp_path / "idx"), "-q", "--watch")
+        async with (stdio_client(_params(*args, debounce=100)) as (r, w),
                     mcp.ClientSession(r, w, message_handler=on_message) as session):
             init = await session.initialize()
             before = {str(x.uri) for x in (await session.list_resources()).resources}  # waits for the load
@@ -239,7 +241,7 @@ def test_watch_notifies_subscriptions_listen_streams(tmp_path):
     assert main(["index", str(lib), "-o", str(tmp_path / "idx"), "-q"]) == 0
 
     async def session_calls():
-        async with Client(_params("-i", str(tmp_path / "idx"), "-q", "--watch", "--debounce", "100")) as client:
+        async with Client(_params("-i", str(tmp_path / "idx"), "-q", "--watch", debounce=100)) as client:
             version = client.session.protocol_version
             before = {str(x.uri) for x in (await client.list_resources()).resources}
             async with client.listen(resources_list_changed=True) as sub:

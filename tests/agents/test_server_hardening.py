@@ -516,11 +516,14 @@ def test_cli_refuses_exposure_and_bad_ports_before_loading(tmp_path, capsys, mon
     code = main(["serve", "--http", "--token-file", str(tmp_path / "empty"), "-i", str(missing)])
     err = capsys.readouterr().err
     assert code == 1 and "empty" in err and "Traceback" not in err
-    for argv in (["--port", "70000"], ["--port", "-3"], ["--port", "http"], ["--max-connections", "0"]):
+    for argv in (["--port", "70000"], ["--port", "-3"], ["--port", "http"]):
         with pytest.raises(SystemExit) as exc:
             main(["serve", "--http", "-i", str(missing), *argv])
         err = capsys.readouterr().err
         assert exc.value.code == 2 and "usage:" in err and "Traceback" not in err, argv
+    code = main(["-c", "max-connections=0", "serve", "--http", "-i", str(missing)])  # a setting: one line
+    err = capsys.readouterr().err
+    assert code == 2 and "--max-connections" in err and err.count("\n") == 1 and "Traceback" not in err
 
 
 # ---------------------------------------------------------------------- hang-ups and failures

@@ -96,13 +96,13 @@ def test_cli_eval_triggers(index, tmp_path, capsys, monkeypatch):
     f = _write(tmp_path / "t.json", [{"query": "stl mesh volume", "should_trigger": True},
                                       {"query": "clean csv columns", "should_trigger": False}])
     out = tmp_path / "r.json"
-    assert main(["eval", "--triggers", str(f), "--skill", "lib:mesh-analysis", "-i", str(tmp_path / "idx"),
-                 "-k", "1", "--json", str(out), "--bootstrap", "100"]) == 0
+    assert main(["-c", "skill=lib:mesh-analysis", "-c", "k=1", "-c", "bootstrap=100", "eval", "--triggers", str(f),
+                 "-i", str(tmp_path / "idx"), "--json", str(out)]) == 0
     assert "lib:mesh-analysis" in capsys.readouterr().out
     assert json.loads(out.read_text())["overall"]["pass_rate"] == 1.0
     assert main(["eval", "--triggers", str(f), "-i", str(tmp_path / "idx")]) == 1  # skill "t" unknown
     assert "no skill 't'" in capsys.readouterr().err
-    assert main(["eval", "--triggers", str(f), "--skill", "lib:csv"]) == 1  # no index
+    assert main(["-c", "skill=lib:csv", "eval", "--triggers", str(f)]) == 1  # no index
     assert "-i DIR" in capsys.readouterr().err
 
 

@@ -314,7 +314,7 @@ def test_query_api(saved_index, case):
 def test_query_cli(saved_index, capsys, fake_model, case):
     query, k, message = QUERIES[case]
     # --min-cosine none: the hash vectors' derived threshold would drop hits these inputs do get
-    code, out, err = run_cli(capsys, ["search", "-i", saved_index, "-k", k, "--json", "--min-cosine", "none",
+    code, out, err = run_cli(capsys, ["-c", "min-cosine=none", "search", "-i", saved_index, "-k", k, "--json",
                                       "--", query])
     if message is not None:
         assert_cli_error(code, err, message)

@@ -58,13 +58,13 @@ def test_errors_exit_nonzero_without_traceback(library, tmp_path, capsys):
 
 @pytest.mark.parametrize("flags, adaptive, lexical", [
     ([], True, "bm25"),
-    (["--paper"], False, "lec"),
-    (["--lexical", "lec"], True, "lec"),
-    (["--paper", "--lexical", "bm25"], False, "bm25"),
+    (["-c", "paper=true"], False, "lec"),
+    (["-c", "lexical=lec"], True, "lec"),
+    (["-c", "paper=true", "-c", "lexical=bm25"], False, "bm25"),
 ])
 def test_index_flags_choose_the_method(library, tmp_path, capsys, flags, adaptive, lexical):
     idx = tmp_path / "idx"
-    assert main(["index", str(library), "-o", str(idx), "-q", *flags]) == 0
+    assert main([*flags, "index", str(library), "-o", str(idx), "-q"]) == 0
     capsys.readouterr()
     assert main(["info", "-i", str(idx), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)

@@ -59,19 +59,28 @@ def usage_error(capsys, argv, needle):
 
 # ---------------------------------------------------------------------- counts on the command line
 @pytest.mark.parametrize("argv,needle", [
-    (["calibrate", "-i", "x", "--data", "y", "--max-queries", "-5"], "--max-queries"),
-    (["calibrate", "-i", "x", "--data", "y", "--max-queries", "0"], "--max-queries"),
-    (["calibrate", "-i", "x", "--data", "y", "-k", "0"], "-k"),
-    (["calibrate", "-i", "x", "--data", "y", "--max-loss", "2"], "--max-loss"),
-    (["calibrate", "-i", "x", "--data", "y", "--max-loss", "nan"], "--max-loss"),
-    (["analyze", "-i", "x", "-o", "y", "--max-queries", "-1"], "--max-queries"),
-    (["eval", "--data", "x", "--limit", "-1"], "--limit"),
-    (["eval", "--data", "x", "--bootstrap", "0"], "--bootstrap"),
-    (["serve", "--http", "-i", "x", "--port", "70000"], "--port"),
-    (["serve", "--mcp", "-i", "x", "--debounce", "-1"], "--debounce"),
+    (["-c", "max-queries=-5", "calibrate", "-i", "x", "--data", "y"], "--max-queries"),
+    (["-c", "max-queries=0", "calibrate", "-i", "x", "--data", "y"], "--max-queries"),
+    (["-c", "k=0", "calibrate", "-i", "x", "--data", "y"], "-k"),
+    (["-c", "max-loss=2", "calibrate", "-i", "x", "--data", "y"], "--max-loss"),
+    (["-c", "max-loss=nan", "calibrate", "-i", "x", "--data", "y"], "--max-loss"),
+    (["-c", "max-queries=-1", "analyze", "-i", "x", "-o", "y"], "--max-queries"),
+    (["-c", "limit=-1", "eval", "--data", "x"], "--limit"),
+    (["-c", "bootstrap=0", "eval", "--data", "x"], "--bootstrap"),
+    (["-c", "debounce=-1", "serve", "--mcp", "-i", "x"], "--debounce"),
 ], ids=lambda v: " ".join(v) if isinstance(v, list) else v)
-def test_counts_out_of_range_are_usage_errors(capsys, argv, needle):
-    usage_error(capsys, argv, needle)
+def test_settings_out_of_range_are_usage_errors(capsys, argv, needle):
+    """A setting out of range: status 2 and one line naming it, before any work."""
+    from skillsight_fast.cli import main
+
+    code = main([str(a) for a in argv])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("skillsight: error: -c:"), err
+    assert needle in err and "Traceback" not in err, err
+
+
+def test_counts_out_of_range_are_usage_errors(capsys):
+    usage_error(capsys, ["serve", "--http", "-i", "x", "--port", "70000"], "--port")
 
 
 # ---------------------------------------------------------------------- query records
@@ -147,7 +156,7 @@ def test_empty_offtopic_list_is_refused_not_stored_as_nan(tmp_path, capsys, fake
     labelled_only = tmp_path / "labelled.jsonl"  # every off-topic query has a gold skill in the index
     labelled_only.write_text(json.dumps({"text": "merge pdf", "gold": ["pdf"]}) + "\n")
     for off in (tmp_path / "none.txt", labelled_only):
-        code, _, err = run_cli(capsys, ["calibrate", "-i", index_dir, "--data", data, "--offtopic", off])
+        code, _, err = run_cli(capsys, ["-c", f"offtopic={off}", "calibrate", "-i", index_dir, "--data", data])
         assert_cli_error(code, err, "off-topic")
         assert not (index_dir / "calibration.json").exists()
 

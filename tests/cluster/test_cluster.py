@@ -128,8 +128,8 @@ def test_cli_serve_http_ray_answers_as_the_single_server(ray_cluster, tmp_path):
     src.write_text("".join(lines), encoding="utf-8")
     assert main(["index", str(src), "-o", str(tmp_path / "idx"), "--scan", "int8", "-q"]) == 0
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, "-m", "skillsight_fast.cli", "serve", "--http", "-i", str(tmp_path / "idx"),
-                             "--ray", ray_cluster, "--shards", "2", "--port", "0", "--json", "-q"],
+    proc = subprocess.Popen([sys.executable, "-m", "skillsight_fast.cli", "-c", f"ray={ray_cluster}", "-c", "shards=2",
+                             "serve", "--http", "-i", str(tmp_path / "idx"), "--port", "0", "--json", "-q"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         line = proc.stdout.readline()
@@ -169,8 +169,8 @@ def test_cli_serve_ray_watch_applies_an_update(ray_cluster, tmp_path):
     src = _write(tmp_path / "skills.jsonl", lines)
     assert main(["index", str(src), "-o", str(tmp_path / "idx"), "--scan", "int8", "-q"]) == 0
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, "-m", "skillsight_fast.cli", "serve", "--http", "-i", str(tmp_path / "idx"),
-                             "--ray", ray_cluster, "--shards", "2", "--watch", str(src), "--debounce", "100",
+    proc = subprocess.Popen([sys.executable, "-m", "skillsight_fast.cli", "-c", f"ray={ray_cluster}", "-c", "shards=2",
+                             "-c", "debounce=100", "serve", "--http", "-i", str(tmp_path / "idx"), "--watch", str(src),
                              "--port", "0", "--json", "-q"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:

@@ -97,8 +97,8 @@ def test_calibrate_cli_then_search_abstains(tmp_path, monkeypatch, capsys):
     off = tmp_path / "off.txt"
     off.write_text("\n".join(OFFTOPIC) + "\n")
 
-    assert main(["calibrate", "-i", str(idx), "--data", str(data), "--offtopic", str(off),
-                 "--max-loss", "0.1", "--dry-run", "--json"]) == 0
+    assert main(["-c", f"offtopic={off}", "-c", "max-loss=0.1", "calibrate", "-i", str(idx), "--data", str(data),
+                 "--dry-run", "--json"]) == 0
     dry = json.loads(capsys.readouterr().out)
     assert read_calibration(idx) is None and dry["n_answerable"] == len(ANSWERABLE)
     assert dry["n_offtopic"] == len(OFFTOPIC) and dry["answerable_lost"] <= 0.1
@@ -107,8 +107,8 @@ def test_calibrate_cli_then_search_abstains(tmp_path, monkeypatch, capsys):
     assert all(chosen["offtopic_rejected"] >= s["offtopic_rejected"] for s in dry["signals"].values())
     assert [r["target_loss"] for r in chosen["table"]][:2] == [0.0, 0.01]
 
-    assert main(["calibrate", "-i", str(idx), "--data", str(data), "--offtopic", str(off), "--max-loss", "0.1",
-                 "--signal", "score"]) == 0
+    assert main(["-c", f"offtopic={off}", "-c", "max-loss=0.1", "-c", "signal=score", "calibrate", "-i", str(idx),
+                 "--data", str(data)]) == 0
     text = capsys.readouterr().out
     assert "chosen: score >=" in text and "off-topic rejected" in text
     cal = read_calibration(idx)
@@ -126,7 +126,7 @@ def test_calibrate_cli_then_search_abstains(tmp_path, monkeypatch, capsys):
     assert all(json.loads(line)["hits"] for line in capsys.readouterr().out.splitlines())
     assert main(["search", "-i", str(idx), "--min-score", "100", "merge pdf"]) == 0
     assert "no skill fits" in capsys.readouterr().out
-    assert main(["search", "-i", str(idx), "--min-cosine", "0.99", "merge pdf"]) == 0
+    assert main(["-c", "min-cosine=0.99", "search", "-i", str(idx), "merge pdf"]) == 0
     assert "cosine is below 0.9900" in capsys.readouterr().out
 
 

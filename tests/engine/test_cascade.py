@@ -158,10 +158,10 @@ def test_the_cli_default_builds_the_cascade_and_info_says_so(tmp_path: Path, cap
     assert f"lookup-first cascade: the int8 transformer answers a task whose lookup search scores below " \
            f"{FALLBACK_BELOW:g}, and every task of fewer than 64 word pieces" in capsys.readouterr().out
     # --stream cannot fit a table: the default there is the transformer
-    assert main(["index", str(src), "-o", str(tmp_path / "s"), "--stream", "--json", "-q"]) == 0
+    assert main(["-c", "stream=true", "index", str(src), "-o", str(tmp_path / "s"), "--json", "-q"]) == 0
     streamed = json.loads(capsys.readouterr().out)
     assert (streamed["query_encoder"], streamed["fallback_below"]) == ("transformer", None)
-    assert main(["index", str(src), "-o", str(tmp_path / "t"), "--query-encoder", "transformer",
+    assert main(["-c", "query-encoder=transformer", "index", str(src), "-o", str(tmp_path / "t"),
                  "--fallback-below", "0.4"]) == 1
     assert "--fallback-below" in capsys.readouterr().err
 
@@ -172,8 +172,8 @@ def test_cascade_flags_that_cannot_apply_are_refused(tmp_path: Path, capsys) -> 
     from skillsight_fast.cli import main
 
     src = ROOT / "data" / "personal" / "skills"
-    for extra in (["--stream"], ["--paper"], ["--no-query-int8"]):
-        assert main(["index", str(src), "-o", str(tmp_path / "x"), "--fallback-below", "0.5", *extra]) == 1
+    for extra in (["-c", "stream=true"], ["-c", "paper=true"], ["-c", "query-int8=false"]):
+        assert main([*extra, "index", str(src), "-o", str(tmp_path / "x"), "--fallback-below", "0.5"]) == 1
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "do not build" in err
     assert main(["index", str(src), "-o", str(tmp_path / "x"), "--lookup-min-pieces", "-3"]) == 1

@@ -175,14 +175,14 @@ def test_cli_fitted_index_and_refusals(real, tmp_path: Path, capsys) -> None:
     src = tmp_path / "skills.jsonl"
     src.write_text("".join(json.dumps({"id": s.id, "name": s.name, "description": s.description, "body": s.body})
                            + "\n" for s in skills), encoding="utf-8")
-    assert main(["index", str(src), "-o", str(tmp_path / "a"), "--query-encoder", "fitted",
-                 "--query-model", str(folder), "--json", "-q"]) == 0
+    assert main(["-c", "query-encoder=fitted", "-c", f"query-model={folder}", "index", str(src), "-o",
+                 str(tmp_path / "a"), "--json", "-q"]) == 0
     assert json.loads(capsys.readouterr().out)["query_encoder"] == "fitted"
     # no abstention: this tests the tier's mechanics, not whether the task fits this small library
-    assert main(["search", "-i", str(tmp_path / "a"), tasks[-1], "-k", "2", "--json", "--min-cosine", "none"]) == 0
+    assert main(["-c", "min-cosine=none", "search", "-i", str(tmp_path / "a"), tasks[-1], "-k", "2", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["hits"]
-    for flag in ("--stream", "--ray"):
-        assert main(["index", str(src), "-o", str(tmp_path / "b"), "--query-encoder", "fitted", flag]) == 1
+    for flag in ("stream=true", "ray=true"):
+        assert main(["-c", "query-encoder=fitted", "-c", flag, "index", str(src), "-o", str(tmp_path / "b")]) == 1
         assert "--stream / --ray" in capsys.readouterr().err
     assert not (tmp_path / "b").exists()
 

@@ -255,8 +255,8 @@ def test_eval_offtopic_on_the_personal_library(personal_index, tmp_path, capsys)
     from skillsight_fast.cli import main
 
     out = tmp_path / "abstention.json"
-    assert main(["eval", "-i", str(personal_index), "--offtopic", str(PERSONAL / "prompts.jsonl"),
-                 "--json", str(out), "--bootstrap", "200"]) == 0
+    assert main(["-c", "bootstrap=200", "eval", "-i", str(personal_index), "--offtopic",
+                 str(PERSONAL / "prompts.jsonl"), "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert "off-topic prompts silent" in text and "on-topic prompts right first" in text
     r = json.loads(out.read_text())

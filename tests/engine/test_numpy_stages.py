@@ -270,7 +270,7 @@ def static_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     except Exception as exc:  # weights package not installed
         pytest.skip(f"bundled model unavailable: {exc}")
     out = tmp_path_factory.mktemp("static") / "idx"
-    assert main(["index", str(ROOT / "data" / "skillsbench"), "--query-encoder", "static", "-o", str(out), "-q"]) == 0
+    assert main(["-c", "query-encoder=static", "index", str(ROOT / "data" / "skillsbench"), "-o", str(out), "-q"]) == 0
     return out
 
 
@@ -309,8 +309,8 @@ def test_real_static_index_numpy_equals_kernels(static_index: Path):
 def test_one_shot_static_search_imports_neither_numba_nor_onnxruntime(static_index: Path):
     task = "merge two pdf files into one document"
     code = ("import sys, json; from skillsight_fast.cli import main; "
-            f"rc = main(['search', '-i', {str(static_index)!r}, {task!r}, '-k', '5', '--json', '--explain', "
-            "'--min-cosine', 'none']); "
+            f"rc = main(['-c', 'min-cosine=none', 'search', '-i', {str(static_index)!r}, {task!r}, '-k', '5', "
+            "'--json', '--explain']); "
             "import os; print(json.dumps([rc, 'numba' in sys.modules, 'llvmlite' in sys.modules, "
             "'onnxruntime' in sys.modules, os.environ.get('OPENBLAS_NUM_THREADS')]))")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -320,8 +320,8 @@ def test_one_shot_static_search_imports_neither_numba_nor_onnxruntime(static_ind
     *answer, flags = out.stdout.strip().splitlines()
     assert json.loads(flags) == [0, False, False, False, "1"]  # and OpenBLAS started one thread
     # the same hits as the kernels give (--engine numba), in a process of its own
-    kernel = subprocess.run([sys.executable, "-m", "skillsight_fast.cli", "search", "-i", str(static_index), task,
-                             "-k", "5", "--json", "--engine", "numba", "--min-cosine", "none"],
+    kernel = subprocess.run([sys.executable, "-m", "skillsight_fast.cli", "-c", "engine=numba", "-c", "min-cosine=none",
+                             "search", "-i", str(static_index), task, "-k", "5", "--json"],
                             capture_output=True, text=True, env=env,
                             timeout=300, check=True)
     got, want = json.loads(answer[0])["hits"], json.loads(kernel.stdout)["hits"]
@@ -341,9 +341,8 @@ def test_one_shot_static_search_imports_neither_numba_nor_onnxruntime(static_ind
 def test_cli_refuses_an_unknown_engine(capsys: pytest.CaptureFixture[str]):
     from skillsight_fast.cli import main
 
-    with pytest.raises(SystemExit) as exc:
-        main(["search", "-i", "nowhere", "a task", "--engine", "cuda"])
-    assert exc.value.code == 2 and "--engine" in capsys.readouterr().err
+    assert main(["-c", "engine=cuda", "search", "-i", "nowhere", "a task"]) == 2  # a setting: one line
+    assert "--engine" in capsys.readouterr().err
 
 
 def test_matched_terms_equal_the_kernel_on_random_and_edge_inputs() -> None:

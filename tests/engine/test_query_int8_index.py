@@ -130,14 +130,14 @@ def test_cli_index_records_and_refuses(skills, tmp_path: Path, capsys) -> None:
     src = tmp_path / "skills.jsonl"
     src.write_text("".join(json.dumps({"id": s.id, "name": s.name, "description": s.description, "body": s.body})
                            + "\n" for s in skills), encoding="utf-8")
-    assert main(["index", str(src), "-o", str(tmp_path / "a"), "--query-encoder", "transformer", "--json", "-q"]) == 0
+    assert main(["-c", "query-encoder=transformer", "index", str(src), "-o", str(tmp_path / "a"), "--json", "-q"]) == 0
     assert json.loads(capsys.readouterr().out)["query_int8"] is True
-    assert main(["index", str(src), "-o", str(tmp_path / "b"), "--no-query-int8", "--json", "-q"]) == 0
+    assert main(["-c", "query-int8=false", "index", str(src), "-o", str(tmp_path / "b"), "--json", "-q"]) == 0
     assert json.loads(capsys.readouterr().out)["query_int8"] is False
     manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
     assert manifest["config"]["query_int8"] is False
     assert main(["info", "-i", str(tmp_path / "a")]) == 0
     assert "int8-quantised graph" in capsys.readouterr().out
-    assert main(["index", str(src), "-o", str(tmp_path / "c"), "--query-encoder", "static", "--query-int8"]) == 1
+    assert main(["-c", "query-encoder=static", "-c", "query-int8=true", "index", str(src), "-o", str(tmp_path / "c")]) == 1
     assert "--query-int8" in capsys.readouterr().err
     assert not (tmp_path / "c").exists()

@@ -167,7 +167,7 @@ def test_cli_index_info_search_and_eval_with_tiers(real, tmp_path: Path, monkeyp
     results = {}
     for tier in ("static-mapped", "static"):  # transformer: the rest of the suite
         out = tmp_path / f"idx-{tier}"
-        assert main(["index", str(data), "-o", str(out), "--query-encoder", tier, "--query-model", str(folder),
+        assert main(["-c", f"query-encoder={tier}", "-c", f"query-model={folder}", "index", str(data), "-o", str(out),
                      "-q", "--json"]) == 0
         summary = json.loads(capsys.readouterr().out)
         assert summary["query_encoder"] == tier and summary["n_skills"] == len(skills)
@@ -176,11 +176,11 @@ def test_cli_index_info_search_and_eval_with_tiers(real, tmp_path: Path, monkeyp
         assert main(["info", "-i", str(out), "--json"]) == 0  # each tier derives its own threshold
         assert json.loads(capsys.readouterr().out)["abstention"]["derived"]["query_encoder"] == tier
         # no threshold here: on the static tiers the derived one also silences real tasks (docs/ABSTENTION.md)
-        assert main(["search", "-i", str(out), tasks[0], "-k", "3", "--json", "--min-cosine", "none"]) == 0
+        assert main(["-c", "min-cosine=none", "search", "-i", str(out), tasks[0], "-k", "3", "--json"]) == 0
         assert len(json.loads(capsys.readouterr().out)["hits"]) == 3
         res = tmp_path / f"eval-{tier}.json"
-        assert main(["eval", "--data", str(data), "--methods", "skillsight", "--query-encoder", tier,
-                     "--query-model", str(folder), "--bootstrap", "20", "--json", str(res), "-q"]) == 0
+        assert main(["-c", "methods=skillsight", "-c", f"query-encoder={tier}", "-c", f"query-model={folder}",
+                     "-c", "bootstrap=20", "-c", "quiet=true", "eval", "--data", str(data), "--json", str(res)]) == 0
         obj = json.loads(res.read_text())
         results[tier] = obj["results"]["skillsight"]["recall@10"]
         assert obj["notes"]["query_encoder"]["tier"] == tier
@@ -189,6 +189,6 @@ def test_cli_index_info_search_and_eval_with_tiers(real, tmp_path: Path, monkeyp
     assert man["model"]["id"] == folder.name and man["config"]["model"] == man["config"]["query_model"] == "static_model"
     assert (tmp_path / "idx-static" / "static_model" / "model.safetensors").is_file()
     assert all(0.0 <= r <= 1.0 for r in results.values())
-    assert main(["index", str(data), "-o", str(tmp_path / "bad"), "--query-encoder", "static-mapped",
-                 "--query-model", str(tmp_path), "-q"]) != 0
+    assert main(["-c", "query-encoder=static-mapped", "-c", f"query-model={tmp_path}", "index", str(data), "-o",
+                 str(tmp_path / "bad"), "-q"]) != 0
     assert "not a model2vec folder" in capsys.readouterr().err

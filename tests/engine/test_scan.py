@@ -170,15 +170,15 @@ def test_cli_index_rescan_info(tmp_path, monkeypatch, capsys):
     assert main(["rescan", "-i", str(idx), "--scan", "ivf", "--nprobe", "2", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["scan"] == "ivf" and out["nprobe"] == 1  # clamped to the single cell of 3 skills
-    for mmap in ([], ["--mmap"]):
-        assert main(["search", "-i", str(idx), "merge pdf pages", "-k", "1", "--json", *mmap]) == 0
+    for mmap in ([], ["-c", "mmap=true"]):
+        assert main([*mmap, "search", "-i", str(idx), "merge pdf pages", "-k", "1", "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["hits"][0]["id"] == "pdf"
     assert main(["info", "-i", str(idx)]) == 0
     assert "scan ivf, nlist=1, nprobe=1" in capsys.readouterr().out
     assert main(["rescan", "-i", str(idx), "--scan", "binary", "--rerank", "7", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["scan"] == "binary" and out["rerank_factor"] == 7 and out["oversample"] == 4
-    assert main(["search", "-i", str(idx), "merge pdf pages", "-k", "1", "--json", "--mmap"]) == 0
+    assert main(["-c", "mmap=true", "search", "-i", str(idx), "merge pdf pages", "-k", "1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["hits"][0]["id"] == "pdf"
     with pytest.raises(SystemExit):
         main(["rescan", "-i", str(idx), "--scan", "bogus"])

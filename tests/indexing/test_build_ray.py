@@ -60,8 +60,8 @@ def test_cli_index_ray_joins_a_cluster_and_writes_the_same_index(ray_cluster, tm
     assert main(["index", str(src), "-o", str(tmp_path / "one"), "-q"]) == 0
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     run = subprocess.run(
-        [sys.executable, "-m", "skillsight_fast.cli", "index", str(src), "-o", str(tmp_path / "ray"),
-         "--ray", ray_cluster, "--ray-workers", "2", "--chunk-size", "5", "--json"],
+        [sys.executable, "-m", "skillsight_fast.cli", "-c", f"ray={ray_cluster}", "-c", "ray-workers=2",
+         "-c", "chunk-size=5", "index", str(src), "-o", str(tmp_path / "ray"), "--json"],
         capture_output=True, text=True, env=env, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     assert json.loads(run.stdout.strip().splitlines()[-1])["n_skills"] == 16
@@ -76,5 +76,5 @@ def test_ray_missing_is_a_clear_error(monkeypatch, tmp_path, capsys):
     from skillsight_fast.cli import main
 
     monkeypatch.setitem(sys.modules, "ray", None)
-    assert main(["index", str(CORPUS), "-o", str(tmp_path / "x"), "--ray", "-q"]) == 1
+    assert main(["-c", "ray=true", "index", str(CORPUS), "-o", str(tmp_path / "x"), "-q"]) == 1
     assert "the [ray] extra" in capsys.readouterr().err

@@ -153,12 +153,12 @@ def test_cli_index_stream_writes_the_same_index(tmp_path, monkeypatch, capsys):
         write_skill(root, s.id, name=s.name, description=s.description, body=s.body)
     write_skill(root, "broken", raw="no front matter")
     assert main(["index", str(root), "-o", str(tmp_path / "a"), "-q"]) == 0
-    assert main(["index", str(root), "-o", str(tmp_path / "b"), "--stream", "--chunk-size", "5", "--json"]) == 0
+    assert main(["-c", "stream=true", "-c", "chunk-size=5", "index", str(root), "-o", str(tmp_path / "b"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["n_skills"] == 22 and len(out["skipped"]) == 1
     a, b = SkillIndex.load(tmp_path / "a"), SkillIndex.load(tmp_path / "b")
     a.encoder = b.encoder = HashEncoder()
     assert a.roots == b.roots == [str(root.resolve())]
     assert_same_index(b, a, ["merge pdf pages", "docker compose deploy"], atol=0)
-    assert main(["index", str(root), "-o", str(tmp_path / "c"), "--chunk-size", "5"]) == 1
+    assert main(["-c", "chunk-size=5", "index", str(root), "-o", str(tmp_path / "c")]) == 1
     assert "--chunk-size is for --stream" in capsys.readouterr().err

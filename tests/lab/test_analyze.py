@@ -31,7 +31,7 @@ def test_analyze_with_labelled_queries(index_dir, tmp_path, capsys):
         ("merge pdf pages", "pdf-tools"), ("docker compose deploy", "docker-deploy"),
         ("stl mesh volume", "mesh-analysis"), ("unknown gold", "nope")])))
     out = tmp_path / "out"
-    assert main(["analyze", "-i", str(index_dir), "--data", str(data), "-o", str(out), "--json"]) == 0
+    assert main(["-c", f"data={data}", "-c", "json=true", "analyze", "-i", str(index_dir), "-o", str(out)]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["n_queries"] == 3 and summary["n_docs"] == 50  # the query without gold is dropped
     for name in summary["plots"]:

@@ -212,16 +212,16 @@ def test_cli_contextual_index_and_refusals(real, tmp_path: Path, capsys) -> None
     src = tmp_path / "skills.jsonl"
     src.write_text("".join(json.dumps({"id": s.id, "name": s.name, "description": s.description, "body": s.body})
                            + "\n" for s in skills), encoding="utf-8")
-    assert main(["index", str(src), "-o", str(tmp_path / "a"), "--query-encoder", "contextual",
-                 "--query-model", str(folder), "--json", "-q"]) == 0
+    assert main(["-c", "query-encoder=contextual", "-c", f"query-model={folder}", "index", str(src), "-o",
+                 str(tmp_path / "a"), "--json", "-q"]) == 0
     assert json.loads(capsys.readouterr().out)["query_encoder"] == "contextual"
     # no abstention: this tests the tier's mechanics, not whether the task fits this small library
-    assert main(["search", "-i", str(tmp_path / "a"), tasks[-1], "-k", "2", "--json", "--min-cosine", "none"]) == 0
+    assert main(["-c", "min-cosine=none", "search", "-i", str(tmp_path / "a"), tasks[-1], "-k", "2", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["hits"]
-    assert main(["index", str(src), "-o", str(tmp_path / "b"), "--query-encoder", "contextual", "--stream"]) == 1
+    assert main(["-c", "query-encoder=contextual", "-c", "stream=true", "index", str(src), "-o", str(tmp_path / "b")]) == 1
     assert "--stream" in capsys.readouterr().err
-    assert main(["index", str(src), "-o", str(tmp_path / "c"), "--query-encoder", "contextual",
-                 "--query-int8"]) == 1
+    assert main(["-c", "query-encoder=contextual", "-c", "query-int8=true", "index", str(src), "-o",
+                 str(tmp_path / "c")]) == 1
     assert not (tmp_path / "b").exists() and not (tmp_path / "c").exists()
 
 

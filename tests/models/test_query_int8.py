@@ -93,11 +93,11 @@ def test_cli_eval_query_int8(dataset, tmp_path: Path, capsys) -> None:
             fh.write(json.dumps({"id": q.id, "text": q.text, "gold": [dataset.docs[g].id for g in q.gold]}) + "\n")
     (data / "meta.json").write_text(json.dumps({"name": "skillsbench-sample", "distractors": None}))
     out = tmp_path / "r.json"
-    assert main(["eval", "--data", str(data), "--methods", "skillsight", "--query-int8", "--cache-dir",
-                 str(tmp_path / "cache"), "--bootstrap", "20", "--json", str(out), "-q"]) == 0
+    assert main(["-c", "methods=skillsight", "-c", "query-int8=true", "-c", f"cache-dir={tmp_path / 'cache'}", "-c",
+                 "bootstrap=20", "-c", "quiet=true", "eval", "--data", str(data), "--json", str(out)]) == 0
     obj = json.loads(out.read_text())
     assert obj["notes"]["query_encoder"]["query_int8"] == "all"
     assert 0.0 < obj["results"]["skillsight"]["recall@10"] <= 1.0
-    assert main(["eval", "--data", str(data), "--methods", "skillsight", "--query-int8",
-                 "--query-encoder", "static", "-q"]) == 2
+    assert main(["-c", "methods=skillsight", "-c", "query-int8=true", "-c", "query-encoder=static", "-c", "quiet=true",
+                 "eval", "--data", str(data)]) == 2
     assert "--query-int8" in capsys.readouterr().err

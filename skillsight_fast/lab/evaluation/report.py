@@ -176,6 +176,6 @@ def compose(eval_json: Path, ablations_json: Path | None, extra_json: list[Path]
 if __name__ == "__main__":  # pragma: no cover
     import sys
 
-    root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("results")
+    root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("results/eval")
     compose(root / "eval.json", root / "ablations.json", [root / "eval-splade.json"], Path("docs/RESULTS.md"),
             "bash bench/run_eval.sh")

@@ -31,11 +31,13 @@ def test_bench_no_model_writes_the_required_json(tiny_index, tmp_path, capsys):
     out = tmp_path / "bench.json"
     details = tmp_path / "details.json"
     plot = tmp_path / "scaling.png"
-    argv = ["bench", "--no-model", "-i", str(directory), "--corpus", str(tmp_path / "none"),
-            "--sizes", "real", str(n_real * 3), "--reps", "2", "--compressed-from", str(n_real * 3),
-            "--json", str(out), "--details", str(details)]
+    settings = tmp_path / "bench.toml"  # the knobs as a settings file (skillsight -c FILE)
+    settings.write_text(f"[bench]\nno-model = true\nindex = {json.dumps(str(directory))}\n"
+                        f"corpus = [{json.dumps(str(tmp_path / 'none'))}]\nsizes = [\"real\", {n_real * 3}]\n"
+                        f"reps = 2\ncompressed-from = {n_real * 3}\ndetails = {json.dumps(str(details))}\n")
+    argv = ["-c", str(settings), "bench", "--json", str(out)]
     pytest.importorskip("matplotlib")
-    argv += ["--plot", str(plot)]
+    argv[2:2] = ["-c", f"plot={plot}"]
     assert main(argv) == 0
     report = json.loads(out.read_text())
     top, size_keys, stages = report_schema_keys()

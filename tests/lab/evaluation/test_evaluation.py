@@ -185,8 +185,8 @@ def test_eval_cli_json_has_exactly_the_required_keys(tiny_dataset, tmp_path, cap
     from skillsight_fast.cli import main
 
     out = tmp_path / "eval.json"
-    rc = main(["eval", "--data", str(tiny_dataset[0]), "--json", str(out), "--bootstrap", "50", "-q",
-               "--methods", "dense,bm25,rrf,skillsight,skillsight-paper", "--markdown", str(tmp_path / "r.md")])
+    rc = main(["-c", "bootstrap=50", "-c", "quiet=true", "-c", "methods=dense,bm25,rrf,skillsight,skillsight-paper",
+               "-c", f"markdown={tmp_path / 'r.md'}", "eval", "--data", str(tiny_dataset[0]), "--json", str(out)])
     assert rc == 0
     obj = json.loads(out.read_text())
     assert {"dataset", "n_queries", "n_docs", "results"} <= set(obj)
@@ -209,7 +209,7 @@ def test_eval_cli_json_has_exactly_the_required_keys(tiny_dataset, tmp_path, cap
 def test_eval_cli_rejects_unknown_method(tiny_dataset, capsys):
     from skillsight_fast.cli import main
 
-    assert main(["eval", "--data", str(tiny_dataset[0]), "--methods", "dense,nope", "-q"]) == 2
+    assert main(["-c", "methods=dense,nope", "-c", "quiet=true", "eval", "--data", str(tiny_dataset[0])]) == 2
 
 
 def test_abtt_removes_the_common_direction():
