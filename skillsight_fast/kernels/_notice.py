@@ -104,7 +104,7 @@ def _heartbeat() -> None:
             busy = _active > 0 or now - _last_seen < 1.0
         if busy and now - last_line >= EVERY:
             last_line = now
-            logger.warning("still compiling search kernels (%d s so far)…", now - _started)
+            logger.warning("still compiling kernels (%d s so far)…", now - _started)
 
 
 def _count(step: int) -> None:
