@@ -88,9 +88,9 @@ def compiled():
 
 @pytest.fixture
 def one_thread():
-    from skillsight_fast.kernels._threads import n_threads
+    from skillsight_fast.kernels import single_thread
 
-    with n_threads(1) as t:
+    with single_thread() as t:
         yield t
 
 

@@ -40,7 +40,7 @@ def main() -> int:
     from skillsight_fast import SkillIndex
     from skillsight_fast.agents.find import find_skills
     from skillsight_fast.engine.index import hit_cosines
-    from skillsight_fast.kernels._threads import n_threads
+    from skillsight_fast.kernels import single_thread
 
     qs = tasks()
     index = SkillIndex.load(args.index, mmap=True, verify="lazy")
@@ -59,7 +59,7 @@ def main() -> int:
     for i in range(args.n):
         q = [qs[i % len(qs)]]
         v = timed("encode", lambda: index.encode(q))
-        with n_threads(1):
+        with single_thread():
             qp = timed("remove_background", lambda: index.remove_background(v))
             terms, ptr = timed("evidence_tokens", lambda: index.evidence_tokens(q))
             cand, sd = timed("dense_scan", lambda: index.dense_candidates(qp, max(index.decisions.candidates, depth)))

@@ -120,10 +120,10 @@ def _arms(index, kinds: dict, qv: np.ndarray, texts: list[str], depth: int) -> d
 
 def _timed(arms: dict, reps: int) -> dict:
     from skillsight_fast.lab.benchmark.runner import Timings, time_round_robin
-    from skillsight_fast.kernels._threads import n_threads
+    from skillsight_fast.kernels import single_thread
 
     t = Timings()
-    with n_threads(1):
+    with single_thread():
         time_round_robin(arms, reps, t)
     return {name: round(t.p(name, 50), 3) for name in arms}
 

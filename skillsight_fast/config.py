@@ -45,7 +45,7 @@ FALLBACK_BELOW = 0.45
 #: would save little and risk much. Set by the transformer's cost curve, not by a dataset's accuracy.
 LOOKUP_MIN_PIECES = 64
 #: What runs the query stages after the encoder: the Numba kernels, or their NumPy twins
-#: (skillsight_fast/engine/numpy_stages.py: no Numba import, for a one-shot search of a few tasks).
+#: (skillsight_fast/kernels/twins.py: no Numba import, for a one-shot search of a few tasks).
 ENGINES = ("numba", "numpy")
 #: Document vectors of the dense side (docs/ADAPTIVE.md, "Document vector"): one vector of the indexed text (the
 #: paper), or the mean of it and a vector of the name + description alone (mean of the two cosines).

@@ -62,6 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         one_blas_thread()
     parser = build_parser()
     args = parser.parse_args(lab_alias(args_in))
+    if getattr(args, "quiet", False):  # -q: not even the kernels' compile lines (kernels/_notice.py)
+        logging.getLogger("skillsight_fast.kernels").setLevel(logging.ERROR)
     if args.verbose:
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:

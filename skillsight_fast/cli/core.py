@@ -344,7 +344,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     from skillsight_fast._startup import without_scipy_probe
     from skillsight_fast.agents.find import find_skills
     from skillsight_fast.engine.abstention import resolve_abstention
-    from skillsight_fast.engine.numpy_stages import ONE_SHOT_MAX_QUERIES
+    from skillsight_fast.kernels.twins import ONE_SHOT_MAX_QUERIES
 
     # validated and cleaned once (lone surrogates from undecodable argv bytes become U+FFFD, printable)
     args.task = SkillIndex.check_queries(args.task)

@@ -142,8 +142,8 @@ class ShardedIndex:
                 cpus_per_shard: float = 1.0) -> ShardedIndex:
         """Start ``shards`` Ray actors (joining the cluster at ``address``; None: the one this
         process is connected to, else a new local one), each holding its rows."""
-        from skillsight_fast.indexing.ray import import_ray
         from skillsight_fast.engine.index import SkillIndex
+        from skillsight_fast.indexing.ray import import_ray
 
         ray = import_ray()
         if not ray.is_initialized():
@@ -316,7 +316,7 @@ class ShardedIndex:
         if d.lexical not in LEXICAL_SIDES:
             raise QueryError(f"a sharded index scores the lexical sides {', '.join(LEXICAL_SIDES)}")
         raw = np.ascontiguousarray(np.atleast_2d(vectors), np.float32)
-        from skillsight_fast.kernels._threads import n_threads
+        from skillsight_fast.kernels import n_threads
 
         with n_threads(1 if raw.shape[0] == 1 else None):
             q_perp = head.remove_background(raw)
@@ -348,7 +348,7 @@ class ShardedIndex:
             m = got["rows"].shape[0]
             cand[i, :m], s_dense[i, :m], s_lex[i, :m] = got["rows"], got["dense"], got["lexical"]
             evid.append(got)
-        from skillsight_fast.kernels._threads import n_threads
+        from skillsight_fast.kernels import n_threads
 
         with n_threads(1 if len(texts) == 1 else None):
             # qᵀd of the hits as the single index computes it (the same rows, fetched from the shards)

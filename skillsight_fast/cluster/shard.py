@@ -117,12 +117,12 @@ class ShardEngine:
     def approx(self, q_perp: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
         """int8 scan: the ``min(kk, rows)`` best rows by the int8 score (global ids, scores), best first
         and ties by ascending id, as the single index's int8 scan orders its survivors."""
-        from skillsight_fast.kernels._threads import n_threads
+        from skillsight_fast.kernels import single_thread
         from skillsight_fast.kernels.compressed import dense_topk_int8
 
         if len(self) == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
-        with n_threads(1):  # one query: no parallel launch (a shard is one actor, one CPU)
+        with single_thread():  # one query: no parallel launch (a shard is one actor, one CPU)
             ids, scores = dense_topk_int8(q_perp[None, :], self.codes, self.scales, min(kk, len(self)))
         keep = ids[0] >= 0
         return ids[0][keep] + self.start, scores[0][keep]
@@ -130,12 +130,11 @@ class ShardEngine:
     def exact_top(self, q_perp: np.ndarray, q_raw: np.ndarray, depth: int, terms: tuple[np.ndarray, np.ndarray],
                   side: str) -> dict[str, Any]:
         """Exact scan: the ``depth`` best rows of the shard and :meth:`score` of them."""
-        from skillsight_fast.kernels import dense_topk
-        from skillsight_fast.kernels._threads import n_threads
+        from skillsight_fast.kernels import dense_topk, single_thread
 
         if len(self) == 0:
             return self.score(q_perp, q_raw, np.zeros(0, np.int64), terms, side)
-        with n_threads(1):
+        with single_thread():
             ids, _ = dense_topk(q_perp[None, :], self.perp, min(depth, len(self)))
         rows = ids[0][ids[0] >= 0] + self.start
         return self.score(q_perp, q_raw, rows, terms, side)
@@ -162,8 +161,7 @@ class ShardEngine:
         so the same float32 sums in the same order) over the query terms' postings restricted to this
         shard's rows.
         """
-        from skillsight_fast.kernels import score_lexical_all
-        from skillsight_fast.kernels._threads import n_threads
+        from skillsight_fast.kernels import score_lexical_all, single_thread
 
         t = np.ascontiguousarray(q_terms, np.int32)
         n = len(self)
@@ -180,7 +178,7 @@ class ShardEngine:
             docs = np.asarray(self.post_docs[lo + int(bounds[0]) : lo + int(bounds[1])]) - self.start
             parts.append(docs.astype(np.int32))
             ptr.append(ptr[-1] + docs.size)
-        with n_threads(1):
+        with single_thread():
             cov = score_lexical_all(np.arange(t.size, dtype=np.int32), np.array([0, t.size], np.int64),
                                     np.asarray(ptr, np.int64), np.concatenate(parts), self.weights[t], n)[0]
         top = np.argsort(-cov, kind="stable")[: min(kl, n)]
@@ -196,8 +194,12 @@ class ShardEngine:
         ``dense_by``: ``loop``, the float32 loop of the scans; ``einsum``, NumPy's row-wise product, as
         the single index scores the candidates once the LEC coverage candidates joined them
         (:meth:`~skillsight_fast.engine.index.SkillIndex.add_lexical_candidates`)."""
-        from skillsight_fast.kernels import matched_terms, score_bm25_candidates, score_lexical_candidates
-        from skillsight_fast.kernels._threads import n_threads
+        from skillsight_fast.kernels import (
+            matched_terms,
+            score_bm25_candidates,
+            score_lexical_candidates,
+            single_thread,
+        )
         from skillsight_fast.kernels.compressed import rescore_rows
 
         if side not in LEXICAL_SIDES:
@@ -218,7 +220,7 @@ class ShardEngine:
         ev = np.ascontiguousarray(terms[1], np.int32)
         ev_ptr_q = np.array([0, ev.shape[0]], np.int64)
         cand = local[None, :] if local.size else np.full((1, 1), -1, np.int64)
-        with n_threads(1):
+        with single_thread():
             if side == "bm25":
                 lex = score_bm25_candidates(cand, t, ptr, self.doc_indptr, self.doc_terms, self.doc_tf,
                                             self.doc_len, self.bm25_idf, k1=_BM25[0], b=_BM25[1], avgdl=self.avgdl)

@@ -31,7 +31,7 @@ import numpy as np
 
 from skillsight_fast import kernels
 from skillsight_fast.config import ENGINES, MAPPED_TIERS, TABLE_TIERS, IndexConfig
-from skillsight_fast.engine import numpy_stages
+from skillsight_fast.kernels import twins as numpy_stages
 from skillsight_fast.engine.background import BM25_B, BM25_K1, estimate_background, select_background_terms
 from skillsight_fast.engine.lexicon import Lexicon
 from skillsight_fast.engine.query_encoders import (
@@ -927,9 +927,9 @@ class SkillIndex:
         if self._engine == "numba" and len(texts) == 1:
             # one task: every parallel kernel would run one iteration while its other threads wait at the
             # barrier; on a loaded machine that wait costs ~15 ms per kernel (bench/serve_latency.py)
-            from skillsight_fast.kernels._threads import n_threads
+            from skillsight_fast.kernels import single_thread
 
-            with n_threads(1):
+            with single_thread():
                 return self._search_vectors(vectors, texts, k, d, dense_stage, lexical_stage, explain)
         return self._search_vectors(vectors, texts, k, d, dense_stage, lexical_stage, explain)
 

@@ -84,7 +84,7 @@ def remove_background(vectors: np.ndarray, basis: np.ndarray, renormalize: bool,
     With SBC off (r = 0, no re-normalising) the projection is the identity: sharing the array
     spares a copy of the document matrix and a kernel launch per query batch. Nothing in the
     index writes into either array. ``project`` replaces the kernel
-    (:func:`skillsight_fast.engine.numpy_stages.project_out_background` for the NumPy engine).
+    (:func:`skillsight_fast.kernels.twins.project_out_background` for the NumPy engine).
     """
     if basis.shape[0] == 0 and not renormalize:
         return vectors

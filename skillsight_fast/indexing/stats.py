@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from skillsight_fast.indexing._kernels import token_sums
+from skillsight_fast.kernels.sharded import token_sums
 
 
 @dataclass

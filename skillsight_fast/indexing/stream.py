@@ -38,7 +38,7 @@ from typing import IO, TYPE_CHECKING, overload
 
 import numpy as np
 
-from skillsight_fast.indexing._kernels import remap_sort_rows
+from skillsight_fast.kernels.sharded import remap_sort_rows
 from skillsight_fast.indexing.shard import Shard, encode_shard
 from skillsight_fast.indexing.stats import CorpusStats, TokenStats
 from skillsight_fast.config import IndexConfig

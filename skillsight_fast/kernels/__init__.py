@@ -7,10 +7,16 @@
 - :func:`matched_terms`: the query's evidence tokens each hit contains.
 - :func:`transpose_csr`: document→terms CSR into term→documents postings.
 - :func:`fuse_topk`: fusion of dense and lexical scores over the candidate set, final top-k.
+- :func:`single_thread` / :func:`n_threads`: a block run with one (or n) Numba threads.
+
+Every Numba-compiled function of the package lives in this folder, one concern per file, and each
+query kernel has its NumPy twin in :mod:`skillsight_fast.kernels.twins` (the tests' reference and the
+one-shot search's stages). The import-linter contract ``kernels`` (pyproject.toml) names the packages
+that may import this one; the ``_``-prefixed modules are private to it.
 
 The names are loaded on first use (PEP 562 ``__getattr__``): importing this package does not
 import Numba, so a process that never calls a kernel (a one-shot search on the NumPy stages,
-:mod:`skillsight_fast.engine.numpy_stages`) never pays Numba's import. Callers hold the package
+:mod:`skillsight_fast.kernels.twins`) never pays Numba's import. Callers hold the package
 (``from skillsight_fast import kernels``) and call ``kernels.fuse_topk(...)``.
 """
 
@@ -30,6 +36,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers and readers (nothing 
     )
     from skillsight_fast.kernels.projection import project_out_background
     from skillsight_fast.kernels.stats import token_directions
+    from skillsight_fast.kernels.threads import n_threads, single_thread
     from skillsight_fast.kernels.topk import dense_topk, merge_candidates
 
 #: Public name -> the submodule that defines it.
@@ -39,10 +46,12 @@ _WHERE = {
     "fuse_topk": "fusion",
     "matched_terms": "lexical",
     "merge_candidates": "topk",
+    "n_threads": "threads",
     "project_out_background": "projection",
     "score_bm25_candidates": "lexical",
     "score_lexical_all": "lexical",
     "score_lexical_candidates": "lexical",
+    "single_thread": "threads",
     "token_directions": "stats",
     "transpose_csr": "csr",
 }

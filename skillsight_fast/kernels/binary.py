@@ -23,6 +23,7 @@ from numba import njit, prange
 from numba.core import cgutils, config, types
 from numba.extending import intrinsic
 
+from skillsight_fast.kernels._compiled import ensure_compiled
 from skillsight_fast.kernels._flags import JIT, PARALLEL_JIT
 from skillsight_fast.kernels._launch import parallel_launch
 from skillsight_fast.kernels._prefetch import prefetch_l2
@@ -195,6 +196,7 @@ def pack_signs(x: np.ndarray) -> np.ndarray:
     x : array (N, d)
         Converted to C-contiguous float32 once.
     """
+    ensure_compiled()  # a cold cache: compile the whole set, once per install
     a = np.ascontiguousarray(x, dtype=np.float32)
     if a.ndim != 2:
         raise ValueError(f"x must be 2-D, got shape {a.shape}")
@@ -206,6 +208,7 @@ def pack_signs(x: np.ndarray) -> np.ndarray:
 
 def hamming(qbits: np.ndarray, bits: np.ndarray) -> np.ndarray:
     """Hamming distance uint16 (N,) between the packed query ``qbits`` uint64 (W,) and each row of ``bits``."""
+    ensure_compiled()  # a cold cache: compile the whole set, once per install
     qb = np.ascontiguousarray(qbits, np.uint64).reshape(-1)
     b = np.ascontiguousarray(bits, np.uint64)
     if b.ndim != 2 or b.shape[1] != qb.shape[0]:
@@ -253,6 +256,7 @@ def dense_topk_binary(
     scores : float32 (n, k)
         Exact scores, best first, ties by ascending id, -1 / -inf padding.
     """
+    ensure_compiled()  # a cold cache: compile the whole set, once per install
     if k <= 0:
         raise ValueError(f"k must be positive, got {k}")
     if oversample < 1 or rerank < 1:

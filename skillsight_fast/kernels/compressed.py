@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from skillsight_fast.kernels._compiled import ensure_compiled
 from skillsight_fast.kernels._flags import JIT, PARALLEL_JIT
 from skillsight_fast.kernels._launch import parallel_launch
 from skillsight_fast.kernels._prefetch import prefetch_l2
@@ -263,6 +264,7 @@ def quantize_int8(docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     scales : float32 (N,)
         ``docs[j] ≈ scales[j] * codes[j]``; an all-zero row gets scale 0.
     """
+    ensure_compiled()  # a cold cache: compile the whole set, once per install
     x = np.ascontiguousarray(docs, dtype=np.float32)
     if x.ndim != 2:
         raise ValueError(f"docs must be 2-D, got shape {x.shape}")
@@ -283,6 +285,7 @@ def rescore_rows(q: np.ndarray, docs: np.ndarray, rows: np.ndarray) -> np.ndarra
     """Exact ``q · docs[r]`` float32 (m,) for ``rows`` int64 (m,), by the float32 loop of the int8
     scan's re-scoring and the exact scan (the same score a document gets from either scan; what a
     shard of :mod:`skillsight_fast.cluster` returns for its rows)."""
+    ensure_compiled()  # a cold cache: compile the whole set, once per install
     x = docs if docs.dtype == np.float32 and docs.flags.c_contiguous else np.ascontiguousarray(docs, np.float32)
     r = np.ascontiguousarray(rows, np.int64)
     if r.size and (r.min() < 0 or r.max() >= x.shape[0]):
@@ -325,6 +328,7 @@ def dense_topk_int8(
     scores : float32 (n, k)
         Best first, ties by ascending id, -1 / -inf padding.
     """
+    ensure_compiled()  # a cold cache: compile the whole set, once per install
     if k <= 0:
         raise ValueError(f"k must be positive, got {k}")
     if oversample < 1:

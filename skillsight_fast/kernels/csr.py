@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from skillsight_fast.kernels._compiled import ensure_compiled
 from skillsight_fast.kernels._flags import JIT
 
 
@@ -43,6 +44,7 @@ def transpose_csr(indptr: np.ndarray, indices: np.ndarray, n_cols: int) -> tuple
     >>> ptr.tolist(), rows.tolist()
     ([0, 1, 3], [0, 0, 1])
     """
+    ensure_compiled()  # a cold cache: compile the whole set, once per install
     indptr = np.ascontiguousarray(indptr, dtype=np.int64)
     indices = np.ascontiguousarray(indices, dtype=np.int32)
     counts = np.bincount(indices, minlength=n_cols) if indices.size else np.zeros(n_cols, np.int64)

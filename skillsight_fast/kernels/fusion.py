@@ -7,6 +7,7 @@ from numba import njit, prange
 
 from skillsight_fast.config import FUSIONS
 from skillsight_fast.kernels._checks import check_fusion
+from skillsight_fast.kernels._compiled import ensure_compiled
 from skillsight_fast.kernels._flags import PARALLEL_JIT
 from skillsight_fast.kernels._launch import parallel_launch
 from skillsight_fast.kernels.topk import _heap_replace_root, _heap_sort_desc
@@ -143,6 +144,7 @@ def fuse_topk(
     positions : int64 (n, k)
         Position of each hit inside its candidate row (to read its components), -1 padding.
     """
+    ensure_compiled()  # a cold cache: compile the whole set, once per install
     cand, sd, sl = check_fusion(candidates, s_dense, s_lex, k, mode)
     pos = np.full((cand.shape[0], k), -1, dtype=np.int64)
     scores = np.full((cand.shape[0], k), -np.inf, dtype=np.float32)

@@ -9,6 +9,7 @@ from numba import njit, prange
 from skillsight_fast.config import BM25_B, BM25_K1
 from skillsight_fast.kernels._checks import check_candidates as _check_candidates
 from skillsight_fast.kernels._checks import check_queries as _check_queries
+from skillsight_fast.kernels._compiled import ensure_compiled
 from skillsight_fast.kernels._flags import JIT, PARALLEL_JIT
 from skillsight_fast.kernels._launch import parallel_launch
 from skillsight_fast.kernels._prefetch import prefetch
@@ -192,6 +193,7 @@ def score_lexical_candidates(
     float32 (n, K)
         Scores in [0, 1]; 0 for a query without evidence tokens.
     """
+    ensure_compiled()  # a cold cache: compile the whole set, once per install
     w = np.ascontiguousarray(weights, dtype=np.float32)
     qt, qp = _check_queries(q_terms, q_ptr, w.shape[0])
     cand = _check_candidates(candidates, qp)
@@ -244,6 +246,7 @@ def score_bm25_candidates(
     float32 (n, K)
         Scores ≥ 0 (for non-negative idf); 0 for a query without evidence tokens.
     """
+    ensure_compiled()  # a cold cache: compile the whole set, once per install
     w = np.ascontiguousarray(idf, dtype=np.float32)
     qt, qp = _check_queries(q_terms, q_ptr, w.shape[0])
     cand = _check_candidates(candidates, qp)
@@ -293,6 +296,7 @@ def score_lexical_all(
     -------
     float32 (n, n_docs)
     """
+    ensure_compiled()  # a cold cache: compile the whole set, once per install
     w = np.ascontiguousarray(weights, dtype=np.float32)
     qt, qp = _check_queries(q_terms, q_ptr, w.shape[0])
     out = np.zeros((qp.shape[0] - 1, n_docs), dtype=np.float32)
@@ -359,6 +363,7 @@ def matched_terms(hits: np.ndarray, q_terms: np.ndarray, q_ptr: np.ndarray, doc_
     >>> ptr.tolist(), terms.tolist()
     ([0, 2, 2], [2, 0])
     """
+    ensure_compiled()  # a cold cache: compile the whole set, once per install
     cand = np.ascontiguousarray(hits, dtype=np.int64)
     qt, qp = _check_queries(q_terms, q_ptr, np.iinfo(np.int32).max)
     if cand.ndim != 2 or cand.shape[0] != qp.shape[0] - 1:

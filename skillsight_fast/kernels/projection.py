@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from skillsight_fast.kernels._compiled import ensure_compiled
 from skillsight_fast.kernels._flags import PARALLEL_JIT
 from skillsight_fast.kernels._launch import parallel_launch
 
@@ -77,6 +78,7 @@ def project_out_background(
     >>> project_out_background(np.ones((1, 3), np.float32), basis)
     array([[0., 1., 1.]], dtype=float32)
     """
+    ensure_compiled()  # a cold cache: compile the whole set, once per install
     v = np.ascontiguousarray(np.atleast_2d(vectors), dtype=np.float32)
     b = np.ascontiguousarray(basis, dtype=np.float32).reshape(-1, v.shape[1]) if basis.size else (
         np.zeros((0, v.shape[1]), dtype=np.float32)

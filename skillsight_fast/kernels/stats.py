@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from skillsight_fast.kernels._compiled import ensure_compiled
 from skillsight_fast.kernels._flags import PARALLEL_JIT
 from skillsight_fast.kernels._launch import parallel_launch
 
@@ -51,6 +52,7 @@ def token_directions(
     float32 (m, d)
         One direction per term (zero for a term no document contains).
     """
+    ensure_compiled()  # a cold cache: compile the whole set, once per install
     t = np.ascontiguousarray(terms, dtype=np.int64)
     x = np.ascontiguousarray(docs, dtype=np.float32)
     out = np.zeros((t.shape[0], x.shape[1]), dtype=np.float32)

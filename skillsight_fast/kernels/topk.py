@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from skillsight_fast.kernels._compiled import ensure_compiled
 from skillsight_fast.kernels._flags import JIT, PARALLEL_JIT
 from skillsight_fast.kernels._launch import parallel_launch
 
@@ -186,6 +187,7 @@ def dense_topk(queries: np.ndarray, docs: np.ndarray, k: int) -> tuple[np.ndarra
     >>> ids.tolist()
     [[0, 1, -1]]
     """
+    ensure_compiled()  # a cold cache: compile the whole set, once per install
     if k <= 0:
         raise ValueError(f"k must be positive, got {k}")
     q = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
@@ -242,6 +244,7 @@ def merge_candidates(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     -------
     int64 (n, Ka + Kb)
     """
+    ensure_compiled()  # a cold cache: compile the whole set, once per install
     a = np.ascontiguousarray(a, dtype=np.int64)
     b = np.ascontiguousarray(b, dtype=np.int64)
     out = np.full((a.shape[0], a.shape[1] + b.shape[1]), -1, dtype=np.int64)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from skillsight_fast.kernels._compiled import ensure_compiled
 from skillsight_fast.kernels._flags import JIT
 
 #: Codes of :func:`check_csr`.
@@ -63,6 +64,7 @@ def check_csr(indptr: np.ndarray, ids: np.ndarray, bound: int, counts: np.ndarra
     -------
     (code, position) : a row for CSR_DECREASING and CSR_UNSORTED, an entry for CSR_ID_RANGE.
     """
+    ensure_compiled()  # a cold cache: compile the whole set, once per install
     if indptr.shape[0] < 1:
         return CSR_ENDS, 0
     buf = counts if counts is not None else np.zeros(1, np.int64)
@@ -108,5 +110,6 @@ def first_unsorted_string(blob: np.ndarray, offsets: np.ndarray, order: np.ndarr
     String ``r`` is ``blob[offsets[r * stride + field] : offsets[r * stride + field + 1]]`` (offsets
     already checked); strings compare as bytes (= code points for UTF-8).
     """
+    ensure_compiled()  # a cold cache: compile the whole set, once per install
     seen = np.zeros(order.shape[0], np.bool_)
     return int(_first_unsorted(blob, offsets, order, np.int64(stride), np.int64(field), seen))

@@ -6,7 +6,7 @@ point of a fit: a table ``E`` (one row per token the library uses) and per-token
 ``w = exp(a)`` are fitted so that the lookup-and-pool ``q = normalise(sum_t w_t E_t)`` of a text matches
 the transformer's vector ``t`` of it **in the space the scores are computed in** (background removed,
 ``P = I - B B^T``), on pieces of the library's own texts cut to task size (:func:`training_pieces`).
-No labels, no queries; NumPy and Numba (:mod:`skillsight_fast.models.tablefit`), no torch.
+No labels, no queries; NumPy and Numba (:mod:`skillsight_fast.kernels.tablefit`), no torch.
 
 Objectives (``FitConfig.objective``), each plus the prior ``lam/n * sum_v |E_v - E0_v|^2 + mu * |a|^2``:
 
@@ -299,7 +299,7 @@ def fit_query_table(bags: Bags, targets: np.ndarray, prior: np.ndarray, basis: n
     -------
     FitResult
     """
-    from skillsight_fast.models.tablefit import adam_rows, pool_rows, pool_rows_backward_into
+    from skillsight_fast.kernels.tablefit import adam_rows, pool_rows, pool_rows_backward_into
 
     t0 = time.perf_counter()
     targets = np.ascontiguousarray(targets, np.float32)
@@ -358,7 +358,7 @@ def fit_query_table(bags: Bags, targets: np.ndarray, prior: np.ndarray, basis: n
 
 def encode_bags(bags: Bags, table: np.ndarray) -> np.ndarray:
     """Unit vectors of the bags with a (weights folded in) table: what the encoder gives, float32 (n, d)."""
-    from skillsight_fast.models.tablefit import pool_rows
+    from skillsight_fast.kernels.tablefit import pool_rows
 
     u = pool_rows(np.arange(len(bags)), bags.indptr, bags.slots, bags.counts,
                   np.ones(table.shape[0], np.float32), np.ascontiguousarray(table, np.float32))

@@ -1,5 +1,5 @@
 """Property tests (hypothesis): the front-matter parser, the analyzer, and every kernel against
-tests/support/reference.py on arbitrary shapes (0 rows, k > n) and values (ties included)."""
+its NumPy twin (tests/support/reference.py) on arbitrary shapes (0 rows, k > n) and values (ties included)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Every kernel against its NumPy reference (tests/support/reference.py), on random and edge inputs."""
+"""Every kernel against its NumPy twin (skillsight_fast/kernels/twins.py, through tests/support/reference.py),
+on random and edge inputs."""
 
 from __future__ import annotations
 

@@ -8,8 +8,7 @@ import pytest
 import reference as ref
 
 from skillsight_fast.engine.lexicon import Lexicon
-from skillsight_fast.kernels import dense_topk, score_lexical_candidates
-from skillsight_fast.kernels._threads import n_threads
+from skillsight_fast.kernels import dense_topk, n_threads, score_lexical_candidates, single_thread
 
 
 @pytest.fixture
@@ -57,7 +56,7 @@ def test_n_threads_restores_the_count():
 
     before = numba.get_num_threads()
     with pytest.raises(RuntimeError):
-        with n_threads(1):
+        with single_thread():
             assert numba.get_num_threads() == 1
             raise RuntimeError
     assert numba.get_num_threads() == before

@@ -1,20 +1,25 @@
-"""Slow, obviously correct NumPy versions of every kernel. Never imported by the package."""
+"""The test side of the kernels' NumPy twins (skillsight_fast/kernels/twins.py), in the shapes tests build.
+
+The formulas (projection, top-k, LEC coverage, BM25, fusion, token directions, CSR transpose) are
+written twice, both in ``skillsight_fast/kernels/``: the Numba kernel and its NumPy twin. This module
+adapts the twins to what the tests draw (lists of term ids, sets and dicts per document) and keeps
+what is a test's own: the tie rule of a top-k (``topk_ref``, ``select_top``), the whole search
+composed from the twins (``search_pipeline``), and the contracts of the compressed scans (int8,
+binary). Never imported by the package.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from skillsight_fast.engine.lexicon import STOPWORDS
+from skillsight_fast.kernels import twins
 
 
 def project_out_background(vectors, basis, renormalize=False):
-    v = np.atleast_2d(np.asarray(vectors, dtype=np.float64))
-    b = np.asarray(basis, dtype=np.float64).reshape(-1, v.shape[1])
-    out = v - (v @ b.T) @ b
-    if renormalize:
-        n = np.linalg.norm(out, axis=1, keepdims=True)
-        out = np.where(n > 1e-6, out / np.where(n > 1e-6, n, 1), 0)
-    return out
+    v = np.atleast_2d(np.asarray(vectors, dtype=np.float32))
+    return twins.project_out_background(v, np.asarray(basis, np.float32).reshape(-1, v.shape[1]),
+                                        renormalize=renormalize)
 
 
 def topk_ref(scores_row, k):
@@ -30,122 +35,91 @@ def topk_ref(scores_row, k):
 
 
 def dense_topk(queries, docs, k):
-    q = np.atleast_2d(np.asarray(queries, dtype=np.float64))
-    s = q @ np.asarray(docs, dtype=np.float64).T if len(docs) else np.zeros((q.shape[0], 0))
-    res = [topk_ref(row, k) for row in s]
-    return np.array([r[0] for r in res]).reshape(q.shape[0], k), np.array([r[1] for r in res]).reshape(q.shape[0], k)
+    q = np.atleast_2d(np.asarray(queries, dtype=np.float32))
+    d = np.asarray(docs, dtype=np.float32).reshape(-1, q.shape[1])
+    return twins.dense_topk(q, d, k)
+
+
+def _queries_csr(queries):
+    """Lists of term ids -> (flat int32, ptr int64)."""
+    ptr = np.zeros(len(queries) + 1, np.int64)
+    ptr[1:] = np.cumsum([len(q) for q in queries])
+    flat = np.array([t for q in queries for t in q], np.int32)
+    return flat, ptr
+
+
+def _docs_csr(docs):
+    """Sets of term ids (or dicts term id -> tf) -> (indptr int64, sorted terms int32, tf uint16 or None)."""
+    rows = [sorted(d) for d in docs]
+    ptr = np.zeros(len(rows) + 1, np.int64)
+    ptr[1:] = np.cumsum([len(r) for r in rows])
+    terms = np.array([t for r in rows for t in r], np.int32)
+    tf = np.array([d[t] for d, r in zip(docs, rows) for t in r], np.uint16) if docs and isinstance(docs[0], dict) \
+        else None
+    return ptr, terms, tf
 
 
 def lexical_coverage(query_terms, doc_terms, weights):
     """Σ_{t∈Q'∩d} w(t) / Σ_{t∈Q'} w(t) for one query (list of unique ids) and one doc (set of ids)."""
-    total = sum(float(weights[t]) for t in query_terms)
-    if total <= 0:
-        return 0.0
-    return sum(float(weights[t]) for t in query_terms if t in doc_terms) / total
+    return float(score_lexical_candidates(np.zeros((1, 1), np.int64), [list(query_terms)], [set(doc_terms)],
+                                          weights)[0, 0])
 
 
 def score_lexical_candidates(candidates, queries, docs, weights):
     """queries: list of lists of term ids; docs: list of sets of term ids."""
-    out = np.zeros(candidates.shape)
-    for i, row in enumerate(candidates):
-        for c, d in enumerate(row):
-            if d >= 0:
-                out[i, c] = lexical_coverage(queries[i], docs[d], weights)
-    return out
-
-
-def bm25(query_terms, doc_tf, doc_len, idf, k1=1.2, b=0.75, avgdl=1.0):
-    """Σ_{t∈Q∩d} idf(t)·tf·(k1 + 1) / (tf + k1·(1 − b + b·|d|/avgdl)); doc_tf: dict term -> tf."""
-    norm = k1 * (1.0 - b + b * float(doc_len) / avgdl)
-    out = 0.0
-    for t in query_terms:
-        tf = float(doc_tf.get(t, 0))
-        if tf > 0:
-            out += float(idf[t]) * tf * (k1 + 1.0) / (tf + norm)
-    return out
+    qt, qp = _queries_csr(queries)
+    ptr, terms, _ = _docs_csr(docs)
+    return twins.score_lexical_candidates(np.asarray(candidates, np.int64), qt, qp, ptr, terms,
+                                          np.asarray(weights, np.float32))
 
 
 def score_bm25_candidates(candidates, queries, docs_tf, doc_len, idf, k1=1.2, b=0.75, avgdl=None):
     """queries: list of lists of term ids; docs_tf: list of dicts term id -> tf; doc_len: lengths."""
-    if avgdl is None:
-        avgdl = float(np.mean(doc_len)) if len(doc_len) else 1.0
-    avgdl = avgdl if avgdl > 0 else 1.0
-    out = np.zeros(candidates.shape)
-    for i, row in enumerate(candidates):
-        for c, d in enumerate(row):
-            if d >= 0:
-                out[i, c] = bm25(queries[i], docs_tf[d], doc_len[d], idf, k1, b, avgdl)
-    return out
+    qt, qp = _queries_csr(queries)
+    ptr, terms, tf = _docs_csr(list(docs_tf))
+    if tf is None:
+        tf = np.zeros(0, np.uint16)
+    return twins.score_bm25_candidates(np.asarray(candidates, np.int64), qt, qp, ptr, terms, tf,
+                                       np.asarray(doc_len, np.int32), np.asarray(idf, np.float32), k1=k1, b=b,
+                                       avgdl=avgdl)
 
 
 def score_lexical_all(queries, docs, weights):
-    return np.array([[lexical_coverage(q, d, weights) for d in docs] for q in queries]).reshape(len(queries), len(docs))
-
-
-def fuse(candidates, s_dense, s_lex, mode="eq15", weight=1.0, rrf_k=60.0):
-    """Fused score per candidate (NaN on padding), straight from METHOD.md."""
-    out = np.full(candidates.shape, np.nan)
-    for i in range(candidates.shape[0]):
-        valid = candidates[i] >= 0
-        if not valid.any():
-            continue
-        x = s_dense[i, valid].astype(np.float64)
-        y = s_lex[i, valid].astype(np.float64)
-        if mode == "eq15":
-            if y.std() > 0:
-                scale = x.std() if x.std() > 0 else 1.0
-                f = x + weight * np.maximum((y - y.mean()) / y.std(), 0) * scale
-            else:
-                f = x
-        elif mode == "convex":
-            nd = (x - x.min()) / (x.max() - x.min()) if x.max() > x.min() else np.zeros_like(x)
-            nl = (y - y.min()) / (y.max() - y.min()) if y.max() > y.min() else np.zeros_like(y)
-            f = (1 - weight) * nd + weight * nl
-        elif mode == "rrf":
-            pos = np.arange(x.size)
-            rd = np.empty(x.size)
-            rd[np.lexsort((pos, -x))] = np.arange(x.size)
-            rl = np.empty(y.size)
-            rl[np.lexsort((pos, -y))] = np.arange(y.size)
-            f = 1 / (rrf_k + 1 + rd) + 1 / (rrf_k + 1 + rl)
-        elif mode == "dense":
-            f = x
-        else:
-            f = y
-        out[i, valid] = f
-    return out
+    qt, qp = _queries_csr(queries)
+    ptr, terms, _ = _docs_csr(docs)
+    n_terms = max(len(weights), 1)
+    post_ptr, post_docs = twins.transpose_csr(ptr, terms, n_terms)
+    return twins.score_lexical_all(qt, qp, post_ptr, post_docs, np.asarray(weights, np.float32), len(docs))
 
 
 def fuse_topk(candidates, s_dense, s_lex, k, **kw):
-    fused = fuse(candidates, s_dense, s_lex, **kw)
-    pos = np.full((candidates.shape[0], k), -1, dtype=np.int64)
-    sc = np.full((candidates.shape[0], k), -np.inf)
-    for i in range(candidates.shape[0]):
-        p, s = topk_ref(np.where(np.isnan(fused[i]), -np.inf, fused[i]), k)
-        pos[i], sc[i] = p, s
-    ids = np.where(pos >= 0, np.take_along_axis(candidates, np.maximum(pos, 0), 1), -1)
-    return ids, sc, pos
+    return twins.fuse_topk(np.asarray(candidates, np.int64), np.asarray(s_dense, np.float32),
+                           np.asarray(s_lex, np.float32), k, **kw)
+
+
+def fuse(candidates, s_dense, s_lex, mode="eq15", weight=1.0, rrf_k=60.0):
+    """Fused score per candidate (NaN on padding): the twin's top-k over every candidate, put back in place."""
+    cand = np.asarray(candidates, np.int64)
+    out = np.full(cand.shape, np.nan)
+    if cand.shape[1] == 0:
+        return out
+    _, scores, pos = fuse_topk(cand, s_dense, s_lex, cand.shape[1], mode=mode, weight=weight, rrf_k=rrf_k)
+    for i in range(cand.shape[0]):
+        keep = pos[i] >= 0
+        out[i, pos[i][keep]] = scores[i][keep]
+    return out
 
 
 def token_directions(terms, docs_of_term, docs):
     """docs_of_term: list of row lists per term id."""
-    d = np.asarray(docs, dtype=np.float64)
-    return np.array([d[docs_of_term[t]].mean(0) if len(docs_of_term[t]) else np.zeros(d.shape[1])
-                     for t in terms]).reshape(len(terms), d.shape[1])
+    ptr = np.zeros(len(docs_of_term) + 1, np.int64)
+    ptr[1:] = np.cumsum([len(r) for r in docs_of_term])
+    rows = np.array([r for rs in docs_of_term for r in rs], np.int32)
+    return twins.token_directions(np.asarray(terms, np.int64), ptr, rows, np.asarray(docs, np.float32))
 
 
 def transpose_csr(indptr, indices, n_cols):
-    """Dense 0/1 matrix, transposed, read back row by row."""
-    n_rows = len(indptr) - 1
-    dense = np.zeros((n_rows, n_cols), bool)
-    for j in range(n_rows):
-        dense[j, indices[indptr[j]:indptr[j + 1]]] = True
-    ptr = [0]
-    rows = []
-    for c in range(n_cols):
-        rows.extend(np.flatnonzero(dense[:, c]).tolist())
-        ptr.append(len(rows))
-    return np.array(ptr, np.int64), np.array(rows, np.int32)
+    return twins.transpose_csr(indptr, indices, n_cols)
 
 
 def evidence_terms(texts, vocab, generic, min_len=2, max_len=40) -> list[list[int]]:

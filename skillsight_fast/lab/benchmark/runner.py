@@ -17,10 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from numba import njit
 
 from skillsight_fast.engine.background import BM25_B, BM25_K1, bm25_idf
-from skillsight_fast.kernels._flags import JIT
+from skillsight_fast.kernels.bandwidth import stream_read as _stream_read
 
 logger = logging.getLogger(__name__)
 
@@ -29,15 +28,6 @@ STAGES = ("encode", "project", "dense_topk", "lexical", "fuse_topk", "scoring", 
           "faiss_flat", "bm25s", "dense_rerank", "tinybert_rerank")
 #: Candidates scanned by the dense + reranker baseline.
 RERANK_DEPTH = 100
-
-
-@njit(**JIT)
-def _stream_read(x):  # pragma: no cover - jitted
-    """Sum of a flat float32 array: a pure streaming read, the memory-bandwidth probe."""
-    acc = np.float32(0.0)
-    for i in range(x.shape[0]):
-        acc += x[i]
-    return acc
 
 
 def cpu_name() -> str:
@@ -155,7 +145,7 @@ def bench_size(
     """
     import faiss
 
-    from skillsight_fast.kernels._threads import n_threads
+    from skillsight_fast.kernels import n_threads, single_thread
 
     faiss.omp_set_num_threads(1)
     n_docs, dim = index.dense.embeddings_perp.shape
@@ -288,7 +278,7 @@ def bench_size(
             arms[f"ivf_nprobe{nprobe}"] = a_ivf
 
     load_before = load_average()
-    with n_threads(1):
+    with single_thread():
         time_round_robin(arms, reps, timings)
     load_after = load_average()
 
@@ -303,7 +293,7 @@ def bench_size(
             i = q_of(r)
             flat.search(qv[i : i + 1], RERANK_DEPTH)
 
-        with n_threads(1):
+        with single_thread():
             time_round_robin({"faiss_top100": a_top100}, reps, timings)
         for name, _, cost in rerankers:
             timings.samples[name] = [t + cost for t in timings.samples["faiss_top100"]]
@@ -321,7 +311,7 @@ def bench_size(
 
             return arm
 
-        with n_threads(1):
+        with single_thread():
             time_round_robin({name: rerank_arm(name, ce) for name, ce, _ in rerankers}, rerank_reps, timings)
         rerank["pairs_scored"] = rerank_pairs
         for name, _, _ in rerankers:

@@ -1,18 +1,24 @@
-"""NumPy versions of the query-time kernels, for a process that searches a few tasks once.
+"""The NumPy twin of each kernel: the same signature, the same ids in the same order, no Numba import.
 
-A one-shot ``skillsight search`` pays Numba's import, its CPU-target start-up and the load of the
-cached kernels (together ~0.3–0.6 s) for ~1 ms of work. These functions do the same work in
-NumPy, without importing Numba. They have the signatures and results of their kernel twins
-(:mod:`skillsight_fast.kernels`): the same ids in the same order (ties by lower id, or by candidate
-position in the fusion), and the same scores up to float32 rounding of the dense dot products
-(NumPy's summation order is not the kernels'). :class:`~skillsight_fast.engine.index.SkillIndex` runs them
-when its :attr:`~skillsight_fast.engine.index.SkillIndex.engine` is ``"numpy"``; servers, ``eval`` and
-``bench`` keep the kernels, which are faster per query and run batches in parallel.
+The query kernels (projection, exact dense top-k, LEC and BM25 scores, merge, fusion, evidence
+tokens) and two build kernels (token directions, CSR transpose) have their twin here
+(``twins.fuse_topk`` beside :func:`skillsight_fast.kernels.fuse_topk`, and so on): the formula written
+a second time, in NumPy, in the same folder. The compressed scans (int8, binary) are checked against
+their contracts in tests/support/reference.py instead. The twins serve two purposes:
 
-Each function loops over the queries of a batch in Python, so use them for a handful of queries
-(:data:`ONE_SHOT_MAX_QUERIES`), not for an evaluation. Dense scores come from ``np.einsum``, which
-gives identical rows identical scores (BLAS ``gemv`` may not, in its tail), so exact ties are
-ordered as the kernel orders them.
+- the reference the kernel tests check the kernels against (tests/kernels), and
+- the query stages of a process that searches a few tasks once. A one-shot ``skillsight search`` pays
+  Numba's import, its CPU-target start-up and the load of the cached kernels (together ~0.3–0.6 s)
+  for ~1 ms of work; :class:`~skillsight_fast.engine.index.SkillIndex` runs these instead when its
+  :attr:`~skillsight_fast.engine.index.SkillIndex.engine` is ``"numpy"``. Servers, ``eval`` and ``bench``
+  keep the kernels, which are faster per query and run batches in parallel.
+
+Results match the kernels': the same ids in the same order (ties by lower id, or by candidate position
+in the fusion), and the same scores up to float32 rounding of the dense dot products (NumPy's
+summation order is not the kernels'). Each query twin loops over the queries of a batch in Python, so
+use them for a handful of queries (:data:`ONE_SHOT_MAX_QUERIES`), not for an evaluation. Dense scores
+come from ``np.einsum``, which gives identical rows identical scores (BLAS ``gemv`` may not, in its
+tail), so exact ties are ordered as the kernel orders them.
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ __all__ = [
     "score_bm25_candidates",
     "score_lexical_all",
     "score_lexical_candidates",
+    "token_directions",
+    "transpose_csr",
 ]
 
 
@@ -319,3 +327,34 @@ def matched_terms(hits: np.ndarray, q_terms: np.ndarray, q_ptr: np.ndarray, doc_
             ptr.append(ptr[-1] + found.size)
     terms = np.concatenate(parts).astype(np.int32) if parts else np.zeros(0, np.int32)
     return np.asarray(ptr, np.int64), terms
+
+
+def token_directions(terms: np.ndarray, post_indptr: np.ndarray, post_docs: np.ndarray,
+                     docs: np.ndarray) -> np.ndarray:
+    """Mean embedding of the documents containing each term: :func:`skillsight_fast.kernels.token_directions`.
+
+    Returns float32 (m, d), a zero row for a term no document contains (sums in float64).
+    """
+    t = np.asarray(terms, dtype=np.int64)
+    x = np.asarray(docs, dtype=np.float32)
+    out = np.zeros((t.shape[0], x.shape[1]), dtype=np.float32)
+    ptr = np.asarray(post_indptr, dtype=np.int64)
+    for j, term in enumerate(t.tolist()):
+        rows = post_docs[ptr[term]: ptr[term + 1]]
+        if rows.size:
+            out[j] = x[rows].astype(np.float64).sum(axis=0) / rows.size
+    return out
+
+
+def transpose_csr(indptr: np.ndarray, indices: np.ndarray, n_cols: int) -> tuple[np.ndarray, np.ndarray]:
+    """Columns→rows of a binary CSR matrix, rows ascending: :func:`skillsight_fast.kernels.transpose_csr`.
+
+    Returns (out_ptr int64 (n_cols + 1,), out_rows int32 (nnz,)).
+    """
+    ptr = np.asarray(indptr, dtype=np.int64)
+    cols = np.asarray(indices, dtype=np.int64)
+    rows = np.repeat(np.arange(ptr.shape[0] - 1, dtype=np.int64), np.diff(ptr))
+    order = np.lexsort((rows, cols))  # by column, then row
+    out_ptr = np.zeros(n_cols + 1, dtype=np.int64)
+    np.cumsum(np.bincount(cols, minlength=n_cols) if cols.size else np.zeros(n_cols, np.int64), out=out_ptr[1:])
+    return out_ptr, rows[order].astype(np.int32)

@@ -1,4 +1,4 @@
-"""The NumPy stages (skillsight_fast/engine/numpy_stages.py) against the Numba kernels they stand in for.
+"""The NumPy twins (skillsight_fast/kernels/twins.py) against the Numba kernels, and the NumPy engine.
 
 Each function gets the inputs of its kernel twin and must give the same ids in the same order
 (ties included) and the same scores up to float32 rounding; a whole search with
@@ -21,8 +21,8 @@ import pytest
 from test_pipeline_reference import CONFIGS, library
 
 from skillsight_fast import IndexConfig, SkillIndex, kernels
-from skillsight_fast.engine import numpy_stages
 from skillsight_fast.errors import SkillsightError
+from skillsight_fast.kernels import twins
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Scores may differ by float32 rounding of the dense dot products (NumPy's summation order).
@@ -72,14 +72,14 @@ def test_projection_matches_the_kernel(rng, n, d, r, renormalize):
     basis = np.linalg.qr(rng.standard_normal((d, r)))[0].T.astype(np.float32) if r else np.zeros((0, d), np.float32)
     if n:
         v[0] = basis[0] if r else 0.0  # a vector inside the background: nothing left (zero row)
-    got = numpy_stages.project_out_background(v, basis, renormalize=renormalize)
+    got = twins.project_out_background(v, basis, renormalize=renormalize)
     want = kernels.project_out_background(v, basis, renormalize=renormalize)
     assert got.dtype == np.float32 and got.shape == want.shape
     np.testing.assert_allclose(got, want, atol=1e-5)
     if renormalize:  # the same rows come out as zero
         np.testing.assert_array_equal(got == 0, want == 0)
     with pytest.raises(ValueError):
-        numpy_stages.project_out_background(v, np.zeros((2, d + 1), np.float32))
+        twins.project_out_background(v, np.zeros((2, d + 1), np.float32))
 
 
 @pytest.mark.parametrize("n_docs", [0, 1, 5, 60])
@@ -87,7 +87,7 @@ def test_projection_matches_the_kernel(rng, n, d, r, renormalize):
 def test_dense_topk_matches_the_kernel(rng, n_docs, k):
     docs = unit(rng.standard_normal((n_docs, 16)))
     q = unit(rng.standard_normal((4, 16)))
-    assert_same_ranking(*numpy_stages.dense_topk(q, docs, k), *kernels.dense_topk(q, docs, k))
+    assert_same_ranking(*twins.dense_topk(q, docs, k), *kernels.dense_topk(q, docs, k))
 
 
 def test_dense_topk_exact_ties_nan_and_zero_rows(rng, tmp_path):
@@ -97,19 +97,19 @@ def test_dense_topk_exact_ties_nan_and_zero_rows(rng, tmp_path):
     docs[6] = 0.0
     q = np.vstack([docs[10], unit(rng.standard_normal((2, 384))), np.zeros((1, 384), np.float32)])
     for k in (1, 4, 7, 299, 400):
-        got, want = numpy_stages.dense_topk(q, docs, k), kernels.dense_topk(q, docs, k)
+        got, want = twins.dense_topk(q, docs, k), kernels.dense_topk(q, docs, k)
         np.testing.assert_array_equal(got[0], want[0])  # identical rows tie exactly: same order
         assert_same_ranking(*got, *want)
         assert 5 not in got[0]
     # a read-only memory map and float64 queries are taken as they are
     np.save(tmp_path / "d.npy", docs)
     mm = np.load(tmp_path / "d.npy", mmap_mode="r")
-    np.testing.assert_array_equal(numpy_stages.dense_topk(q.astype(np.float64), mm, 9)[0],
+    np.testing.assert_array_equal(twins.dense_topk(q.astype(np.float64), mm, 9)[0],
                                   kernels.dense_topk(q, docs, 9)[0])
     with pytest.raises(ValueError):
-        numpy_stages.dense_topk(q, docs, 0)
+        twins.dense_topk(q, docs, 0)
     with pytest.raises(ValueError):
-        numpy_stages.dense_topk(q[:, :8], docs, 3)
+        twins.dense_topk(q[:, :8], docs, 3)
 
 
 def _lexical_inputs(rng, n_docs, vocab, kc, n_q=5):
@@ -136,32 +136,32 @@ def test_lexical_sides_match_the_kernels(rng, n_docs, vocab, kc):
     weights[0] = 0.0
     idf = rng.random(vocab).astype(np.float32) * 3
     lengths = np.diff(indptr).astype(np.int32) * 3 + 1 if n_docs else np.zeros(0, np.int32)
-    got = numpy_stages.score_lexical_candidates(cand, qt, qp, indptr, terms, weights)
+    got = twins.score_lexical_candidates(cand, qt, qp, indptr, terms, weights)
     want = kernels.score_lexical_candidates(cand, qt, qp, indptr, terms, weights)
     assert got.dtype == np.float32
     np.testing.assert_allclose(got, want, atol=1e-6, rtol=1e-6)
     assert not got[1].any()  # no evidence tokens: 0
     if n_docs:
         for avgdl in (None, 7.5):
-            got = numpy_stages.score_bm25_candidates(cand, qt, qp, indptr, terms, tf, lengths, idf, avgdl=avgdl)
+            got = twins.score_bm25_candidates(cand, qt, qp, indptr, terms, tf, lengths, idf, avgdl=avgdl)
             want = kernels.score_bm25_candidates(cand, qt, qp, indptr, terms, tf, lengths, idf, avgdl=avgdl)
             assert got.dtype == np.float32
             np.testing.assert_allclose(got, want, atol=1e-6, rtol=1e-6)
     post_indptr, post_docs = kernels.transpose_csr(indptr, terms, vocab)
     np.testing.assert_allclose(
-        numpy_stages.score_lexical_all(qt, qp, post_indptr, post_docs, weights, n_docs),
+        twins.score_lexical_all(qt, qp, post_indptr, post_docs, weights, n_docs),
         kernels.score_lexical_all(qt, qp, post_indptr, post_docs, weights, n_docs), atol=1e-6, rtol=1e-6)
 
 
 def test_lexical_sides_reject_what_the_kernels_reject():
     indptr, terms = np.array([0, 2], np.int64), np.array([0, 1], np.int32)
     w = np.ones(2, np.float32)
-    for fn in (numpy_stages.score_lexical_candidates, kernels.score_lexical_candidates):
+    for fn in (twins.score_lexical_candidates, kernels.score_lexical_candidates):
         with pytest.raises(ValueError, match="q_ptr"):
             fn(np.zeros((1, 1), np.int64), np.array([0], np.int32), np.array([0, 2], np.int64), indptr, terms, w)
         with pytest.raises(ValueError, match="term ids"):
             fn(np.zeros((1, 1), np.int64), np.array([5], np.int32), np.array([0, 1], np.int64), indptr, terms, w)
-    for fn in (numpy_stages.score_bm25_candidates, kernels.score_bm25_candidates):
+    for fn in (twins.score_bm25_candidates, kernels.score_bm25_candidates):
         with pytest.raises(ValueError, match="candidate rows"):
             fn(np.array([[3]], np.int64), np.array([0], np.int32), np.array([0, 1], np.int64), indptr, terms,
                np.ones(2, np.uint16), np.array([2], np.int32), w)
@@ -181,20 +181,20 @@ def test_fusion_matches_the_kernel(rng, mode, k):
     sl[4, 5:9] = sl[4, 4]
     sd = np.where(cand >= 0, sd, -np.inf).astype(np.float32)
     sl = np.where(cand >= 0, sl, 0).astype(np.float32)
-    got = numpy_stages.fuse_topk(cand, sd, sl, k, mode=mode, weight=0.25, rrf_k=60.0)
+    got = twins.fuse_topk(cand, sd, sl, k, mode=mode, weight=0.25, rrf_k=60.0)
     want = kernels.fuse_topk(cand, sd, sl, k, mode=mode, weight=0.25, rrf_k=60.0)
     assert_same_ranking(got[0], got[1], want[0], want[1])
     np.testing.assert_array_equal(got[2][:, :1], want[2][:, :1])
     np.testing.assert_array_equal(got[0][4], want[0][4])  # exact ties: the same order
     with pytest.raises(ValueError):
-        numpy_stages.fuse_topk(cand, sd, sl, k, mode="nope")
+        twins.fuse_topk(cand, sd, sl, k, mode="nope")
 
 
 def test_merge_candidates_matches_the_kernel(rng):
     a = rng.integers(-1, 30, size=(5, 8)).astype(np.int64)
     b = rng.integers(-1, 30, size=(5, 11)).astype(np.int64)
     a[0] = -1
-    np.testing.assert_array_equal(numpy_stages.merge_candidates(a, b), kernels.merge_candidates(a, b))
+    np.testing.assert_array_equal(twins.merge_candidates(a, b), kernels.merge_candidates(a, b))
 
 
 # ---------------------------------------------------------------- whole searches
@@ -347,7 +347,7 @@ def test_cli_refuses_an_unknown_engine(capsys: pytest.CaptureFixture[str]):
 
 def test_matched_terms_equal_the_kernel_on_random_and_edge_inputs() -> None:
     from skillsight_fast import kernels
-    from skillsight_fast.engine import numpy_stages
+    from skillsight_fast.kernels import twins
 
     rng = np.random.default_rng(7)
     for n_docs, n_q, k in ((30, 4, 5), (1, 1, 3), (12, 3, 12)):
@@ -360,7 +360,7 @@ def test_matched_terms_equal_the_kernel_on_random_and_edge_inputs() -> None:
         q_terms = np.concatenate(q).astype(np.int32) if q_ptr[-1] else np.zeros(0, np.int32)
         hits = rng.integers(-1, n_docs, (n_q, k)).astype(np.int64)  # -1: padding
         want = kernels.matched_terms(hits, q_terms, q_ptr, indptr, flat)
-        got = numpy_stages.matched_terms(hits, q_terms, q_ptr, indptr, flat)
+        got = twins.matched_terms(hits, q_terms, q_ptr, indptr, flat)
         np.testing.assert_array_equal(got[0], want[0])
         np.testing.assert_array_equal(got[1], want[1])
         assert got[1].dtype == np.int32 and got[0].dtype == np.int64

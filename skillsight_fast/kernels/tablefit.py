@@ -10,6 +10,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+import skillsight_fast.kernels._flags  # noqa: F401 - says when a kernel compiles (kernels._notice)
+
 
 @nb.njit(cache=True, fastmath=False)
 def pool_rows(rows: np.ndarray, indptr: np.ndarray, slots: np.ndarray, counts: np.ndarray,

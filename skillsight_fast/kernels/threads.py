@@ -1,4 +1,9 @@
-"""Scoped control of the Numba thread count (restored in ``finally``)."""
+"""Scoped control of the Numba thread count (restored in ``finally``).
+
+:func:`single_thread` is what a caller holds around a one-query search (a parallel launch for one
+query costs more than it saves; a Ray shard is one actor on one CPU); :func:`n_threads` sets any
+count. Numba is imported when a block is entered, not when this module is.
+"""
 
 from __future__ import annotations
 
@@ -23,10 +28,10 @@ def n_threads(count: int | None) -> Iterator[int]:
 
     Examples
     --------
-    >>> from skillsight_fast.kernels._threads import n_threads
-    >>> with n_threads(1) as t:
-    ...     t
-    1
+    >>> from skillsight_fast.kernels import n_threads
+    >>> with n_threads(2) as t:
+    ...     t >= 1
+    True
     """
     import numba
 
@@ -40,3 +45,18 @@ def n_threads(count: int | None) -> Iterator[int]:
         yield wanted
     finally:
         numba.set_num_threads(previous)
+
+
+@contextmanager
+def single_thread() -> Iterator[int]:
+    """Run a block with one Numba thread (``n_threads(1)``), restoring the previous count afterwards.
+
+    Examples
+    --------
+    >>> from skillsight_fast.kernels import single_thread
+    >>> with single_thread() as t:
+    ...     t
+    1
+    """
+    with n_threads(1) as t:
+        yield t
