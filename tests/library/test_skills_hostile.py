@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from fakes import HashEncoder
 
 from skillsight_fast import SkillIndex
