@@ -150,8 +150,8 @@ def check_scan(kind: str, params: Mapping[str, Any], arrays: Mapping[str, np.nda
     """
     for key, (lo, hi) in SCAN_PARAMS.items():
         if key in params and (not _is_int(params[key]) or not lo <= params[key] <= hi):
-            raise IndexFormatError(f"manifest scan: {key!r} of the {kind} scan must be an integer in {lo}..{hi}, "
-                                   f"not {params[key]!r}")
+            raise IndexFormatError(f"manifest scan: the {kind} scan parameters are malformed ({key!r} must be an "
+                                   f"integer in {lo}..{hi}, not {params[key]!r})")
     scales = arrays.get("scan_int8_scales")
     if scales is None:
         return
