@@ -106,3 +106,62 @@ def test_m8_dotfiles_and_owner_only_files_are_not_served(folder_with_private_fil
     with pytest.raises(SkillFileError):
         live.skill_file("pdf", path)
     assert os.stat(tmp_path / "lib" / "pdf" / "notes.txt")  # the folder is intact
+
+
+def _watched(tmp_path, lib):
+    from skillsight_fast.agents.service import SkillService
+
+    SkillIndex.build(load_skills([lib]).skills, HashEncoder()).save(tmp_path / "idx")
+    service = SkillService(tmp_path / "idx", index=SkillIndex.load(tmp_path / "idx", encoder=HashEncoder()))
+    service.warm()
+    return service
+
+
+def _wait_for(pred, bound=15.0):
+    import time
+
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < bound:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _ids(service):
+    return set(service.live().row_of)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 41 M4: serve --watch stops once the library root is replaced")
+def test_m4_watch_follows_a_replaced_root(tmp_path):
+    import shutil
+
+    pytest.importorskip("watchfiles")
+    from skillsight_fast.agents.watch import LiveIndexWatcher
+
+    lib, new = tmp_path / "lib", tmp_path / "new"
+    write_skill(lib, "pdf", name="pdf", description="Merge PDF files.", body="pypdf merge pages")
+    write_skill(new, "csv", name="csv", description="Clean CSV files.", body="csv rows columns")
+    service = _watched(tmp_path, lib)
+    with LiveIndexWatcher(service, [lib], rule=lambda d: None, debounce_ms=50):
+        shutil.rmtree(lib)
+        shutil.copytree(new, lib)  # rm -rf lib && cp -r new lib
+        assert _wait_for(lambda: _ids(service) == {"csv"})
+        write_skill(lib, "mesh", name="mesh", description="STL mesh volume.", body="stl mesh volume")
+        assert _wait_for(lambda: _ids(service) == {"csv", "mesh"})  # later changes still arrive
+
+
+@pytest.mark.xfail(strict=True, reason="issue 41 M4: a symlinked root swapped atomically is never followed")
+def test_m4_watch_follows_a_symlinked_root_swapped_atomically(tmp_path):
+    pytest.importorskip("watchfiles")
+    from skillsight_fast.agents.watch import LiveIndexWatcher
+
+    v1, v2, lib = tmp_path / "v1", tmp_path / "v2", tmp_path / "lib"
+    write_skill(v1, "pdf", name="pdf", description="Merge PDF files.", body="pypdf merge pages")
+    write_skill(v2, "csv", name="csv", description="Clean CSV files.", body="csv rows columns")
+    lib.symlink_to(v1)
+    service = _watched(tmp_path, lib)
+    with LiveIndexWatcher(service, [lib], rule=lambda d: None, debounce_ms=50):
+        (tmp_path / "lib.next").symlink_to(v2)
+        os.replace(tmp_path / "lib.next", lib)  # the usual deploy: a new release, the link swapped at once
+        assert _wait_for(lambda: _ids(service) == {"csv"})
