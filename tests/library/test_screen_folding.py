@@ -81,3 +81,18 @@ def test_fold_keeps_lines_and_maps_look_alikes():
 def test_bundled_personal_library_has_no_flags():
     skills = load_skills([ROOT / "data" / "personal" / "skills"]).skills
     assert skills and not any(screen_skill(s) for s in skills)
+
+
+def test_any_text_is_screened_and_folding_keeps_its_lines():
+    hypothesis = pytest.importorskip("hypothesis")
+    from hypothesis import strategies as st
+
+    from skillsight_fast.library.screen import fold
+
+    @hypothesis.settings(max_examples=200, deadline=None)
+    @hypothesis.given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=400))
+    def check(text):
+        assert isinstance(screen_text(text), list)
+        assert fold(text).count("\n") == text.count("\n")
+
+    check()
