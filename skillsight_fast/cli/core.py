@@ -521,11 +521,13 @@ def _add_rescan(sub: argparse._SubParsersAction) -> None:
 
 def cmd_rescan(args: argparse.Namespace) -> int:
     from skillsight_fast import SkillIndex
+    from skillsight_fast.engine.update import index_write_lock
 
     t0 = time.perf_counter()
-    index = SkillIndex.load(args.index, mmap=True)  # the matrices are read once; the new scan is built from them
-    scan = index.rebuild_scan(args.scan, **scan_params(args))
-    index.save(args.index)
+    with index_write_lock(args.index):  # load to save: an update meanwhile would undo the rescan
+        index = SkillIndex.load(args.index, mmap=True)  # the matrices are read once; the new scan is built from them
+        scan = index.rebuild_scan(args.scan, **scan_params(args))
+        index.save(args.index)
     summary = {"index": str(args.index), "n_skills": len(index), **scan.describe(),
                "seconds": round(time.perf_counter() - t0, 2)}
     if args.json:

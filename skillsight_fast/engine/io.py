@@ -225,7 +225,7 @@ def _save_unlocked(state: IndexState, directory: Path, extra_files: dict[str, by
             "model": {"id": state.model.id, "checksum": state.model.checksum, "dim": state.stats.dim,
                       **({"query": {"id": state.model.query_id, "checksum": state.model.query_checksum}}
                          if state.model.query_id else {})},
-            "config": _carry_static_model(state.config, tmp).to_dict(),
+            "config": _carry_static_model(state.config, tmp, files).to_dict(),
             "decisions": state.decisions.to_dict(),
             "stats": state.stats.to_dict(),
             "n_skills": len(state.skills),
@@ -252,10 +252,13 @@ def _save_unlocked(state: IndexState, directory: Path, extra_files: dict[str, by
 STATIC_MODEL_DIR = "static_model"
 
 
-def _carry_static_model(config: IndexConfig, folder: Path) -> IndexConfig:
-    """Put the static tiers' model files into ``folder/static_model`` (hard links where the file
-    system allows, else copies) and return the config that names that folder relatively.
+def _carry_static_model(config: IndexConfig, folder: Path, files: dict[str, str]) -> IndexConfig:
+    """Copy the static tiers' model files into ``folder/static_model``, record their sha256 in
+    ``files`` (the manifest's, as ``static_model/NAME``: verified with the index's other files), and
+    return the config that names that folder relatively.
 
+    Copies, never hard links: an index must not share a writable inode with the cache or with
+    another index (an edit of one would change them all), and the copies get the index's mode.
     A transformer-only config (no ``query_model``) is returned unchanged.
     """
     if not config.query_model:
@@ -265,10 +268,11 @@ def _carry_static_model(config: IndexConfig, folder: Path) -> IndexConfig:
     dest.mkdir()
     for f in sorted(src.iterdir()):
         if f.is_file() and not f.name.startswith("."):
-            try:
-                os.link(f, dest / f.name)
-            except OSError:
-                shutil.copy2(f, dest / f.name)
+            shutil.copyfile(f, dest / f.name)
+            with open(dest / f.name, "rb+") as fh:
+                os.fsync(fh.fileno())
+            files[f"{STATIC_MODEL_DIR}/{f.name}"] = sha256_file(dest / f.name)
+    fsync_dir(dest)
     changes: dict[str, Any] = {"query_model": STATIC_MODEL_DIR}
     if config.model and Path(config.model).expanduser().absolute() == src.expanduser().absolute():
         changes["model"] = STATIC_MODEL_DIR  # the static tier encodes the skills with it too
@@ -516,7 +520,8 @@ def check_manifest_schema(manifest: dict[str, Any], path: Path) -> None:
             raise bad(f"array entry {name!r} must be {{bundle: '{ALL_ARRAYS[name][0]}', file: '{name}.npy', "
                       "dtype, shape: [ints], sha256}")
     for fname, digest in manifest["files"].items():
-        if fname not in ("vocab.json", "skills.jsonl", TEXTS) or not isinstance(digest, str):
+        if (fname not in ("vocab.json", "skills.jsonl", TEXTS) and not validate.is_model_file_entry(fname)
+                or not isinstance(digest, str)):
             raise bad(f"unknown file entry {fname!r}")
     stats = manifest["stats"]
     for key in ("vocab_size", "n_generic", "rank", "effective_rank", "dim", "n_docs"):
@@ -704,6 +709,8 @@ def load_index(directory: Path, *, mmap: bool = False, verify: bool | str = True
                     continue
             if locked or pinned is not None or _identity(directory) == before:
                 state.config = _resolve_static_model(state.config, directory)
+                if state.verification is not None:  # issue 41 L3: errors name the folder, not /proc/self/fd/N
+                    state.verification.directory = directory
                 return state, directory, texts_sha256
     raise AssertionError("unreachable: the locked attempt returns or raises")  # pragma: no cover
 
@@ -757,6 +764,8 @@ def _load_once(directory: Path, *, mmap: bool, verify: bool | str) -> tuple[Inde
                                    f"{manifest['n_skills']}")
         deferred = validate.check_index_contents(arrays, vocab, records, manifest["stats"], manifest["config"],
                                                  manifest["decisions"], defer=later, forward=verify != "rows")
+        if verify is True:  # issue 41 L2: what the lazy verification checks after the first answer
+            validate.check_utf8(columns)
         skills = records if version3 else [SkillMeta(**rec) for rec in records]
         config = IndexConfig.from_dict(manifest["config"])
         decisions = Decisions.from_dict(manifest["decisions"])
@@ -983,6 +992,7 @@ def _load_scan(directory: Path, manifest: dict[str, Any], perp: np.ndarray, *, m
             raise IndexFormatError(f"{directory}: the {kind} scan lists arrays {sorted(entries)} and files "
                                    f"{sorted(files)}, expected {sorted(wanted.ARRAYS)} and {sorted(wanted.FILES)}")
         arrays = {name: _load_array(directory, name, entry, mmap, verify) for name, entry in entries.items()}
+        validate.check_scan(kind, params, arrays)  # issue 41 M2, L1: values, not only shapes
         for name, entry in files.items():
             path = directory / name
             if not path.is_file():

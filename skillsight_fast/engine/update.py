@@ -13,10 +13,11 @@ The result equals a full rebuild with the same encoder.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,49 @@ class UpdateReport:
                 "seconds": self.seconds, "phases": self.phases}
 
 
+def _lock_current_folder(path: Path) -> int | None:
+    """An open descriptor of the folder ``path`` names now, holding its exclusive ``flock``; None
+    when there is no folder or no flock."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        return None
+    while True:
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            held, now = os.fstat(fd), os.stat(path)
+        except OSError:
+            os.close(fd)
+            continue  # the folder went away while we waited: lock the one there now
+        except BaseException:
+            os.close(fd)
+            raise
+        if (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino):
+            return fd
+        os.close(fd)  # a save swapped a new version in while we waited: lock that one
+
+
+@contextlib.contextmanager
+def index_write_lock(directory: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold the index's write lock from load to save: every load-modify-save of one index (``update``,
+    ``rescan``, ``serve --watch``) takes it, so none saves over another's change unseen.
+
+    The lock is an advisory ``flock`` on the index folder itself (no file is created), re-taken on
+    the new folder when a save swapped one in while this waited; a save's own lock on the parent
+    folder is separate. No folder (nothing to lock yet) or no ``flock``: runs unlocked.
+    """
+    fd = _lock_current_folder(Path(directory).expanduser())
+    try:
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)  # releases the lock
+
+
 def update_index(directory: str | os.PathLike[str], skills: Sequence[Skill], *, encoder: Any = None,
                  dry_run: bool = False, wrap_encoder: Callable[[Any], Any] | None = None,
                  roots: Sequence[str] | None = None) -> UpdateReport:
@@ -73,7 +117,18 @@ def update_index(directory: str | os.PathLike[str], skills: Sequence[Skill], *, 
     Returns
     -------
     UpdateReport
+
+    The whole update holds :func:`index_write_lock`, so a ``rescan`` (or another update) that starts
+    meanwhile waits and then applies to this update's result.
     """
+    with index_write_lock(directory):
+        return _update_locked(directory, skills, encoder=encoder, dry_run=dry_run, wrap_encoder=wrap_encoder,
+                              roots=roots)
+
+
+def _update_locked(directory: str | os.PathLike[str], skills: Sequence[Skill], *, encoder: Any,
+                   dry_run: bool, wrap_encoder: Callable[[Any], Any] | None,
+                   roots: Sequence[str] | None) -> UpdateReport:
     from skillsight_fast.engine.index import SkillIndex
 
     t0 = time.perf_counter()
