@@ -58,8 +58,9 @@ from typing import Any
 import numpy as np
 
 from skillsight_fast._version import __version__
-from skillsight_fast.config import IndexConfig
+from skillsight_fast.config import CASCADE_KEYS, IndexConfig
 from skillsight_fast.engine import validate
+from skillsight_fast.engine.cascade import Cascade
 from skillsight_fast.engine.scan import SCAN_ARRAYS, SCAN_TYPES, Scan, restore_scan
 from skillsight_fast.engine.state import BUNDLES, Decisions, IndexState, IndexStats, ModelInfo, SkillMeta
 from skillsight_fast.errors import IndexFormatError, SkillsightError
@@ -226,6 +227,7 @@ def _save_unlocked(state: IndexState, directory: Path, extra_files: dict[str, by
                       **({"query": {"id": state.model.query_id, "checksum": state.model.query_checksum}}
                          if state.model.query_id else {})},
             "config": _carry_static_model(state.config, tmp).to_dict(),
+            "cascade": state.cascade.to_dict(),
             "decisions": state.decisions.to_dict(),
             "stats": state.stats.to_dict(),
             "n_skills": len(state.skills),
@@ -759,6 +761,9 @@ def _load_once(directory: Path, *, mmap: bool, verify: bool | str) -> tuple[Inde
                                                  manifest["decisions"], defer=later, forward=verify != "rows")
         skills = records if version3 else [SkillMeta(**rec) for rec in records]
         config = IndexConfig.from_dict(manifest["config"])
+        # the cascade: its own section, or (an index saved before it left the build config) the config's keys
+        cascade = Cascade.from_dict(manifest["cascade"] if "cascade" in manifest else
+                                    {key: manifest["config"][key] for key in CASCADE_KEYS if key in manifest["config"]})
         decisions = Decisions.from_dict(manifest["decisions"])
         stats = IndexStats.from_dict(manifest["stats"])
         query = manifest["model"].get("query") or {}
@@ -773,7 +778,7 @@ def _load_once(directory: Path, *, mmap: bool, verify: bool | str) -> tuple[Inde
         state = IndexState(skills=skills, dense=dense, lexical=lexical, decisions=decisions, stats=stats,
                            config=config, model=model, scan=scan, roots=list(manifest["roots"]),
                            flags=_read_flags(manifest, n, directory), pins=list(manifest.get("pins", [])),
-                           abstention=manifest.get("abstention"))
+                           abstention=manifest.get("abstention"), cascade=cascade)
         state.stored_texts = columns.get("texts")
         _check_digests(digests)
         if later:

@@ -596,9 +596,9 @@ class ToolProxy:
         if len(index) <= NUMPY_ENGINE_MAX_TOOLS:
             index.engine = "numpy"
         if self._query_encoder is not None:
-            index.query_encoder = self._query_encoder
+            index.encoders.query_encoder = self._query_encoder
         else:
-            self._query_encoder = index.query_encoder
+            self._query_encoder = index.encoders.query_encoder
         find_skills(index, ["warm up"], 1, collapse=False)
         return index
 
@@ -633,7 +633,7 @@ class ToolProxy:
         if not (folder / "manifest.json").is_file() or not (folder / _TOOLS_FILE).is_file():
             return None
         index = SkillIndex.load(folder, encoder=self._encoder)
-        if (index.model_id, index.model_checksum) != ident or (self.abstain and index.abstention is None):
+        if (index.state.model.id, index.state.model.checksum) != ident or (self.abstain and index.state.abstention is None):
             return None  # another model, or saved before indexes derived their abstention rule
         entries: dict[str, tuple[Upstream, Any]] = {}
         for rec in json.loads((folder / _TOOLS_FILE).read_text(encoding="utf-8")):
@@ -659,14 +659,14 @@ class ToolProxy:
             index = SkillIndex.load(folder, encoder=self._encoder)
             if index.ids != [sk.id for sk in skills]:
                 raise SkillsightError("its tools differ from the listed ones")
-            if self.abstain and index.abstention is None:
+            if self.abstain and index.state.abstention is None:
                 raise SkillsightError("saved before indexes derived their abstention rule")
             os.utime(folder)  # least recently used is removed first
         except (OSError, SkillsightError) as exc:
             logger.warning("tool proxy: not using the cached index %s (%s)", folder, _detail(exc))
             return None
         # a later re-index (a server's tools changed) encodes only new texts
-        self._vectors.update(zip((sk.text for sk in skills), np.asarray(index.embeddings)))
+        self._vectors.update(zip((sk.text for sk in skills), np.asarray(index.dense.embeddings)))
         self.index_from_cache = True
         logger.info("tool proxy: loaded the index of %d tools from %s", len(index), folder)
         return index
@@ -733,7 +733,7 @@ class ToolProxy:
         index, entries = self._index, self._index_tools
         abstention = self.abstention
         if abstention is None and self.abstain and index is not None:  # derived when the tools were indexed
-            abstention = Abstention.of_rule(index.abstention)
+            abstention = Abstention.of_rule(index.state.abstention)
         rule = abstention.to_dict() if abstention else None
         out: dict[str, Any] = {"query": task, "abstention": rule, "tools": []}
         if self.preloaded and self._index_version < 0:  # the servers have not listed yet

@@ -74,7 +74,7 @@ def two_indexes(tmp_path_factory):
 def which(loaded: SkillIndex, a: SkillIndex, b: SkillIndex) -> str:
     for name, ref in (("A", a), ("B", b)):
         if loaded.ids == ref.ids:
-            np.testing.assert_array_equal(loaded.embeddings, ref.embeddings)
+            np.testing.assert_array_equal(loaded.dense.embeddings, ref.dense.embeddings)
             np.testing.assert_array_equal(loaded.dense.embeddings_perp, ref.dense.embeddings_perp)
             return name
     raise AssertionError("the loaded index is neither of the two saved ones")

@@ -27,7 +27,7 @@ def test_index_saved_before_the_regroup_loads_and_searches_the_same(tmp_path):
     result = index.search(expected["queries"], k=3)
     assert result.ids.tolist() == expected["ids"]
     np.testing.assert_allclose(result.scores, np.array(expected["scores"], np.float32), rtol=1e-5, atol=1e-6)
-    assert index.flags == [[] for _ in range(len(index))]
+    assert index.state.flags == [[] for _ in range(len(index))]
 
 
 def test_resaved_old_index_uses_the_new_key_and_keeps_its_answers(tmp_path):
