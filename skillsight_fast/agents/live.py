@@ -93,7 +93,7 @@ class LiveIndex:
         stored = index.state.bodies
         if stored is None:  # a format-3 index carries its bodies' column, opened with the index
             stored = getattr(getattr(index, "state", None), "stored_texts", None)
-        bodies = stored if stored is not None else read_bodies(directory, getattr(index, "texts_sha256", None))
+        bodies = stored if stored is not None else read_bodies(directory, index.state.texts_sha256)
         if bodies is not None and len(bodies) != len(index):
             bodies = None
         return cls(index=index, abstention=abstention, directory=directory, version=version,

@@ -290,7 +290,7 @@ class SkillService:
     def health(self) -> dict[str, Any]:
         """Status for ``GET /health``."""
         live = self.live()
-        check = getattr(live.index, "verification", None)
+        check = live.index.state.verification
         out = {"status": "ok" if check is None or check.status != "failed" else "failed",
                "n_skills": len(live.index), "model": live.index.state.model.id,
                "abstention": live.abstention.to_dict() if live.abstention is not None else None,
@@ -341,7 +341,7 @@ def _scan_reads_few_rows(directory: Path) -> bool:
 
 def _check_verified(index: Any) -> None:
     """Refuse to answer from an index whose deferred verification failed (IndexFormatError)."""
-    check = getattr(index, "verification", None)
+    check = index.state.verification
     if check is not None:
         check.check()
 
