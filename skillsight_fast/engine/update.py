@@ -170,7 +170,7 @@ def _update_locked(directory: str | os.PathLike[str], skills: Sequence[Skill], *
     rows = np.fromiter((row_of_hash.get(h, -1) for h in hashes), np.int64, len(skills))
     emb = np.empty((len(skills), old.stats.dim), np.float32)
     reused = rows >= 0
-    emb[reused] = old.embeddings[rows[reused]]
+    emb[reused] = old.dense.embeddings[rows[reused]]
     with_namedesc = old.dense.namedesc is not None  # the index scores name + description vectors too
     if todo:
         enc = old.encoder if wrap_encoder is None else wrap_encoder(old.encoder)
@@ -190,21 +190,21 @@ def _update_locked(directory: str | os.PathLike[str], skills: Sequence[Skill], *
     report.encoded = len(todo)
     phase("encode")
     lexicon = None
-    if old.lexicon.has_tf:  # analyse only the new texts; a lexicon without tf (token sets) is rebuilt
-        lexicon = old.lexicon.reuse_rows(rows, [skills[i].text for i in todo], cfg.min_token_len,
+    if old.lexical.lexicon.has_tf:  # analyse only the new texts; a lexicon without tf (token sets) is rebuilt
+        lexicon = old.lexical.lexicon.reuse_rows(rows, [skills[i].text for i in todo], cfg.min_token_len,
                                          cfg.max_token_len)
     # the contextual tier keeps its token table (a rebuild refreshes it: it needs every text's token states)
     table = old.dense.query_table
     query_table = None if table is None else (old.dense.query_table_ids, table)
     # the old index's encoder (loaded if need be): the new version derives its abstention rule with it
-    new = SkillIndex.from_embeddings(skills, emb, cfg, model_id=old.model_id,
-                                     model_checksum=old.model_checksum,
+    new = SkillIndex.from_embeddings(skills, emb, cfg, model_id=old.state.model.id,
+                                     model_checksum=old.state.model.checksum,
                                      encoder=encoder if encoder is not None else old.encoder, lexicon=lexicon,
                                      previous_scan=old.scan, namedesc=namedesc, query_table=query_table)
     phase("rebuild")
-    new.roots = list(roots) if roots is not None else list(old.roots)
+    new.state.roots = list(roots) if roots is not None else list(old.state.roots)
     kept = set(new.ids)
-    new.pins = [p for p in getattr(old, "pins", []) if p in kept]  # a pinned skill that is gone is unpinned
+    new.pins = [p for p in old.pins if p in kept]  # a pinned skill that is gone is unpinned
     calibration = read_calibration(directory)
     extra = {}
     if calibration is not None:  # keep it, noting that the corpus changed since; same swap as the index
