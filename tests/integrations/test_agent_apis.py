@@ -288,7 +288,7 @@ def test_openai_full_round_through_the_sdk_client(teacher):
 def test_bfcl_adapters_return_exactly_the_engines_top_hits(bfcl_search):
     claude, search, tools, tasks = bfcl_search
     claude.tools(tools)
-    index, k = claude.catalog.index, claude.catalog.k
+    index, k = claude.toolset.index, claude.catalog.k
     answered = 0
     for task in tasks:
         want = reference_hits(index, task, k)
@@ -308,7 +308,7 @@ def test_metatool_adapters_return_exactly_the_engines_top_hits(teacher, metatool
     tools, tasks = metatool_catalogue
     claude = ClaudeToolSearch(k=5, encoder=teacher)
     claude.tools(tools)
-    index = claude.catalog.index
+    index = claude.toolset.index
     got = [[b["tool_name"] for b in claude.answer({"id": "t", "input": {"query": t}})["content"]
             if b["type"] == "tool_reference"] for t in tasks]
     assert got == [reference_hits(index, t, 5) for t in tasks]

@@ -186,6 +186,20 @@ def catalog_key(entries: Sequence[Entry], tool_text: str, config: Mapping[str, A
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+@dataclass(frozen=True, eq=False)
+class ToolSet:
+    """One request's tools: their index and the entries by index id (what :meth:`ToolCatalog.use`
+    returns; two adapters sharing a catalogue share the index, each keeps its own definitions)."""
+
+    catalog: ToolCatalog
+    index: Any
+    by_id: Mapping[str, Entry]
+
+    def search(self, query: Any) -> list[Entry]:
+        """:meth:`ToolCatalog.search` over these tools."""
+        return self.catalog.search_in(self, query)
+
+
 class ToolCatalog:
     """The index of the current list of tools, and the search a model's tool search gets.
 
@@ -226,12 +240,13 @@ class ToolCatalog:
         self.cache_size = max(1, int(cache_size))
         self.builds = 0
         self._config_dict = self.config.to_dict()
-        self._cache: OrderedDict[str, tuple[Any, dict[str, Entry]]] = OrderedDict()
-        self._current: tuple[Any, dict[str, Entry]] | None = None
+        self._cache: OrderedDict[str, Any] = OrderedDict()
+        self._current: ToolSet | None = None
         self._lock = threading.Lock()
 
-    def use(self, entries: Iterable[Entry]) -> Any:
-        """Make ``entries`` the searched tools and return their index (built only for a new list).
+    def use(self, entries: Iterable[Entry]) -> ToolSet:
+        """Make ``entries`` the searched tools and return them with their index (built only for a
+        list not seen among the last :data:`CACHE_SIZE`).
 
         Raises
         ------
@@ -250,17 +265,16 @@ class ToolCatalog:
                                        + (f" in {e.group!r}" if e.group else ""))
             by_id[e.tool.id] = e
         key = catalog_key(entries, self.tool_text, self._config_dict)
-        found = self._cache.get(key)
-        if found is None:
-            found = (self._build(entries), by_id)
-            self._cache[key] = found
+        index = self._cache.get(key)
+        if index is None:
+            index = self._build(entries)
+            self._cache[key] = index
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
         else:
             self._cache.move_to_end(key)
-            found = (found[0], by_id)  # the same tools; definitions may be new objects
-        self._current = found
-        return found[0]
+        self._current = ToolSet(self, index, by_id)  # the same tools may come as new definitions
+        return self._current
 
     def _build(self, entries: Sequence[Entry]) -> Any:
         from skillsight_fast.engine.index import SkillIndex
@@ -279,20 +293,24 @@ class ToolCatalog:
         """The index of the current tools (:meth:`use` sets them)."""
         if self._current is None:
             raise SkillFormatError("no tools yet: give the request's tools first")
-        return self._current[0]
+        return self._current.index
 
     def search(self, query: Any) -> list[Entry]:
-        """The tools that fit ``query``, best first (empty when none reaches the threshold or the
-        query has nothing to search, :func:`query_text`).
+        """The tools of the last :meth:`use` that fit ``query`` (see :meth:`search_in`)."""
+        if self._current is None:
+            raise SkillFormatError("no tools yet: give the request's tools first")
+        return self.search_in(self._current, query)
+
+    def search_in(self, tools: ToolSet, query: Any) -> list[Entry]:
+        """The tools of ``tools`` that fit ``query``, best first (empty when none reaches the
+        threshold or the query has nothing to search, :func:`query_text`).
 
         Raises
         ------
         QueryError
             The query is not a string.
         """
-        if self._current is None:
-            raise SkillFormatError("no tools yet: give the request's tools first")
-        index, by_id = self._current
+        index, by_id = tools.index, tools.by_id
         text = query_text(query)
         if not text or not any(c.isprintable() and not c.isspace() for c in text):
             return []

@@ -80,7 +80,9 @@ def prompt_hook(index: Any, *, k: int = 3, budget: float = 5.0,
     k : int
         Most skills added (1..20).
     budget : float
-        Seconds one prompt's search may take; past it the hook adds nothing.
+        Seconds one prompt's search may take; past it the hook adds nothing. The index runs its
+        NumPy stages (as the command-line hook's in-process search) and the encoder is loaded
+        here, so the first prompt pays no compile or load.
     abstention : Abstention, ``"index"`` or None
         ``"index"``: the rule the command-line hook applies (see :func:`_load`); None: always the
         ``k`` best.
@@ -96,6 +98,10 @@ def prompt_hook(index: Any, *, k: int = 3, budget: float = 5.0,
         rule = abstention if isinstance(abstention, Abstention) or abstention is None else rule
     k = max(1, min(int(k), 20))
     lock = threading.Lock()
+    # as the command-line hook: the NumPy stages (no Numba compile inside a prompt's budget), and
+    # the encoder loaded now rather than in the first prompt's
+    loaded.engine = "numpy"
+    find_skills(loaded, ["warm up"], 1, abstention=None, collapse=False)
 
     async def skillsight_prompt_hook(input_data: Any, tool_use_id: Any = None, context: Any = None) -> dict[str, Any]:
         try:

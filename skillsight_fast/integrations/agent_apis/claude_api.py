@@ -27,12 +27,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from skillsight_fast.engine.abstention import Abstention
-from skillsight_fast.errors import SkillsightError
+from skillsight_fast.errors import SkillFormatError, SkillsightError
 from skillsight_fast.integrations.agent_apis.catalog import (
     QUERY_SCHEMA,
     SEARCH_DESCRIPTION,
     Entry,
     ToolCatalog,
+    ToolSet,
     as_mapping,
     make_entry,
     schema_of,
@@ -77,6 +78,13 @@ class ClaudeToolSearch:
         self.keep_loaded = frozenset(keep_loaded)
         self.catalog = catalog if catalog is not None else ToolCatalog(
             k=k, encoder=encoder, config=config, tool_text=tool_text, abstention=abstention)
+        #: The tools of the last request (:meth:`tools`) and their index.
+        self.toolset: ToolSet | None = None
+
+    def _tools(self) -> ToolSet:
+        if self.toolset is None:
+            raise SkillFormatError("no tools yet: call tools() with the request's tools first")
+        return self.toolset
 
     def definition(self) -> dict[str, Any]:
         """The search tool, as a ``ToolParam`` for ``tools`` (never deferred)."""
@@ -114,12 +122,12 @@ class ClaudeToolSearch:
             definition["defer_loading"] = True
             entries.append(make_entry(fields, definition))
             out.append(definition)
-        self.catalog.use(entries)
+        self.toolset = self.catalog.use(entries)
         return out
 
     def references(self, query: Any) -> list[dict[str, Any]]:
         """The ``tool_reference`` blocks of the tools that fit ``query``, best first (none: [])."""
-        return [{"type": "tool_reference", "tool_name": e.tool.name} for e in self.catalog.search(query)]
+        return [{"type": "tool_reference", "tool_name": e.tool.name} for e in self._tools().search(query)]
 
     def answer(self, tool_use: Any) -> dict[str, Any]:
         """The ``tool_result`` block answering one ``tool_use`` of the search tool.

@@ -34,12 +34,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from skillsight_fast.engine.abstention import Abstention
-from skillsight_fast.errors import QueryError, SkillsightError
+from skillsight_fast.errors import QueryError, SkillFormatError, SkillsightError
 from skillsight_fast.integrations.agent_apis.catalog import (
     QUERY_SCHEMA,
     SEARCH_DESCRIPTION,
     Entry,
     ToolCatalog,
+    ToolSet,
     as_mapping,
     make_entry,
 )
@@ -89,6 +90,13 @@ class OpenAIToolSearch:
         self.keep_loaded = frozenset(keep_loaded)
         self.catalog = catalog if catalog is not None else ToolCatalog(
             k=k, encoder=encoder, config=config, tool_text=tool_text, abstention=abstention)
+        #: The tools of the last request (:meth:`tools`) and their index.
+        self.toolset: ToolSet | None = None
+
+    def _tools(self) -> ToolSet:
+        if self.toolset is None:
+            raise SkillFormatError("no tools yet: call tools() with the request's tools first")
+        return self.toolset
 
     def definition(self) -> dict[str, Any]:
         """The ``tool_search`` tool executed by this client (a ``ToolSearchToolParam``)."""
@@ -136,14 +144,14 @@ class OpenAIToolSearch:
                         entries.append(make_entry(m, ("namespace", fields, m), group=f"ns:{label}"))
                 fields["tools"] = members
             out.append(fields)
-        self.catalog.use(entries)
+        self.toolset = self.catalog.use(entries)
         return out
 
     def loaded(self, query: Any) -> list[dict[str, Any]]:
         """The tool definitions one search loads (see the module docstring), best first."""
         out: list[dict[str, Any]] = []
         namespaces: dict[int, dict[str, Any]] = {}
-        for e in self.catalog.search(query):
+        for e in self._tools().search(query):
             kind = e.definition[0]
             if kind != "namespace":
                 out.append(e.definition[1])
