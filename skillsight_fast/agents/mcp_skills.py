@@ -42,7 +42,7 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
-from skillsight_fast.agents.live import SCHEME, MAX_SKILL_FILE_BYTES, skill_uri
+from skillsight_fast.agents.live import MAX_SKILL_FILE_BYTES, SCHEME, skill_uri
 from skillsight_fast.errors import QueryError, SkillsightError
 from skillsight_fast.library.skills import SKILL_FILE
 

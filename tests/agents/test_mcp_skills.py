@@ -77,7 +77,7 @@ def test_the_extension_over_the_sdk_client(service):
     class Call(mcp_types.Request[Any, str]):
         pass
 
-    ANY = TypeAdapter(dict[str, Any])  # noqa: N806 - the raw result, as the wire has it
+    ANY = TypeAdapter(dict[str, Any])
 
     async def run():
         async with mcp.Client(server) as client:
