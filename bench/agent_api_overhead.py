@@ -151,10 +151,10 @@ def overhead(encoder, k: int, n_tasks: int, n_tools: int, reps: int) -> dict:
             diffs["claude"].append((t2 - t1) - (t1 - t0))
             diffs["openai"].append((t3 - t2) - (t1 - t0))
     # the adapters' own work: the same answers with the engine call replaced by its stored result
-    stored = {task: claude.toolset.search(task) for task in tasks}
+    stored = {(id(a.toolset), task): a.toolset.search(task) for a in (claude, openai) for task in tasks}
     own: dict[str, list[float]] = {"claude": [], "openai": []}
     real = type(catalog).search_in
-    type(catalog).search_in = lambda self, tools, query: stored[query]  # type: ignore[method-assign]
+    type(catalog).search_in = lambda self, tools, query: stored[id(tools), query]  # type: ignore[method-assign]
     try:
         for _ in range(reps):
             for task in tasks:

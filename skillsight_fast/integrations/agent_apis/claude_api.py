@@ -44,6 +44,10 @@ logger = logging.getLogger(__name__)
 
 #: The search tool's default name.
 SEARCH_TOOL_NAME = "search_tools"
+#: The fields of a Messages API custom tool (``ToolParam``); others an MCP tool carries
+#: (``inputSchema``, ``title``, ``annotations``, ``_meta``, ...) are not sent.
+TOOL_PARAM_KEYS = frozenset({"name", "description", "input_schema", "type", "cache_control", "defer_loading",
+                             "strict", "input_examples", "allowed_callers", "eager_input_streaming"})
 #: The text of a search result with no tool (the API expects content in a tool_result).
 NOTHING_FITS = "No tool fits this search. Continue without one, or search again describing the task differently."
 
@@ -115,7 +119,7 @@ class ClaudeToolSearch:
             if fields.get("name") == self.name:
                 raise SkillsightError(f"a tool is named {self.name!r}, the search tool's name: "
                                       "give the search tool another name")
-            definition = {k: v for k, v in fields.items() if k not in ("inputSchema", "title")}
+            definition = {k: v for k, v in fields.items() if k in TOOL_PARAM_KEYS}
             definition["input_schema"] = schema_of(fields) or {"type": "object", "properties": {}}
             if isinstance(fields.get("title"), str) and "description" not in definition:
                 definition["description"] = fields["title"]

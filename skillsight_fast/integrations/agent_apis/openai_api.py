@@ -43,9 +43,14 @@ from skillsight_fast.integrations.agent_apis.catalog import (
     ToolSet,
     as_mapping,
     make_entry,
+    schema_of,
 )
 from skillsight_fast.tools.catalog import DEFAULT_TOOL_TEXT
 
+#: The fields of a Responses function tool; others an MCP tool carries (``inputSchema``, ``title``,
+#: ``annotations``, ...) are not sent, its ``inputSchema`` becomes ``parameters``.
+FUNCTION_KEYS = frozenset({"type", "name", "description", "parameters", "strict", "defer_loading",
+                           "allowed_callers", "output_schema"})
 #: Tool types searched (and deferred); any other tool is passed through as given.
 SEARCHED_TYPES = ("function", "namespace", "mcp")
 
@@ -65,6 +70,15 @@ def _arguments(call: Any) -> Mapping[str, Any]:
     if not isinstance(args, Mapping):
         raise QueryError("the tool search arguments must be an object with a 'query'")
     return args
+
+
+def _function(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """A function tool's definition as the Responses API takes it, deferred."""
+    out = {k: v for k, v in fields.items() if k in FUNCTION_KEYS}
+    if "parameters" not in out and schema_of(fields):
+        out["parameters"] = schema_of(fields)
+    out["defer_loading"] = True
+    return out
 
 
 class OpenAIToolSearch:
@@ -128,9 +142,10 @@ class OpenAIToolSearch:
             if kind not in SEARCHED_TYPES or label in self.keep_loaded:
                 out.append(fields)
                 continue
-            if kind == "function":
-                fields["defer_loading"] = True
-                entries.append(make_entry(fields, ("function", fields)))
+            if kind == "function":  # indexed as listed (an MCP tool's title too), sent as the API takes it
+                definition = _function(fields)
+                entries.append(make_entry(fields, ("function", definition)))
+                fields = definition
             elif kind == "mcp":
                 fields["defer_loading"] = True
                 desc = fields.get("server_description") or ""
@@ -138,10 +153,10 @@ class OpenAIToolSearch:
                                           group="mcp"))
             else:  # a namespace: each function of it is searched, and deferred
                 members = [dict(as_mapping(t)) for t in fields.get("tools") or []]
-                for m in members:
-                    if m.get("type", "function") == "function":
-                        m["defer_loading"] = True
-                        entries.append(make_entry(m, ("namespace", fields, m), group=f"ns:{label}"))
+                for i, m in enumerate(members):
+                    if m.setdefault("type", "function") == "function":
+                        members[i] = _function(m)
+                        entries.append(make_entry(m, ("namespace", fields, members[i]), group=f"ns:{label}"))
                 fields["tools"] = members
             out.append(fields)
         self.toolset = self.catalog.use(entries)
