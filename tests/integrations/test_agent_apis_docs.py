@@ -32,7 +32,7 @@ class Stub:
         stub = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - the http.server API
+            def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 stub.seen.append((self.path, json.loads(body)))
                 data = json.dumps(stub.replies.pop(0)).encode()
