@@ -111,6 +111,17 @@ class ListChangedNotifier:
                         self._sessions.pop(key, None)
 
 
+def _skills_extension(service: Any) -> dict[str, Any]:
+    """``extensions=[...]`` with MCP's skills methods (SEP-2640: ``skills/list``, ``skills/get``;
+    agents/mcp_skills.py) where the SDK has the extension API, else nothing."""
+    from skillsight_fast.agents.mcp_skills import skills_extension
+
+    try:
+        return {"extensions": [skills_extension(service)]}
+    except SkillsightError:
+        return {}
+
+
 def build_mcp_server(service: SkillService) -> Any:
     """An MCP server (official SDK; v2 ``MCPServer`` or v1 ``FastMCP``) with the two tools and the
     skills as resources (``skill://<id>/SKILL.md`` listed, any file of a skill folder readable)."""
@@ -181,7 +192,7 @@ def build_mcp_server(service: SkillService) -> Any:
     except ImportError:  # an SDK without subscriptions: no list_changed notifications
         try:
             server = SkillServer("skillsight", instructions=instructions, version=__version__,
-                                 log_level="WARNING")
+                                 log_level="WARNING", **_skills_extension(service))
         except TypeError:  # mcp 1.x FastMCP takes no version: set it on its low-level server
             server = SkillServer("skillsight", instructions=instructions, log_level="WARNING")
             if getattr(server, "_mcp_server", None) is not None:
@@ -190,7 +201,8 @@ def build_mcp_server(service: SkillService) -> Any:
         bus = InMemorySubscriptionBus()
         notifier = ListChangedNotifier(bus)
         server = SkillServer("skillsight", instructions=instructions, version=__version__,
-                             log_level="WARNING", subscriptions=bus, middleware=[notifier])
+                             log_level="WARNING", subscriptions=bus, middleware=[notifier],
+                             **_skills_extension(service))
         _declare_resources_list_changed(server)
         service.add_swap_listener(notifier.changed)
 

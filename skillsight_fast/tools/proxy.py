@@ -319,7 +319,7 @@ class ToolProxy:
         index = self.ranking.index
         abstention = self.abstention
         if abstention is None and self.abstain and index is not None:  # derived when the tools were indexed
-            abstention = Abstention.of_rule(index.abstention)
+            abstention = Abstention.of_rule(index.state.abstention)
         out: dict[str, Any] = {"query": task, "abstention": abstention.to_dict() if abstention else None,
                                "tools": []}
         if self.preloaded and self._index_version < 0:  # the servers have not listed yet

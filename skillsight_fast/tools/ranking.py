@@ -188,9 +188,9 @@ class ToolRanking:
         if len(index) <= NUMPY_ENGINE_MAX_TOOLS:
             index.engine = "numpy"
         if self._query_encoder is not None:
-            index.query_encoder = self._query_encoder
+            index.encoders.query_encoder = self._query_encoder
         else:
-            self._query_encoder = index.query_encoder
+            self._query_encoder = index.encoders.query_encoder
         find_skills(index, ["warm up"], 1, collapse=False)
         return index
 
@@ -209,7 +209,7 @@ class ToolRanking:
         if not (folder / "manifest.json").is_file() or not (folder / _TOOLS_FILE).is_file():
             return None
         index = SkillIndex.load(folder, encoder=self.encoder)
-        if (index.model_id, index.model_checksum) != ident or (self.abstain and index.abstention is None):
+        if (index.state.model.id, index.state.model.checksum) != ident or (self.abstain and index.state.abstention is None):
             return None  # another model, or saved before indexes derived their abstention rule
         entries: dict[str, tuple[Any, Any]] = {}
         for rec in json.loads((folder / _TOOLS_FILE).read_text(encoding="utf-8")):
@@ -235,14 +235,14 @@ class ToolRanking:
             index = SkillIndex.load(folder, encoder=self.encoder)
             if index.ids != [sk.id for sk in skills]:
                 raise SkillsightError("its tools differ from the listed ones")
-            if self.abstain and index.abstention is None:
+            if self.abstain and index.state.abstention is None:
                 raise SkillsightError("saved before indexes derived their abstention rule")
             os.utime(folder)  # least recently used is removed first
         except (OSError, SkillsightError) as exc:
             logger.warning("tool proxy: not using the cached index %s (%s)", folder, detail(exc))
             return None
         # a later re-index (a server's tools changed) encodes only new texts
-        self._vectors.update(zip((sk.text for sk in skills), np.asarray(index.embeddings)))
+        self._vectors.update(zip((sk.text for sk in skills), np.asarray(index.dense.embeddings)))
         self.index_from_cache = True
         logger.info("tool proxy: loaded the index of %d tools from %s", len(index), folder)
         return index
