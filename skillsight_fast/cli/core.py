@@ -344,7 +344,6 @@ def cmd_search(args: argparse.Namespace) -> int:
     from skillsight_fast import SkillIndex
     from skillsight_fast._startup import without_scipy_probe
     from skillsight_fast.agents.find import find_skills
-    from skillsight_fast.agents.live import skill_uri
     from skillsight_fast.engine.abstention import resolve_abstention
     from skillsight_fast.kernels.twins import ONE_SHOT_MAX_QUERIES
 
@@ -363,6 +362,8 @@ def cmd_search(args: argparse.Namespace) -> int:
                               cut=args.cut, collapse=args.collapse, pins=[] if args.no_pins else None)
     for answer in answers:
         if args.json:  # what the servers return (agents/service.py), without the live index's version
+            from skillsight_fast.agents.live import skill_uri
+
             out = answer.to_dict(digits=6)
             for hit in out["hits"]:
                 hit["uri"] = skill_uri(hit["id"])

@@ -107,3 +107,31 @@ def test_index_flags_choose_the_method(library, tmp_path, capsys, flags, adaptiv
     assert info["decisions"]["rule"] == ("adaptive" if adaptive else "config")
     assert main(["search", "-i", str(idx), "merge pdf pages", "-k", "1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["hits"][0]["id"] == "pdf"
+
+
+def test_each_command_builds_the_parser_of_its_own_module():
+    from skillsight_fast.cli import COMMAND_MODULES, build_parser
+    from skillsight_fast.cli.options import option_counts
+
+    import argparse
+
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert set(COMMAND_MODULES) == set(sub.choices)  # every command (and alias) in the table, nothing else
+    full = option_counts(parser)
+    commands = {name.split()[0] for name in full if name}
+    for command in commands:  # the command alone has the same options as in the full parser
+        alone = option_counts(build_parser(command))
+        assert {n: o for n, o in alone.items() if n.split()[0:1] == [command]} == \
+            {n: o for n, o in full.items() if n.split()[0:1] == [command]}
+
+
+def test_a_one_shot_search_imports_no_other_command(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import sys; from skillsight_fast.cli import main; main(['search', '-i', sys.argv[1], 'x']); "
+            "print(sorted(m for m in sys.modules if m.startswith('skillsight_fast.cli.')))")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "none")], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "['skillsight_fast.cli._common', 'skillsight_fast.cli.core', 'skillsight_fast.cli.settings']"
