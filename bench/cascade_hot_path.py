@@ -29,10 +29,10 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=2000)
     args = ap.parse_args()
     base = SkillIndex.load(args.index)
-    if base.config.fallback_below is None:
+    if not base.cascade.on:
         raise SystemExit(f"{args.index} is not a cascade index "
                          f"(built with --query-encoder {base.config.query_encoder})")
-    index = SkillIndex(dataclasses.replace(base.state, config=base.config.replace(fallback_below=-10.0)))
+    index = SkillIndex(dataclasses.replace(base.state, cascade=dataclasses.replace(base.cascade, fallback_below=-10.0)))
     for _ in range(50):  # warm: kernels loaded, tables paged in
         index.search([TASK], k=5)
     times = []

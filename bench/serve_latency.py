@@ -68,7 +68,7 @@ from skillsight_fast.engine.index import SkillIndex
 from skillsight_fast.models import load_encoder
 from skillsight_fast.cli import main
 static = load_encoder(sys.argv[1])
-SkillIndex.encode = lambda self, q: static.encode(self.check_queries(q))
+SkillIndex.encode = lambda self, q: static.encode([q] if isinstance(q, str) else list(q))
 sys.exit(main(sys.argv[2:]))
 """
 
@@ -178,7 +178,7 @@ def stages(index_dir: str, queries: list[str], n: int, lookup: str | None = None
 
         static = load_encoder(lookup)
         # the index's model check refuses another model (rightly): a latency-only stand-in
-        index.encode = lambda q: static.encode(index.check_queries(q))  # type: ignore[method-assign]
+        index.encode = lambda q: static.encode([q] if isinstance(q, str) else list(q))  # type: ignore[method-assign]
         find_skills(index, queries[:2], 5)
         enc, full = [], []
         for i in range(n):

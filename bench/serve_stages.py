@@ -65,7 +65,7 @@ def main() -> int:
             cand, sd = timed("dense_scan", lambda: index.dense_candidates(qp, max(index.decisions.candidates, depth)))
             sl = timed("lexical", lambda: index.lexical_scores(cand, terms, ptr))
             ids, _, _ = timed("fuse", lambda: index.fuse(cand, sd, sl, depth))
-            timed("hit_cosines", lambda: hit_cosines(index.embeddings, v, ids))
+            timed("hit_cosines", lambda: hit_cosines(index.dense.embeddings, v, ids))
             timed("skill_ids", lambda: [[index.skills[j].id if j >= 0 else None for j in row] for row in ids.tolist()])
             timed("evidence", lambda: index._evidence(ids, terms, ptr))
             timed("search_vectors", lambda: index.search_vectors(v, q, depth))

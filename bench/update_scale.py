@@ -107,9 +107,9 @@ def main() -> int:
     # the result must equal a full rebuild with the same encoder
     full = SkillIndex.build(new, CountingEncoder(args.dim), IndexConfig(model="hash-test", scan=args.scan))
     upd = SkillIndex.load(tmp / "idx")
-    same = bool(np.array_equal(full.embeddings, upd.embeddings) and full.lexicon.vocab == upd.lexicon.vocab
-                and np.array_equal(full.lexicon.doc_terms, upd.lexicon.doc_terms)
-                and np.array_equal(full.lexicon.post_docs, upd.lexicon.post_docs)
+    same = bool(np.array_equal(full.dense.embeddings, upd.dense.embeddings) and full.lexical.lexicon.vocab == upd.lexical.lexicon.vocab
+                and np.array_equal(full.lexical.lexicon.doc_terms, upd.lexical.lexicon.doc_terms)
+                and np.array_equal(full.lexical.lexicon.post_docs, upd.lexical.lexicon.post_docs)
                 and np.allclose(full.dense.embeddings_perp, upd.dense.embeddings_perp, atol=1e-5))
     result = {"n_skills": args.size, "changed": len(changed), "scan": args.scan, "encoded": report.encoded,
               "encoder_texts": enc2.texts, "encoder_s": round(enc2.seconds, 2), "update_s": round(update_s, 2),

@@ -134,7 +134,7 @@ def candidate_tf(idx) -> Any:
     """Term frequencies as a scipy CSC matrix (N, V), float64."""
     import scipy.sparse as sp
 
-    lex = idx.lexicon
+    lex = idx.lexical.lexicon
     rows = np.repeat(np.arange(len(idx)), np.diff(lex.doc_indptr))
     return sp.csr_matrix((lex.doc_tf.astype(np.float64), (rows, lex.doc_terms)),
                          shape=(len(idx), len(lex.vocab))).tocsc()
@@ -147,7 +147,7 @@ def default_candidates(ctx: EvalContext, idx) -> tuple[np.ndarray, np.ndarray]:
 def local_idf(ctx: EvalContext) -> list[str]:
     ds = ctx.dataset
     idx = ctx.index(IndexConfig())
-    lex = idx.lexicon
+    lex = idx.lexical.lexicon
     tf = candidate_tf(idx)
     dl = lex.doc_len.astype(np.float64)
     avgdl, k1, b = idx.lexical.bm25[1], BM25_K1, BM25_B  # the index's own BM25 constants
@@ -174,7 +174,7 @@ def local_idf(ctx: EvalContext) -> list[str]:
 def fallback(ctx: EvalContext) -> list[str]:
     ds = ctx.dataset
     idx = ctx.index(IndexConfig())
-    lex = idx.lexicon
+    lex = idx.lexical.lexicon
     present = candidate_tf(idx) > 0
     cand, s = default_candidates(ctx, idx)
     ev_t, ev_p = idx.evidence_tokens(ds.query_texts)
@@ -199,7 +199,7 @@ def coherence(ctx: EvalContext) -> list[str]:
 
     ds = ctx.dataset
     idx = ctx.index(IndexConfig())
-    lex = idx.lexicon
+    lex = idx.lexical.lexicon
     tg = np.flatnonzero(idx.lexical.generic)
     g = token_directions(tg, lex.post_indptr, lex.post_docs, ctx.doc_emb).astype(np.float64)
     df = lex.df()[tg].astype(np.float64)

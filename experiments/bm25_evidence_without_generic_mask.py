@@ -101,7 +101,7 @@ def run(name: str) -> dict[str, dict[str, np.ndarray]]:
     assert index.decisions.lexical == "bm25", index.decisions
     q = ctx.task_vectors(index.config)
     per["masked"] = depth_metrics(ctx.search(index), ds.gold)
-    every = bytes(len(index.lexicon.vocab))  # no token excluded
+    every = bytes(len(index.lexical.lexicon.vocab))  # no token excluded
     terms, ptr = index.evidence_tokens(ds.query_texts, exclude=every)
 
     def all_tokens(cand: np.ndarray, _terms: np.ndarray, _ptr: np.ndarray) -> np.ndarray:

@@ -69,7 +69,7 @@ from skillsight_fast.metrics import DEPTH
 
 def field_counts(idx, ctx: EvalContext) -> tuple[sp.csc_matrix, np.ndarray]:
     """Extra term counts of the name and description fields (N, V) CSC, and their lengths (N,)."""
-    ids = idx.lexicon.term_ids
+    ids = idx.lexical.lexicon.term_ids
     cfg = idx.config
     rows, cols, vals = [], [], []
     lens = np.zeros(len(ctx.dataset.docs), np.float64)
@@ -83,13 +83,13 @@ def field_counts(idx, ctx: EvalContext) -> tuple[sp.csc_matrix, np.ndarray]:
                 rows.append(i)
                 cols.append(j)
                 vals.append(c)
-    m = sp.csr_matrix((np.asarray(vals, np.float64), (rows, cols)), shape=(len(idx), len(idx.lexicon.vocab)))
+    m = sp.csr_matrix((np.asarray(vals, np.float64), (rows, cols)), shape=(len(idx), len(idx.lexical.lexicon.vocab)))
     return m.tocsc(), lens
 
 
 def bm25f_stage(idx, extra: sp.csc_matrix, extra_len: np.ndarray):
     """Lexical stage (candidates, Q' terms, offsets) -> float32 (n, K): the BM25F above."""
-    lex = idx.lexicon
+    lex = idx.lexical.lexicon
     rows = np.repeat(np.arange(len(idx)), np.diff(lex.doc_indptr))
     tf = sp.csr_matrix((lex.doc_tf.astype(np.float64), (rows, lex.doc_terms)),
                        shape=extra.shape).tocsc() + extra

@@ -261,7 +261,7 @@ def evaluate(lib: Library, tier: str, n_boot: int) -> dict:
     from skillsight_fast.engine.abstention import offtopic_prompts, pseudo_tasks
 
     texts, rows = pseudo_tasks(index.skills, [s.body for s in lib.skills])
-    p_vals = np.einsum("ij,ij->i", np.asarray(index.embeddings[rows], np.float32), index.encode(texts))
+    p_vals = np.einsum("ij,ij->i", np.asarray(index.dense.embeddings[rows], np.float32), index.encode(texts))
     offs = offtopic_prompts()
     vec = index.encode(offs)
     res = index.search_vectors(vec, offs, min(10, len(index)), explain=False)

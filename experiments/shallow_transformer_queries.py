@@ -384,7 +384,7 @@ def timing(libs: dict[str, Library], lambdas: dict[int, float], rounds: int, rep
         index.encoders.attach(enc, check=False)
         doc_texts = list(lib.ds.texts)
         s_docs = EmbeddingCache(cache_root(), static.model_id, static.checksum, "doc").get(doc_texts, static.encode)
-        qmap = fit_query_map(s_docs, lib.index.embeddings)
+        qmap = fit_query_map(s_docs, lib.index.dense.embeddings)
         v = {"transformer": index}
         v |= {k: x for k, x in tier_views(index, static, qmap, enc8, lib.ctx.contextual_table).items() if k != "static"}
         st = index.state

@@ -85,7 +85,7 @@ def main() -> None:
         all_t, all_p = idx.evidence_tokens(texts, exclude=np.zeros_like(idx.lexical.generic))
         empty = np.diff(ev_p) == 0
         unknown = np.diff(all_p) == 0
-        idf, df = idx.lexical.idf, idx.lexicon.df()
+        idf, df = idx.lexical.idf, idx.lexical.lexicon.df()
         tau = float(idf[idx.lexical.generic].max()) if idx.lexical.generic.any() else float("nan")
         medians = {"median-vocab": float(np.median(idf)), "median-occurrence": occurrence_median(idf, df)}
         report.add(name, DEFAULT, ctx.search(idx), ds.gold)

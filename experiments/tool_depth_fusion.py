@@ -67,6 +67,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from skillsight_fast.config import IndexConfig
+from skillsight_fast.engine.lexical_candidates import add_lexical_candidates
 from skillsight_fast.lab.evaluation.datasets import load_dataset
 from skillsight_fast.lab.evaluation.methods import METHODS, EvalContext
 from skillsight_fast.metrics import DEPTH, bootstrap_diff
@@ -146,7 +147,7 @@ def stage_arrays(ctx: EvalContext, index: Any, lexical_candidates: int) -> tuple
     terms, ptr = index.evidence_tokens(texts)
     cand, s_dense = index.dense_candidates(q_perp, max(d.candidates, DEPTH))
     if lexical_candidates:
-        cand, s_dense = index.add_lexical_candidates(q_perp, terms, ptr, cand, lexical_candidates)
+        cand, s_dense = add_lexical_candidates(index, q_perp, terms, ptr, cand, lexical_candidates)
     s_lex = index.lexical_scores(cand, terms, ptr, side=d.lexical)
     return cand, s_dense, s_lex
 

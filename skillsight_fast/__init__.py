@@ -6,16 +6,19 @@ from typing import TYPE_CHECKING, Any
 
 from skillsight_fast._version import __version__
 
-__all__ = ["IndexConfig", "SearchResult", "SkillIndex", "__version__", "load_skills"]
+__all__ = ["Cascade", "IndexConfig", "SearchResult", "SkillIndex", "__version__", "load_skills"]
 
 if TYPE_CHECKING:
     from skillsight_fast.config import IndexConfig
-    from skillsight_fast.engine.index import SearchResult, SkillIndex
+    from skillsight_fast.engine.cascade import Cascade
+    from skillsight_fast.engine.index import SkillIndex
+    from skillsight_fast.engine.result import SearchResult
     from skillsight_fast.library.skills import load_skills
 
 #: Public names and the modules that define them, imported on first use (PEP 562), so that light
 #: entry points (the prompt hook, ``skillsight --help``) do not pay for numpy and Numba.
-_LAZY = {"IndexConfig": "skillsight_fast.config", "SearchResult": "skillsight_fast.engine.index",
+_LAZY = {"Cascade": "skillsight_fast.engine.cascade", "IndexConfig": "skillsight_fast.config",
+         "SearchResult": "skillsight_fast.engine.result",
          "SkillIndex": "skillsight_fast.engine.index", "load_skills": "skillsight_fast.library.skills"}
 
 

@@ -28,7 +28,7 @@ ADAPTIVE_LEXICAL = "bm25"
 #: states averaged over the library's texts (contextual); skills and tasks both static.
 QUERY_ENCODERS = ("transformer", "static-mapped", "contextual", "fitted", "static")
 #: What IndexConfig.query_encoder and ``--query-encoder`` accept: a tier, or ``auto`` (the default), settled at
-#: build by :meth:`IndexConfig.settled`: the lookup-first cascade (``fitted`` with :data:`FALLBACK_BELOW` and
+#: build by :meth:`IndexConfig.settled`: ``fitted`` with the lookup-first cascade (:data:`FALLBACK_BELOW`,
 #: :data:`LOOKUP_MIN_PIECES`) where the build can fit its table, else ``transformer``.
 QUERY_ENCODER_CHOICES = ("auto", *QUERY_ENCODERS)
 #: Tiers whose tasks are encoded by a table lookup in the transformer's space (skills by the transformer).
@@ -44,6 +44,8 @@ FALLBACK_BELOW = 0.45
 #: counted) goes to the int8 transformer directly; its encode costs a few milliseconds there, so a lookup pass
 #: would save little and risk much. Set by the transformer's cost curve, not by a dataset's accuracy.
 LOOKUP_MIN_PIECES = 64
+#: The cascade's two values in a build config saved before the cascade became a query-time object.
+CASCADE_KEYS = ("fallback_below", "lookup_min_pieces")
 #: What runs the query stages after the encoder: the Numba kernels, or their NumPy twins
 #: (skillsight_fast/kernels/twins.py: no Numba import, for a one-shot search of a few tasks).
 ENGINES = ("numba", "numpy")
@@ -147,15 +149,9 @@ class IndexConfig:
         ``model`` while the skills keep the encoder ``int8`` says (docs/ENCODERS.md, "Asymmetric
         int8"). None (default) = on when ``adaptive`` (the paper as written keeps float32 tasks);
         :attr:`query_int8_side` is what a search does. Only for the ``transformer`` tier.
-    fallback_below : float or None
-        The lookup-first cascade of a lookup tier (:data:`MAPPED_TIERS`): a task whose lookup
-        search's best fused score is below this value is encoded again by the int8 transformer of
-        ``model`` and searched again, and that answer replaces the lookup's (default value
-        :data:`FALLBACK_BELOW`). None = the lookup answers every task.
-    lookup_min_pieces : int
-        With ``fallback_below``: a task of fewer word pieces than this ([CLS] and [SEP] counted) is
-        encoded by the int8 transformer directly, without a lookup pass (default value
-        :data:`LOOKUP_MIN_PIECES`); 0 = every task tries the lookup first.
+
+    The lookup-first cascade is a query-time policy, not a build setting: an index keeps its default
+    :class:`~skillsight_fast.engine.cascade.Cascade` beside its config (``IndexState.cascade``).
     """
 
     model: str = DEFAULT_MODEL
@@ -186,8 +182,6 @@ class IndexConfig:
     document_vector: str | None = None
     query_int8: bool | None = None
     lexical_evidence: str | None = None
-    fallback_below: float | None = None
-    lookup_min_pieces: int = 0
 
     def __post_init__(self) -> None:
         if self.query_encoder not in QUERY_ENCODER_CHOICES:
@@ -196,17 +190,6 @@ class IndexConfig:
             raise ValueError("query_int8 applies to the transformer tier only (query_encoder='transformer')")
         if self.int8 and self.query_int8 is False:
             raise ValueError("an int8 index encodes its tasks with the int8 encoder too (query_int8=False with int8=True)")
-        if self.fallback_below is not None:
-            if self.query_encoder not in (*MAPPED_TIERS, "auto"):
-                raise ValueError(f"fallback_below is for the lookup tiers {MAPPED_TIERS}, not {self.query_encoder!r}")
-            if isinstance(self.fallback_below, bool) or not isinstance(self.fallback_below, (int, float)) or not (
-                    -10.0 <= self.fallback_below <= 10.0):
-                raise ValueError(f"fallback_below must be a number between -10 and 10, got {self.fallback_below!r}")
-        if isinstance(self.lookup_min_pieces, bool) or not isinstance(self.lookup_min_pieces, int) or not (
-                0 <= self.lookup_min_pieces <= 100_000):
-            raise ValueError(f"lookup_min_pieces must be an integer >= 0, got {self.lookup_min_pieces!r}")
-        if self.lookup_min_pieces and self.fallback_below is None and self.query_encoder != "auto":
-            raise ValueError("lookup_min_pieces is the cascade's length gate: set fallback_below too")
         if self.background_tokens not in BACKGROUND_TOKENS:
             raise ValueError(f"background_tokens must be one of {BACKGROUND_TOKENS}")
         if self.document_vector is not None and self.document_vector not in DOCUMENT_VECTORS:
@@ -267,20 +250,17 @@ class IndexConfig:
     def settled(self, can_fit: bool) -> IndexConfig:
         """The config with ``auto`` settled (any other tier is returned unchanged).
 
-        ``auto`` becomes the lookup-first cascade (docs/ENCODERS.md): ``fitted`` with ``fallback_below``
-        (default :data:`FALLBACK_BELOW`) and ``lookup_min_pieces`` (default :data:`LOOKUP_MIN_PIECES`)
-        when ``can_fit`` (the build holds every text and the transformer's token states: an in-memory
-        build with the ONNX encoder), the index is ``adaptive`` and its skills are not int8-encoded;
-        else ``transformer`` (streaming and Ray builds, the paper as written, an int8 index, a
-        precomputed-embeddings build).
+        ``auto`` becomes ``fitted`` (the lookup tier of the default cascade, docs/ENCODERS.md; the build gives
+        such an index the cascade :data:`FALLBACK_BELOW`, :data:`LOOKUP_MIN_PIECES`) when ``can_fit`` (the
+        build holds every text and the transformer's token states: an in-memory build with the ONNX
+        encoder), the index is ``adaptive`` and its skills are not int8-encoded; else ``transformer``
+        (streaming and Ray builds, the paper as written, an int8 index, a precomputed-embeddings build).
         """
         if self.query_encoder != "auto":
             return self
         if can_fit and self.adaptive and not self.int8 and self.query_int8 is None:  # --query-int8 / --no-: transformer
-            return self.replace(query_encoder="fitted", query_int8=None,
-                                fallback_below=FALLBACK_BELOW if self.fallback_below is None else self.fallback_below,
-                                lookup_min_pieces=self.lookup_min_pieces or LOOKUP_MIN_PIECES)
-        return self.replace(query_encoder="transformer", fallback_below=None, lookup_min_pieces=0)
+            return self.replace(query_encoder="fitted", query_int8=None)
+        return self.replace(query_encoder="transformer")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict of every field."""
@@ -288,7 +268,10 @@ class IndexConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "IndexConfig":
-        """Inverse of :meth:`to_dict`; unknown keys are rejected with a clear message."""
+        """Inverse of :meth:`to_dict`; unknown keys are rejected with a clear message. The cascade's keys of
+        a config saved before the cascade left it (:data:`CASCADE_KEYS`) are left out: read them with
+        :func:`skillsight_fast.engine.cascade.Cascade.from_dict`."""
+        data = {key: value for key, value in data.items() if key not in CASCADE_KEYS}
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - names
         if unknown:

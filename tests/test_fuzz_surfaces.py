@@ -206,7 +206,7 @@ def catalog(tmp_path_factory):
     (root / "lib" / "pdf" / "notes.txt").write_text("notes")
     report = load_skills([root / "lib"])
     index = SkillIndex.build(report.skills, HashEncoder())
-    index.roots = report.roots
+    index.state.roots = report.roots
     return Catalog.of(index, None, root / "idx")
 
 

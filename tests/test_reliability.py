@@ -41,7 +41,7 @@ def _lib(root: Path) -> Path:
 def index_dir(tmp_path):
     report = load_skills([_lib(tmp_path / "lib")])
     index = SkillIndex.build(report.skills, HashEncoder())
-    index.roots = report.roots
+    index.state.roots = report.roots
     return index.save(tmp_path / "idx")
 
 
@@ -288,7 +288,7 @@ def test_scan_flags_and_find_skills_leaves_flagged_out(tmp_path, rule):
     index = SkillIndex.build(skills, HashEncoder())
     d = index.save(tmp_path / "idx")
     loaded = SkillIndex.load(d, encoder=HashEncoder())
-    assert loaded.flags[0] and not loaded.flags[1]
+    assert loaded.state.flags[0] and not loaded.state.flags[1]
     ids = [h.id for h in find_skills(loaded, "merge pdf pages", 2)[0].hits]
     assert ids == ["good"]
     ids = [h.id for h in find_skills(loaded, "merge pdf pages", 2, allow_flagged=True)[0].hits]

@@ -46,10 +46,12 @@ import numpy as np
 
 from skillsight_fast.engine.abstention import Abstention
 from skillsight_fast.engine.columns import SkillTable, flagged_mask, name_key, rows_by_id
+from skillsight_fast.engine.result import check_queries
 from skillsight_fast.errors import QueryError
 
 if TYPE_CHECKING:
-    from skillsight_fast.engine.index import SearchResult, SkillIndex
+    from skillsight_fast.engine.result import SearchResult
+    from skillsight_fast.engine.searcher import Searcher
 
 #: Two skills whose (unit) embeddings have at least this cosine are copies of one skill. Chosen
 #: a priori, not fitted: at 0.95 the texts differ by little more than formatting or a sentence.
@@ -130,7 +132,7 @@ class Answer:
                 "hits": [h.to_dict(digits) for h in self.hits]}
 
 
-def hits_of(index: SkillIndex, result: SearchResult, row: int, cosines: np.ndarray) -> list[Hit]:
+def hits_of(index: Searcher, result: SearchResult, row: int, cosines: np.ndarray) -> list[Hit]:
     """The real (non-padding) hits of one result row, best first."""
     hits = []
     for rank, j in enumerate(result.ids[row].tolist()):
@@ -182,7 +184,7 @@ def _check_filters(tags: Sequence[str] | None, source: str | None) -> tuple[list
     return [t.strip().casefold() for t in tags], source
 
 
-def allowed_rows(index: SkillIndex, *, tags: Sequence[str] | None = None, source: str | None = None,
+def allowed_rows(index: Searcher, *, tags: Sequence[str] | None = None, source: str | None = None,
                  allow_flagged: bool = False) -> np.ndarray:
     """bool (N,): the skills a search may return (filters passed, not flagged unless allowed)."""
     want, src = _check_filters(tags, source)
@@ -200,11 +202,11 @@ def allowed_rows(index: SkillIndex, *, tags: Sequence[str] | None = None, source
     return ok
 
 
-def _unfiltered_rows(index: SkillIndex, allow_flagged: bool) -> tuple[np.ndarray, int]:
+def _unfiltered_rows(index: Searcher, allow_flagged: bool) -> tuple[np.ndarray, int]:
     """:func:`allowed_rows` without filters (read-only) and how many it allows, cached on the index
     state like :func:`_flagged`: a served search allocates and counts no array of N per request."""
     state = getattr(index, "state", None)
-    flags = getattr(index, "flags", None)
+    flags = index.state.flags
     key = f"_allowed_{bool(allow_flagged)}"
     n = len(index.skills)
     cached = state.__dict__.get(key) if state is not None else None
@@ -218,11 +220,11 @@ def _unfiltered_rows(index: SkillIndex, allow_flagged: bool) -> tuple[np.ndarray
     return mask, count
 
 
-def _flagged(index: SkillIndex) -> np.ndarray:
+def _flagged(index: Searcher) -> np.ndarray:
     """bool (N,): the skills the injection scan flagged (cached on the index state while its flags
     are the same object: a served search does not walk a million rows)."""
     state = getattr(index, "state", None)
-    flags = getattr(index, "flags", None)
+    flags = index.state.flags
     n = len(index.skills)
     cached = state.__dict__.get("_flagged") if state is not None else None
     if cached is not None and cached[0] is flags and cached[1].shape[0] == n:
@@ -233,7 +235,7 @@ def _flagged(index: SkillIndex) -> np.ndarray:
     return mask
 
 
-def _rows_of(index: SkillIndex) -> Any:
+def _rows_of(index: Searcher) -> Any:
     """skill id -> row (cached on the index state like :func:`_name_groups`)."""
     state = getattr(index, "state", None)
     cached = state.__dict__.get("_rows_of") if state is not None else None
@@ -251,7 +253,7 @@ class _RestrictedDenseStage:
     (:class:`skillsight_fast.cluster.ShardedIndex`) reads :attr:`restricted_rows` and has each shard
     score its own allowed rows the same way."""
 
-    def __init__(self, index: SkillIndex, rows: np.ndarray) -> None:
+    def __init__(self, index: Searcher, rows: np.ndarray) -> None:
         self.index = index
         self.restricted_rows = np.asarray(rows, np.int64)
 
@@ -266,12 +268,12 @@ class _RestrictedDenseStage:
         return rows[top], np.take_along_axis(s, top, 1)  # int64 rows, float32 scores (new arrays)
 
 
-def _restricted_dense_stage(index: SkillIndex, rows: np.ndarray) -> Any:
+def _restricted_dense_stage(index: Searcher, rows: np.ndarray) -> Any:
     """A dense stage that scores only ``rows`` (:class:`_RestrictedDenseStage`)."""
     return _RestrictedDenseStage(index, rows)
 
 
-def _name_groups(index: SkillIndex) -> dict[str, list[int]]:
+def _name_groups(index: Searcher) -> dict[str, list[int]]:
     """name_key -> rows, for the names that more than one skill has (cached on the index state,
     valid while its list of skills is the same object)."""
     state = index.state
@@ -314,7 +316,7 @@ def _row_server(metas: Any, row: int) -> str | None:
     return server
 
 
-def _skill_ids(index: SkillIndex, rows: Sequence[int]) -> list[str]:
+def _skill_ids(index: Searcher, rows: Sequence[int]) -> list[str]:
     """The ids of ``rows`` (only the id field of each record is read)."""
     metas = index.skills
     if isinstance(metas, SkillTable):
@@ -322,7 +324,7 @@ def _skill_ids(index: SkillIndex, rows: Sequence[int]) -> list[str]:
     return [metas[c].id for c in rows]
 
 
-def collapse_rows(index: SkillIndex, rows: Sequence[int], allowed: np.ndarray | None = None,
+def collapse_rows(index: Searcher, rows: Sequence[int], allowed: np.ndarray | None = None,
                   threshold: float = DUPLICATE_COSINE) -> list[tuple[int, list[int]]]:
     """Ranked rows with their copies folded in: ``[(row, [copy rows]), ...]``, best first.
 
@@ -335,7 +337,7 @@ def collapse_rows(index: SkillIndex, rows: Sequence[int], allowed: np.ndarray | 
     if not rows:
         return []
     metas = index.skills
-    emb = np.asarray(index.embeddings[rows], dtype=np.float32)
+    emb = np.asarray(index.dense.embeddings[rows], dtype=np.float32)
     sims = emb @ emb.T
     if isinstance(metas, SkillTable):  # the groups stored with the index: no walk over the library
         same_name = metas.same_name
@@ -378,19 +380,19 @@ def collapse_rows(index: SkillIndex, rows: Sequence[int], allowed: np.ndarray | 
     return kept
 
 
-def duplicate_cosine_of(index: SkillIndex) -> float:
+def duplicate_cosine_of(index: Searcher) -> float:
     """The cosine from which two skills of ``index`` are copies: the one derived at build for its
     document encoder (``abstention.duplicate_cosine`` in the manifest; null: no outlier, so only
     identical vectors, :data:`IDENTICAL_COSINE`), else :data:`DUPLICATE_COSINE` (an index built
     before the rule existed)."""
-    rule = getattr(index, "abstention", None)
+    rule = index.state.abstention
     if isinstance(rule, dict) and "duplicate_cosine" in rule:
         value = rule["duplicate_cosine"]
         return float(value) if isinstance(value, (int, float)) else IDENTICAL_COSINE
     return DUPLICATE_COSINE
 
 
-def find_skills(index: SkillIndex, tasks: str | Sequence[str], k: int = 5, *,
+def find_skills(index: Searcher, tasks: str | Sequence[str], k: int = 5, *,
                 abstention: Abstention | str | None = INDEX_RULE, lock: threading.Lock | None = None,
                 allow_flagged: bool = False, tags: Sequence[str] | None = None, source: str | None = None,
                 pins: Sequence[str] | None = None, cut: str = "task", collapse: bool = True,
@@ -400,19 +402,21 @@ def find_skills(index: SkillIndex, tasks: str | Sequence[str], k: int = 5, *,
 
     Parameters
     ----------
-    index : SkillIndex
+    index : Searcher
+        A :class:`~skillsight_fast.engine.index.SkillIndex` or a sharded one
+        (:class:`~skillsight_fast.engine.searcher.Searcher`).
     tasks : str or sequence of str
-        Validated with :meth:`SkillIndex.check_queries` (QueryError on bad input).
+        Validated here, once, with :func:`~skillsight_fast.engine.result.check_queries` (QueryError on bad input).
     k : int
         Ranked hits per task (capped at the library size); pinned skills come on top of them.
     abstention : Abstention, ``"index"`` or None
         The threshold of the cut (see ``cut``). ``"index"`` (default): the rule the index derived at
-        build without labels (:attr:`SkillIndex.abstention`; none for an index built before it);
+        build without labels (``index.state.abstention``; none for an index built before it);
         None keeps every hit.
     lock : threading.Lock, optional
         Held around the encoder (servers share one encoder between request threads).
     allow_flagged : bool
-        False (default) leaves out the skills the index-time scan flagged (``index.flags``,
+        False (default) leaves out the skills the index-time scan flagged (``index.state.flags``,
         :mod:`skillsight_fast.library.screen`): what a hook or proxy injects into a prompt must use False.
     tags : sequence of str, optional
         Only skills that carry every one of these tags (case-insensitive).
@@ -448,8 +452,8 @@ def find_skills(index: SkillIndex, tasks: str | Sequence[str], k: int = 5, *,
     if isinstance(abstention, str):
         if abstention != INDEX_RULE:
             raise QueryError(f"'abstention' must be an Abstention, {INDEX_RULE!r} or None, got {abstention!r}")
-        abstention = Abstention.of_rule(getattr(index, "abstention", None))
-    texts = index.check_queries(tasks)
+        abstention = Abstention.of_rule(index.state.abstention)
+    texts = check_queries(tasks)  # the entry point: checked here, once
     n = len(index)
     k = min(index.check_k(k, most=max_k), max(n, 1))
     if cut not in CUTS:
@@ -515,14 +519,14 @@ def find_skills(index: SkillIndex, tasks: str | Sequence[str], k: int = 5, *,
     return answers
 
 
-def _pinned_hit(index: SkillIndex, row: int, found: Hit | None, vector: np.ndarray, copies: list[int]) -> Hit:
+def _pinned_hit(index: Searcher, row: int, found: Hit | None, vector: np.ndarray, copies: list[int]) -> Hit:
     """The hit record of a pinned skill: its search values when the search found it, else its
     dense similarity alone (lexical 0)."""
     ids = _skill_ids(index, copies)
     if found is not None:
         return dataclasses.replace(found, pinned=True, copies=ids)
     meta = index.skills[row]
-    cosine = float(np.asarray(index.embeddings[row], np.float32) @ vector)
+    cosine = float(np.asarray(index.dense.embeddings[row], np.float32) @ vector)
     q_perp = index.remove_background(vector[None, :])[0]
     dense = float(np.asarray(index.dense.embeddings_perp[row], np.float32) @ q_perp)
     return Hit(id=meta.id, name=meta.name, description=meta.description, path=meta.path, score=dense,

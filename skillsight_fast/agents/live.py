@@ -90,10 +90,10 @@ class LiveIndex:
         from skillsight_fast.engine.io import read_bodies
 
         directory = Path(directory).expanduser()
-        stored = getattr(index, "bodies", None)
+        stored = index.state.bodies
         if stored is None:  # a format-3 index carries its bodies' column, opened with the index
             stored = getattr(getattr(index, "state", None), "stored_texts", None)
-        bodies = stored if stored is not None else read_bodies(directory, getattr(index, "texts_sha256", None))
+        bodies = stored if stored is not None else read_bodies(directory, index.state.texts_sha256)
         if bodies is not None and len(bodies) != len(index):
             bodies = None
         return cls(index=index, abstention=abstention, directory=directory, version=version,
@@ -116,7 +116,7 @@ class LiveIndex:
 
     def roots(self) -> list[str]:
         """The library folders the index records (``skillsight index`` records them; may be empty)."""
-        return list(getattr(self.index, "roots", None) or [])
+        return list(self.index.state.roots or [])
 
     def folder(self, skill_id: str) -> Path | None:
         """The folder of a skill read from a SKILL.md file (None for JSONL/dataset records, and for
@@ -165,7 +165,7 @@ class LiveIndex:
         as :func:`~skillsight_fast.agents.find.find_skills` leaves them out of its hits (a host may show
         the listing to its model); they stay readable by their URI, like ``get_skill`` by id.
         """
-        flags = list(getattr(self.index, "flags", None) or [])
+        flags = list(self.index.state.flags or [])
         flags += [[]] * (len(self.index.skills) - len(flags))
         return [{"uri": skill_uri(m.id), "name": m.name, "description": m.description,
                  "mimeType": "text/markdown"} for m, f in zip(self.index.skills, flags) if not f]
@@ -176,7 +176,7 @@ class LiveIndex:
         row order, without walking the rows of the other pages.
         """
         skills = self.index.skills
-        flags = getattr(self.index, "flags", None) or []
+        flags = self.index.state.flags or []
         n = len(skills)
 
         def listed(row: int) -> bool:

@@ -71,7 +71,7 @@ class SkillService:
         The index folder (also where ``texts.jsonl`` and ``calibration.json`` are read).
     abstention : Abstention, optional
         Hits below its threshold are dropped (see :mod:`skillsight_fast.engine.abstention`); None keeps all.
-    index : SkillIndex, optional
+    index : Searcher, optional
         An already loaded index (tests); otherwise it is loaded from ``directory``.
     mmap : bool
         Memory-map the index arrays.
@@ -192,7 +192,7 @@ class SkillService:
 
         Only the types a transport could get wrong are checked here (JSON gives any type); the
         index checks ``k`` and the text (:meth:`~skillsight_fast.engine.index.SkillIndex.check_k`,
-        :meth:`~skillsight_fast.engine.index.SkillIndex.check_queries`) and
+        :func:`~skillsight_fast.engine.result.check_queries`) and
         :func:`~skillsight_fast.agents.find.find_skills` the filters and ``cut``.
         """
         if not isinstance(task, str):  # a list would be taken for a batch of tasks
@@ -290,9 +290,9 @@ class SkillService:
     def health(self) -> dict[str, Any]:
         """Status for ``GET /health``."""
         live = self.live()
-        check = getattr(live.index, "verification", None)
+        check = live.index.state.verification
         out = {"status": "ok" if check is None or check.status != "failed" else "failed",
-               "n_skills": len(live.index), "model": live.index.model_id,
+               "n_skills": len(live.index), "model": live.index.state.model.id,
                "abstention": live.abstention.to_dict() if live.abstention is not None else None,
                "live_version": live.version, "version": live.version}
         if check is not None:  # a load that deferred checks (docs/GUARANTEES.md §8): their state
@@ -341,7 +341,7 @@ def _scan_reads_few_rows(directory: Path) -> bool:
 
 def _check_verified(index: Any) -> None:
     """Refuse to answer from an index whose deferred verification failed (IndexFormatError)."""
-    check = getattr(index, "verification", None)
+    check = index.state.verification
     if check is not None:
         check.check()
 

@@ -127,7 +127,7 @@ def diagnose(index: "SkillIndex", *, k: int = DOCTOR_K, batch: int = 256,
     groups: dict[str, list[int]] = {}
     for j, key in enumerate(keys):
         groups.setdefault(key, []).append(j)
-    emb = np.asarray(index.embeddings, dtype=np.float32)
+    emb = np.asarray(index.dense.embeddings, dtype=np.float32)
 
     # copies of each skill: same name, or near-identical embedding (one pass in blocks of rows)
     near: dict[int, set[int]] = {}

@@ -40,12 +40,14 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_pin(args: argparse.Namespace) -> int:
     from skillsight_fast import SkillIndex
+    from skillsight_fast.engine.update import index_write_lock
 
-    index = SkillIndex.load(args.index)
-    pins = [] if args.clear else list(index.pins)
-    pins = [p for p in pins if p not in set(args.remove)]
-    index.pins = pins + [p for p in args.ids if p not in pins]  # SkillsightError on an unknown id
-    if args.ids or args.remove or args.clear:
-        index.save(args.index)
+    with index_write_lock(args.index):  # load to save: an update meanwhile would undo the pins
+        index = SkillIndex.load(args.index)
+        pins = [] if args.clear else list(index.pins)
+        pins = [p for p in pins if p not in set(args.remove)]
+        index.pins = pins + [p for p in args.ids if p not in pins]  # SkillsightError on an unknown id
+        if args.ids or args.remove or args.clear:
+            index.save(args.index)
     print("pinned: " + (", ".join(index.pins) if index.pins else "(none)"))
     return 0

@@ -177,28 +177,35 @@ def cmd_index(args: argparse.Namespace) -> int:
         raise SkillFormatError("--chunk-size is for --stream or --ray")
     if args.ray_workers is not None and args.ray is None:
         raise SkillFormatError("--ray-workers is for --ray")
+    from skillsight_fast.config import FALLBACK_BELOW, LOOKUP_MIN_PIECES
+    from skillsight_fast.engine.cascade import Cascade
     from skillsight_fast.engine.index import resolve_query_encoder
 
     if args.query_int8 and args.query_encoder not in ("transformer", "auto"):
         raise SkillFormatError(f"--query-int8 is for the transformer tier, not --query-encoder {args.query_encoder}")
-    cascade = {"fallback_below": args.fallback_below, "lookup_min_pieces": args.lookup_min_pieces}
-    if any(v is not None for v in cascade.values()) and args.query_encoder not in ("auto", *MAPPED_TIERS):
+    cascade_flags = {"fallback_below": args.fallback_below, "lookup_min_pieces": args.lookup_min_pieces}
+    if any(v is not None for v in cascade_flags.values()) and args.query_encoder not in ("auto", *MAPPED_TIERS):
         raise SkillFormatError(f"--fallback-below / --lookup-min-pieces are for the cascade (--query-encoder auto, "
                                f"static-mapped, contextual or fitted), not --query-encoder {args.query_encoder}")
     if args.lookup_min_pieces is not None and args.lookup_min_pieces < 0:
         raise SkillFormatError(f"--lookup-min-pieces must be 0 or more, got {args.lookup_min_pieces}")
-    if any(v is not None for v in cascade.values()) and args.query_encoder == "auto" and (
+    if any(v is not None for v in cascade_flags.values()) and args.query_encoder == "auto" and (
             streamed or args.paper or args.int8 or args.query_int8 is not None):
         raise SkillFormatError("--fallback-below / --lookup-min-pieces set the cascade, which --stream, --ray, "
                                "--paper, --int8 and --query-int8 / --no-query-int8 do not build (they build the "
                                "transformer tier): drop one or the other")
     if args.query_int8 is False and args.int8:
         raise SkillFormatError("--no-query-int8 with --int8: an int8 index encodes its tasks with the int8 encoder")
-    try:  # IndexConfig checks its own fields (e.g. --fallback-below's range, the length gate's threshold)
+    try:  # IndexConfig and Cascade check their own fields (e.g. --fallback-below's range)
         config = IndexConfig(model=args.model, int8=args.int8, adaptive=not args.paper, lexical=args.lexical,
                              scan=args.scan, query_encoder=args.query_encoder, query_model=args.query_model,
-                             query_int8=args.query_int8, fallback_below=args.fallback_below,
-                             lookup_min_pieces=args.lookup_min_pieces or 0, **scan_params(args))
+                             query_int8=args.query_int8, **scan_params(args))
+        cascade = None  # the build's default: auto settled into the lookup tier gets DEFAULT_CASCADE
+        if args.query_encoder == "auto" and any(v is not None for v in cascade_flags.values()):
+            cascade = Cascade(FALLBACK_BELOW if args.fallback_below is None else args.fallback_below,
+                              args.lookup_min_pieces or LOOKUP_MIN_PIECES)
+        elif any(v is not None for v in cascade_flags.values()):
+            cascade = Cascade(args.fallback_below, args.lookup_min_pieces or 0)
     except ValueError as exc:
         raise SkillFormatError(f"bad index settings: {exc}") from None
     if not args.sources and args.lexical in (None, "bm25") and not args.paper:
@@ -211,26 +218,26 @@ def cmd_index(args: argparse.Namespace) -> int:
     if args.stream or args.ray is not None:
         index, report = _index_streaming(args, config)
     else:
-        index, report = _index_in_memory(args, config)
+        index, report = _index_in_memory(args, config, cascade)
     if args.pin:
         known = set(index.ids)
         unknown = [p for p in args.pin if p not in known]
         if unknown:
             raise SkillFormatError(f"--pin: no skill has the id {unknown[0]!r}")
-    index.roots = report.roots
+    index.state.roots = report.roots
     index.pins = args.pin
     index.save(args.output)
     config = index.config  # what the build settled (auto: the cascade or the transformer)
     if config.query_int8_side and not config.int8:
-        index.query_encoder  # quantise the task encoder once now, not in the first search
-    if config.fallback_below is not None:
+        index.encoders.query_encoder  # quantise the task encoder once now, not in the first search
+    if index.cascade.on:
         index.encoders.fallback_encoder  # the cascade's int8 transformer, the same
     summary = {
         "output": str(args.output), "n_skills": len(index), "skipped": [str(p) for p in report.problems],
         "seconds": round(time.perf_counter() - t0, 2), **index.stats.to_dict(),
         "scan": index.scan.describe(), "query_encoder": config.query_encoder,
-        "query_int8": config.query_int8_side, "fallback_below": config.fallback_below,
-        "lookup_min_pieces": config.lookup_min_pieces,
+        "query_int8": config.query_int8_side, "fallback_below": index.cascade.fallback_below,
+        "lookup_min_pieces": index.cascade.lookup_min_pieces,
     }
     if args.json:
         emit_json(summary)
@@ -241,7 +248,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
-def _index_in_memory(args: argparse.Namespace, config) -> tuple:
+def _index_in_memory(args: argparse.Namespace, config, cascade=None) -> tuple:
     from skillsight_fast import SkillIndex
     from skillsight_fast.errors import SkillFormatError
     from skillsight_fast.library.skills import LoadReport, load_skills
@@ -262,7 +269,7 @@ def _index_in_memory(args: argparse.Namespace, config) -> tuple:
     encoder = load_encoder(config.model, int8=args.int8)
     if not args.quiet:  # a bar on a terminal, a line every few seconds elsewhere
         encoder = ProgressEncoder(encoder, desc=f"encoding {len(report.skills)} skills")
-    return SkillIndex.build(report.skills, encoder, config), report
+    return SkillIndex.build(report.skills, encoder, config, cascade), report
 
 
 def _index_streaming(args: argparse.Namespace, config) -> tuple:
@@ -346,9 +353,10 @@ def cmd_search(args: argparse.Namespace) -> int:
     from skillsight_fast.agents.find import find_skills
     from skillsight_fast.engine.abstention import resolve_abstention
     from skillsight_fast.kernels.twins import ONE_SHOT_MAX_QUERIES
+    from skillsight_fast.engine.result import check_queries
 
     # validated and cleaned once (lone surrogates from undecodable argv bytes become U+FFFD, printable)
-    args.task = SkillIndex.check_queries(task_list(args.task))
+    args.task = check_queries(task_list(args.task))
     # --mmap reads only what the search touches: the checks that keep the kernels in bounds run, the
     # checksums and the finiteness of the float32 matrices do not (docs/GUARANTEES.md)
     with without_scipy_probe():  # a large index's checks start Numba (skillsight_fast.kernels.validation)
@@ -415,7 +423,7 @@ def no_evidence_reason(index: Any, task: str) -> str:
 
     cfg = index.config
     tokens = unique_tokens(task, cfg.min_token_len, cfg.max_token_len)
-    ids = index.lexicon.term_ids
+    ids = index.lexical.lexicon.term_ids
     stop = [t for t in tokens if t in STOPWORDS]
     known = [t for t in tokens if t in ids and t not in STOPWORDS]
     generic = [t for t in known if bool(index.lexical.generic[ids[t]])]
@@ -470,9 +478,10 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"query encoder {tier}" + (f": static model {query.get('id')} (sha256 {str(query.get('checksum'))[:12]}) "
                                      "mapped into the model's space" if query else "")
           + (" (tasks through its int8-quantised graph)" if int8_tasks else ""))
-    below = m["config"].get("fallback_below")
+    cascade = m.get("cascade", m["config"])  # an index saved before the cascade section: the config's keys
+    below = cascade.get("fallback_below") if isinstance(cascade, dict) else None
     if below is not None:
-        least = m["config"].get("lookup_min_pieces") or 0
+        least = cascade.get("lookup_min_pieces") or 0
         print(f"lookup-first cascade: the int8 transformer answers a task whose lookup search scores below {below:g}"
               + (f", and every task of fewer than {least} word pieces" if least else "") + " (docs/ENCODERS.md)")
     tau = "none" if s["otsu_tau"] is None else f"{s['otsu_tau']:.3f}"
@@ -545,11 +554,13 @@ def _add_rescan(sub: argparse._SubParsersAction) -> None:
 
 def cmd_rescan(args: argparse.Namespace) -> int:
     from skillsight_fast import SkillIndex
+    from skillsight_fast.engine.update import index_write_lock
 
     t0 = time.perf_counter()
-    index = SkillIndex.load(args.index, mmap=True)  # the matrices are read once; the new scan is built from them
-    scan = index.rebuild_scan(args.scan, **scan_params(args))
-    index.save(args.index)
+    with index_write_lock(args.index):  # load to save: an update meanwhile would undo the rescan
+        index = SkillIndex.load(args.index, mmap=True)  # the matrices are read once; the new scan is built from them
+        scan = index.rebuild_scan(args.scan, **scan_params(args))
+        index.save(args.index)
     summary = {"index": str(args.index), "n_skills": len(index), **scan.describe(),
                "seconds": round(time.perf_counter() - t0, 2)}
     if args.json:

@@ -26,7 +26,7 @@ def cmd_screen(args: argparse.Namespace) -> int:
 
     index = SkillIndex.load(args.index)
     flagged = [{"id": m.id, "name": m.name, "path": m.path, "reasons": r}
-               for m, r in zip(index.skills, index.flags) if r]
+               for m, r in zip(index.skills, index.state.flags) if r]
     if args.json:
         emit_json({"n_skills": len(index), "flagged": flagged})
         return 0

@@ -45,6 +45,7 @@ import numpy as np
 
 from skillsight_fast.cluster.shard import LEXICAL_SIDES, ShardHost
 from skillsight_fast.engine.columns import SKILL_FIELDS, StringColumn
+from skillsight_fast.engine.result import check_queries, fused_result
 from skillsight_fast.errors import QueryError, SkillsightError
 
 logger = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ def shard_ranges(n: int, shards: int) -> list[tuple[int, int]]:
 
 
 class _Rows:
-    """``index.embeddings[rows]`` / ``index.dense.embeddings_perp[rows]`` fetched from the shards."""
+    """``index.dense.embeddings[rows]`` / ``index.dense.embeddings_perp[rows]`` fetched from the shards."""
 
     def __init__(self, owner: ShardedIndex, which: str) -> None:
         self.owner, self.which = owner, which
@@ -76,6 +77,7 @@ class _Rows:
 
 class _Dense:
     def __init__(self, owner: ShardedIndex) -> None:
+        self.embeddings = _Rows(owner, "raw")
         self.embeddings_perp = _Rows(owner, "perp")
         self.basis = owner.head.dense.basis
         self.query_map = owner.head.dense.query_map
@@ -111,7 +113,6 @@ class ShardedIndex:
         self.reopened: list[bool] = [True] * len(shards)
         self._starts = np.asarray([a for a, _ in ranges], np.int64)
         self.dense = _Dense(self)
-        self.embeddings = _Rows(self, "raw")
         if self.head.scan.kind not in ("exact", "int8"):
             raise SkillsightError(f"a sharded index serves the exact and int8 scans, not {self.head.scan.kind!r} "
                                   f"(skillsight rescan -i IDX --scan int8)")
@@ -120,7 +121,7 @@ class ShardedIndex:
     @staticmethod
     def global_stats(head: Any) -> dict[str, Any]:
         """What every shard scores with: the library's LEC weights, BM25 idf and mean length."""
-        idf, avgdl = head.lexical.bm25 if head.lexicon.has_tf else (np.zeros(0, np.float32), 1.0)
+        idf, avgdl = head.lexical.bm25 if head.lexical.lexicon.has_tf else (np.zeros(0, np.float32), 1.0)
         return {"weights": np.asarray(head.lexical.weights, np.float32), "bm25_idf": np.asarray(idf, np.float32),
                 "avgdl": float(avgdl)}
 
@@ -270,14 +271,68 @@ class ShardedIndex:
     def __len__(self) -> int:
         return len(self.head)
 
-    def __getattr__(self, name: str) -> Any:
-        # skills, flags, pins, roots, bodies, state, stats, config, decisions, model_id, lexicon,
-        # lexical, scan, verification, encoder, query_encoder, check_*, encode, remove_background,
-        # evidence_tokens, query_decisions, fuse: the head's (global, small)
-        if name in ("head", "shards", "ranges", "remote", "dense", "embeddings", "directory", "_starts", "version",
-                    "reopened"):
-            raise AttributeError(name)
-        return getattr(self.head, name)
+    # the Searcher protocol (skillsight_fast.engine.searcher): what is global and small is the head's
+    @property
+    def state(self) -> Any:
+        """The head's :class:`~skillsight_fast.engine.state.IndexState` (records, decisions, statistics)."""
+        return self.head.state
+
+    @property
+    def skills(self) -> Any:
+        return self.head.skills
+
+    @property
+    def ids(self) -> list[str]:
+        return self.head.ids
+
+    @property
+    def pins(self) -> list[str]:
+        return self.head.pins
+
+    @property
+    def config(self) -> Any:
+        return self.head.config
+
+    @property
+    def decisions(self) -> Any:
+        return self.head.decisions
+
+    @property
+    def stats(self) -> Any:
+        return self.head.stats
+
+    @property
+    def cascade(self) -> Any:
+        return self.head.cascade
+
+    @property
+    def encoders(self) -> Any:
+        return self.head.encoders
+
+    @property
+    def encoder(self) -> Any:
+        return self.head.encoder
+
+    @encoder.setter
+    def encoder(self, encoder: Any) -> None:
+        self.head.encoder = encoder
+
+    @property
+    def lexical(self) -> Any:
+        return self.head.lexical
+
+    @property
+    def scan(self) -> Any:
+        return self.head.scan
+
+    def check_k(self, k: int, most: int | None = None) -> int:
+        return self.head.check_k(k, most)
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        return self.head.encode(texts)
+
+    def remove_background(self, vectors: np.ndarray) -> np.ndarray:
+        return self.head.remove_background(vectors)
 
     def warmup(self) -> None:
         """Compile the coordinator's kernels; the shards compile theirs on their first search."""
@@ -285,15 +340,16 @@ class ShardedIndex:
 
     def search(self, queries: str | Sequence[str], k: int = 10, **knobs: Any) -> Any:
         """:meth:`SkillIndex.search` over the shards."""
-        texts = self.head.check_queries(queries)
+        texts = check_queries(queries)
         self.head.check_k(k)
         return self.encode_search(texts, k, **knobs)[1]
 
-    def encode_search(self, queries: str | Sequence[str], k: int = 10, **knobs: Any) -> tuple[np.ndarray, Any]:
-        """:meth:`SkillIndex.encode_search` over the shards (the head's encoders and cascade)."""
-        from skillsight_fast.engine.index import cascade_search
+    def encode_search(self, texts: Sequence[str], k: int = 10, cascade: Any = None, **knobs: Any
+                      ) -> tuple[np.ndarray, Any]:
+        """:meth:`SkillIndex.encode_search` over the shards (checked texts; the head's encoders and cascade)."""
+        from skillsight_fast.engine.cascade import cascade_search
 
-        return cascade_search(self, self.head, self.head.check_queries(queries), k, **knobs)
+        return cascade_search(self, self.head, list(texts), k, cascade, **knobs)
 
     def search_vectors(self, vectors: np.ndarray, texts: Sequence[str], k: int = 10, *,
                        candidates: int | None = None, fusion: str | None = None,
@@ -304,7 +360,9 @@ class ShardedIndex:
 
         head = self.head
         k = head.check_k(k)
-        d = head.query_decisions(candidates=candidates, fusion=fusion, lexical_weight=lexical_weight,
+        from skillsight_fast.engine.state import query_decisions
+
+        d = query_decisions(head, candidates=candidates, fusion=fusion, lexical_weight=lexical_weight,
                                  lexical=lexical, lexical_candidates=lexical_candidates, rrf_k=rrf_k)
         # a filter (find_skills's tags/source) restricts the dense stage to the rows it allows: the shards
         # score those rows; any other custom stage would run on the coordinator over every row
@@ -325,7 +383,7 @@ class ShardedIndex:
         terms, ptr = head.evidence_tokens(texts)
         s_terms, s_ptr = terms, ptr  # what the lexical side scores; the evidence shown stays Q'
         if d.lexical == "bm25" and getattr(d, "lexical_evidence", "") == "all":
-            s_terms, s_ptr = head.evidence_tokens(texts, exclude=head._no_generic)
+            s_terms, s_ptr = head.evidence_tokens(texts, exclude=head.lexical.stopword_flags)
         n, depth = len(self), min(len(self), max(d.candidates, k))
         rows_out: list[Any] = []
         evid: list[Any] = []
@@ -352,9 +410,9 @@ class ShardedIndex:
 
         with n_threads(1 if len(texts) == 1 else None):
             # qᵀd of the hits as the single index computes it (the same rows, fetched from the shards)
-            result, pos = head.fused_result(cand, s_dense, s_lex, k, d, raw, embeddings=self.embeddings)
+            result, pos = fused_result(head, cand, s_dense, s_lex, k, d, raw, embeddings=self.dense.embeddings)
         if explain:
-            vocab = head.lexicon.vocab
+            vocab = head.lexical.lexicon.vocab
             result.evidence = [[[vocab[t] for t in evid[i]["ev"][p]] if p >= 0 else [] for p in pos[i].tolist()]
                                for i in range(len(texts))]
         return result
@@ -433,7 +491,7 @@ def _same_statistics(old: Any, new: Any) -> bool:
             and np.array_equal(old.dense.basis, new.dense.basis)
             and all(np.array_equal(a[key], b[key]) for key in ("weights", "bm25_idf"))
             and a["avgdl"] == b["avgdl"]
-            and _same_strings(old.lexicon.vocab, new.lexicon.vocab))
+            and _same_strings(old.lexical.lexicon.vocab, new.lexical.lexicon.vocab))
 
 
 def _same_strings(a: Any, b: Any) -> bool:

@@ -70,9 +70,9 @@ class ShardEngine:
             raise IndexFormatError(f"shard rows {start}..{stop} outside the index's {n} skills")
         self.start, self.stop = int(start), int(stop)
         self.directory = str(directory)
-        lex = whole.lexicon
+        lex = whole.lexical.lexicon
         self.perp = whole.dense.embeddings_perp[start:stop]
-        self.raw = whole.embeddings[start:stop]
+        self.raw = whole.dense.embeddings[start:stop]
         a, b = int(lex.doc_indptr[start]), int(lex.doc_indptr[stop])
         self.doc_indptr = np.ascontiguousarray(lex.doc_indptr[start : stop + 1] - a)
         self.doc_terms = lex.doc_terms[a:b]

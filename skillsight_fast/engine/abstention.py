@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from skillsight_fast.engine.cascade import answering_vectors
 from skillsight_fast.engine.io import write_index_file
 from skillsight_fast.errors import SkillsightError
 
@@ -521,10 +522,10 @@ def derive_abstention(index: Any, bodies: Sequence[str] | None = None,
     metas = index.skills
     texts, rows = pseudo_tasks(metas, bodies)
     off_texts = list(offtopic) if offtopic is not None else offtopic_prompts()
-    emb = index.embeddings
+    emb = index.dense.embeddings
     on = np.zeros(0)
     if texts:  # the vectors that answer them (a lookup-first cascade: the lookup's or the transformer's)
-        vectors = index.answering_vectors(texts)
+        vectors = answering_vectors(index, texts)
         on = np.einsum("ij,ij->i", np.asarray(emb[rows], np.float32), vectors).astype(np.float64)
     off = np.zeros(0)
     if off_texts and len(index):

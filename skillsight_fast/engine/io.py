@@ -39,32 +39,57 @@ saves. Loading ignores those leftovers, and retries if a save swapped the folder
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import errno
-import hashlib
 import json
 import logging
-import math
 import os
 import shutil
-import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from skillsight_fast._version import __version__
-from skillsight_fast.config import IndexConfig
+from skillsight_fast.config import CASCADE_KEYS, IndexConfig
 from skillsight_fast.engine import validate
+from skillsight_fast.engine.cascade import Cascade
+from skillsight_fast.engine.io_folder import (
+    _LOAD_ATTEMPTS,
+    MANIFEST,
+    STATIC_MODEL_DIR,
+    TEXTS,
+    _check_side_file_name,
+    _identity,
+    _pinned,
+    _recover_unlocked,
+    _remove_leftovers,
+    _save_error,
+    _save_lock,
+    _still_there,
+    _swap_in,
+    check_index_target,
+    recover,
+    write_index_file,
+)
+from skillsight_fast.engine.io_manifest import (
+    ALL_ARRAYS,
+    FORMAT_VERSION,
+    READABLE_VERSIONS,
+    STRING_COLUMNS,
+    check_manifest_schema,
+    read_manifest,
+)
+from skillsight_fast.engine.io_verification import (
+    Verification,
+    _check_digests,
+    _checksum_error,
+    _verification_jobs,
+)
 from skillsight_fast.engine.scan import SCAN_ARRAYS, SCAN_TYPES, Scan, restore_scan
 from skillsight_fast.engine.state import BUNDLES, Decisions, IndexState, IndexStats, ModelInfo, SkillMeta
 from skillsight_fast.errors import IndexFormatError, SkillsightError
 from skillsight_fast.files import (
-    atomic_write_bytes,
     fsync_dir,
     sha256_bytes,
     sha256_file,
@@ -75,37 +100,17 @@ from skillsight_fast.files import (
 )
 from skillsight_fast.limits import is_regular_file, load_json, load_json_lines, read_regular_file
 
-#: Version 3: the skill records, the vocabulary and the bodies also as string columns (UTF-8 blob +
-#: int64 offsets, ``.npy``; the manifest's ``strings`` section), so a load parses no JSON lines.
-#: Version 2 (arrays grouped in bundles, the build's decisions in their own record) still loads;
-#: version-1 folders get the "rebuild the index" error.
-FORMAT_VERSION = 3
-#: The versions this package reads.
-READABLE_VERSIONS = (2, 3)
-MANIFEST = "manifest.json"
+#: What the format modules offer through this one (the folder, the manifest and the deferred checks live in
+#: engine/io_folder.py, engine/io_manifest.py and engine/io_verification.py).
+__all__ = ["FORMAT_VERSION", "MANIFEST", "READABLE_VERSIONS", "STATIC_MODEL_DIR", "TEXTS", "Verification",
+           "check_index_target", "check_manifest_schema", "load_index", "read_bodies", "read_manifest", "recover",
+           "save_index", "write_index_file"]
 logger = logging.getLogger(__name__)
 
-#: Optional: one JSON string (the skill's Markdown body) per row; read on demand by read_bodies().
-TEXTS = "texts.jsonl"
-#: Every array of the bundles: name -> (bundle, dtype, number of dimensions); the scan's arrays
-#: are listed by skillsight_fast.engine.scan.
-ALL_ARRAYS: dict[str, tuple[str, str, int]] = {
-    name: (bundle, spec.dtype, spec.ndim) for bundle, cls in BUNDLES.items() for name, spec in cls.ARRAYS.items()
-}
-#: Largest manifest.json read (bytes); a real one is a few KB (plus the scan's flags).
-MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 #: Largest vocab.json / skills.jsonl read (bytes).
 MAX_SIDE_BYTES = 4 * 1024**3
 #: Largest texts.jsonl read (bytes).
 MAX_TEXTS_BYTES = 16 * 1024**3
-#: The string columns of format 3: column -> (part -> (file stem, dtype)).
-STRING_COLUMNS: dict[str, dict[str, tuple[str, str]]] = {
-    "skills": {"blob": ("skill_strings", "uint8"), "offsets": ("skill_offsets", "int64"),
-               "order": ("skill_id_order", "int64"), "group_of": ("skill_name_group", "int64"),
-               "group_ptr": ("skill_name_group_ptr", "int64"), "group_rows": ("skill_name_group_rows", "int64")},
-    "vocab": {"blob": ("vocab_strings", "uint8"), "offsets": ("vocab_offsets", "int64")},
-    "texts": {"blob": ("text_strings", "uint8"), "offsets": ("text_offsets", "int64")},
-}
 
 
 def save_index(state: IndexState, directory: Path, extra_files: dict[str, bytes] | None = None) -> Path:
@@ -126,49 +131,6 @@ def save_index(state: IndexState, directory: Path, extra_files: dict[str, bytes]
         except OSError as exc:
             raise _save_error(directory, exc) from None
     return directory
-
-
-def check_index_target(directory: str | os.PathLike[str]) -> Path:
-    """The folder a save into ``directory`` will write (a symlink's target), checked before any work.
-
-    ``skillsight index`` calls it before encoding, so a bad output path fails in a second, not
-    after minutes of encoding.
-
-    Raises
-    ------
-    IndexFormatError
-        ``directory`` is a file, or a non-empty folder that holds no index.
-    OSError
-        A parent is a regular file, or the nearest existing parent is not writable.
-    """
-    path = Path(directory).expanduser().absolute()
-    if path.is_symlink():  # save into the link's target: the link stays, no stray temp link
-        path = Path(os.path.realpath(path))
-    if path.exists() and not path.is_dir():
-        raise IndexFormatError(f"{path} exists and is not a folder")
-    if path.is_dir() and any(path.iterdir()) and not (path / MANIFEST).is_file():
-        raise IndexFormatError(f"{path} is a non-empty folder that holds no index; refusing to overwrite it")
-    parent = path.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
-        raise OSError(errno.ENOTDIR, "a parent of the index folder is not a folder", str(parent))
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise OSError(errno.EACCES, "cannot create the index folder here (permission denied)", str(parent))
-    return path
-
-
-def _save_error(directory: Path, exc: OSError) -> OSError:
-    """One clear ``OSError`` for a failed save (numpy's short write says only "N requested and M written")."""
-    reason = exc.strerror
-    if not reason:
-        try:
-            free = f"{shutil.disk_usage(directory.parent).free:,} bytes free"
-        except OSError:
-            free = "free space unknown"
-        reason = f"a write was cut short: the disk is full or a file size limit was reached ({free}; {exc})"
-    return OSError(exc.errno or errno.ENOSPC, f"cannot save the index {directory}: {reason}; the previous "
-                   "index, if any, is unchanged")
 
 
 def _save_array(folder: Path, name: str, arr: np.ndarray, dtype: str) -> dict[str, Any]:
@@ -225,7 +187,8 @@ def _save_unlocked(state: IndexState, directory: Path, extra_files: dict[str, by
             "model": {"id": state.model.id, "checksum": state.model.checksum, "dim": state.stats.dim,
                       **({"query": {"id": state.model.query_id, "checksum": state.model.query_checksum}}
                          if state.model.query_id else {})},
-            "config": _carry_static_model(state.config, tmp).to_dict(),
+            "config": _carry_static_model(state.config, tmp, files).to_dict(),
+            "cascade": state.cascade.to_dict(),
             "decisions": state.decisions.to_dict(),
             "stats": state.stats.to_dict(),
             "n_skills": len(state.skills),
@@ -247,15 +210,15 @@ def _save_unlocked(state: IndexState, directory: Path, extra_files: dict[str, by
         raise
 
 
-#: The folder inside an index holding its static model (the static tiers' tokenizer and token table),
-#: so the index does not depend on the builder's cache: the manifest's config names it relatively.
-STATIC_MODEL_DIR = "static_model"
 
 
-def _carry_static_model(config: IndexConfig, folder: Path) -> IndexConfig:
-    """Put the static tiers' model files into ``folder/static_model`` (hard links where the file
-    system allows, else copies) and return the config that names that folder relatively.
+def _carry_static_model(config: IndexConfig, folder: Path, files: dict[str, str]) -> IndexConfig:
+    """Copy the static tiers' model files into ``folder/static_model``, record their sha256 in
+    ``files`` (the manifest's, as ``static_model/NAME``: verified with the index's other files), and
+    return the config that names that folder relatively.
 
+    Copies, never hard links: an index must not share a writable inode with the cache or with
+    another index (an edit of one would change them all), and the copies get the index's mode.
     A transformer-only config (no ``query_model``) is returned unchanged.
     """
     if not config.query_model:
@@ -265,10 +228,11 @@ def _carry_static_model(config: IndexConfig, folder: Path) -> IndexConfig:
     dest.mkdir()
     for f in sorted(src.iterdir()):
         if f.is_file() and not f.name.startswith("."):
-            try:
-                os.link(f, dest / f.name)
-            except OSError:
-                shutil.copy2(f, dest / f.name)
+            shutil.copyfile(f, dest / f.name)
+            with open(dest / f.name, "rb+") as fh:
+                os.fsync(fh.fileno())
+            files[f"{STATIC_MODEL_DIR}/{f.name}"] = sha256_file(dest / f.name)
+    fsync_dir(dest)
     changes: dict[str, Any] = {"query_model": STATIC_MODEL_DIR}
     if config.model and Path(config.model).expanduser().absolute() == src.expanduser().absolute():
         changes["model"] = STATIC_MODEL_DIR  # the static tier encodes the skills with it too
@@ -343,220 +307,6 @@ def _save_text_column(folder: Path, bodies: Any) -> dict[str, Any]:
             "offsets": _save_array(folder, STRING_COLUMNS["texts"]["offsets"][0], offsets, "int64")}
 
 
-def _check_side_file_name(name: str) -> None:
-    """A side file must be a plain name that no part of the index format uses."""
-    if (not name or "/" in name or "\\" in name or name.startswith((".", "scan_")) or name.endswith(".npy")
-            or name in (MANIFEST, "vocab.json", "skills.jsonl", TEXTS, STATIC_MODEL_DIR)):
-        raise ValueError(f"extra file name {name!r} is not a plain, free file name")
-
-
-def write_index_file(directory: Path, name: str, data: bytes) -> Path:
-    """Write one small side file (e.g. ``calibration.json``) into an existing index folder.
-
-    Written to a temporary file and renamed, under the same lock as :func:`save_index`, so a
-    concurrent save or update cannot swap the folder away in between and drop the file.
-    """
-    directory = directory.expanduser().absolute()
-    _check_side_file_name(name)
-    with _save_lock(directory.parent):
-        if not (directory / MANIFEST).is_file():
-            raise IndexFormatError(f"{directory}: not an index folder")
-        atomic_write_bytes(directory / name, data)
-    return directory / name
-
-
-@contextlib.contextmanager
-def _save_lock(parent: Path, *, shared: bool = False) -> Iterator[None]:
-    """Advisory lock on the index's parent folder (a no-op where flock is missing).
-
-    Saves take it exclusively; a load that lost its races takes it shared.
-    """
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        yield
-        return
-    try:
-        fd = os.open(parent, os.O_RDONLY)
-    except OSError:  # pragma: no cover - unreadable parent: save without the lock
-        yield
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
-
-
-def _remove_leftovers(directory: Path) -> None:
-    """Delete temporary and renamed-away folders left by crashed saves (called under the lock)."""
-    for pattern in (f".{directory.name}.tmp-*", f".{directory.name}.old-*"):
-        for stale in directory.parent.glob(pattern):
-            if stale.is_dir() and not stale.is_symlink():
-                shutil.rmtree(stale, ignore_errors=True)
-
-
-_RENAME_EXCHANGE = 2
-_AT_FDCWD = -100
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Atomically swap two existing paths (Linux ``renameat2``); False where unsupported."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
-    except (OSError, AttributeError):  # pragma: no cover - libc without renameat2
-        return False
-    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
-        return True
-    err = ctypes.get_errno()
-    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EPERM):  # pragma: no cover
-        return False
-    raise OSError(err, os.strerror(err), str(b))  # pragma: no cover
-
-
-def _swap_in(tmp: Path, directory: Path) -> None:
-    """Replace ``directory`` by ``tmp``; the old index survives until the swap."""
-    if directory.exists() and _exchange(tmp, directory):
-        fsync_dir(directory.parent)
-        shutil.rmtree(tmp, ignore_errors=True)  # now holds the old index
-    elif directory.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{directory.name}.old-", dir=directory.parent))
-        old.rmdir()
-        os.rename(directory, old)
-        try:
-            os.rename(tmp, directory)
-        except BaseException:
-            os.rename(old, directory)
-            raise
-        fsync_dir(directory.parent)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.rename(tmp, directory)
-        fsync_dir(directory.parent)
-
-
-def recover(directory: Path) -> None:
-    """If a crash left only the renamed-away old index, put it back."""
-    if directory.exists() or not directory.parent.is_dir():
-        return
-    with _save_lock(directory.parent):  # a live save may be between its two renames: wait for it
-        _recover_unlocked(directory)
-
-
-def _recover_unlocked(directory: Path) -> None:
-    if directory.exists():
-        return
-    olds = []
-    for p in directory.parent.glob(f".{directory.name}.old-*"):
-        with contextlib.suppress(OSError):
-            if (p / MANIFEST).is_file():
-                olds.append((p.stat().st_mtime, p))
-    if olds:
-        with contextlib.suppress(OSError):
-            os.rename(max(olds)[1], directory)
-
-
-def read_manifest(directory: Path) -> dict[str, Any]:
-    """Read and check an index manifest (format and version)."""
-    directory = directory.expanduser()
-    recover(directory)
-    path = directory / MANIFEST
-    if not directory.is_dir():
-        raise IndexFormatError(f"{directory}: no such index folder")
-    if not path.is_file():
-        raise IndexFormatError(f"{directory}: not an index (no {MANIFEST})")
-    raw = read_regular_file(path, MAX_MANIFEST_BYTES, error=IndexFormatError, what="the manifest")
-    manifest = load_json(raw, error=IndexFormatError, what=f"{path}: unreadable manifest", allow_constants=True)
-    if not isinstance(manifest, dict) or manifest.get("format") != "skillsight-fast-index":
-        raise IndexFormatError(f"{path}: not a skillsight-fast manifest")
-    version = manifest.get("format_version")
-    if version not in READABLE_VERSIONS or isinstance(version, bool):
-        raise IndexFormatError(
-            f"{directory}: index format version {version!r}, this skillsight-fast reads versions "
-            f"{', '.join(map(str, READABLE_VERSIONS))}; rebuild the index with `skillsight index`"
-        )
-    check_manifest_schema(manifest, path)
-    return manifest
-
-
-_JSON_KINDS = {dict: "object", str: "string", list: "array"}
-
-
-def check_manifest_schema(manifest: dict[str, Any], path: Path) -> None:
-    """The manifest's structure: the keys and value types every reader relies on (``info`` too)."""
-    def bad(what: str) -> IndexFormatError:
-        return IndexFormatError(f"{path}: malformed manifest ({what})")
-
-    for key, kind in (("package_version", str), ("model", dict), ("config", dict), ("decisions", dict),
-                      ("stats", dict), ("arrays", dict), ("files", dict), ("scan", dict),
-                      ("injection_screen", dict), ("roots", list)):
-        value = manifest.get(key)
-        if key == "injection_screen" and value is None:
-            value = manifest.get("injection_scan")  # the key's name before the screen was renamed
-        if not isinstance(value, kind):
-            raise bad(f"{key!r} must be a JSON {_JSON_KINDS[kind]}")
-    n = manifest.get("n_skills")
-    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-        raise bad("'n_skills' must be a non-negative integer")
-    model = manifest["model"]
-    if not isinstance(model.get("id"), str) or not isinstance(model.get("checksum"), str):
-        raise bad("'model' needs string 'id' and 'checksum'")
-    if not isinstance(model.get("dim"), int) or isinstance(model.get("dim"), bool):
-        raise bad("'model.dim' must be an integer")
-    for name, entry in manifest["arrays"].items():
-        if name not in ALL_ARRAYS:
-            raise bad(f"unknown array {name!r}")
-        if (not isinstance(entry, dict) or entry.get("file") != f"{name}.npy"
-                or entry.get("bundle") != ALL_ARRAYS[name][0]
-                or not isinstance(entry.get("shape"), list) or not isinstance(entry.get("sha256"), str)
-                or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in entry["shape"])):
-            raise bad(f"array entry {name!r} must be {{bundle: '{ALL_ARRAYS[name][0]}', file: '{name}.npy', "
-                      "dtype, shape: [ints], sha256}")
-    for fname, digest in manifest["files"].items():
-        if fname not in ("vocab.json", "skills.jsonl", TEXTS) or not isinstance(digest, str):
-            raise bad(f"unknown file entry {fname!r}")
-    stats = manifest["stats"]
-    for key in ("vocab_size", "n_generic", "rank", "effective_rank", "dim", "n_docs"):
-        if not isinstance(stats.get(key), int) or isinstance(stats.get(key), bool):
-            raise bad(f"'stats.{key}' must be an integer")
-    tau = stats.get("otsu_tau")
-    if tau is not None and (not isinstance(tau, (int, float)) or isinstance(tau, bool)):
-        raise bad("'stats.otsu_tau' must be a number or null")
-    if not all(isinstance(r, str) for r in manifest["roots"]):
-        raise bad("'roots' must be a list of strings")
-    pins = manifest.get("pins", [])
-    if not isinstance(pins, list) or not all(isinstance(r, str) for r in pins):
-        raise bad("'pins' must be a list of skill ids")
-    if "abstention" in manifest:  # the label-free rule derived at build (engine.abstention)
-        rule = manifest["abstention"]
-        if not isinstance(rule, dict) or rule.get("signal") not in ("cosine", "score"):
-            raise bad("'abstention' must be an object with 'signal' cosine or score")
-        for key in ("threshold", "duplicate_cosine"):
-            value = rule.get(key)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                      or not math.isfinite(value)):
-                raise bad(f"'abstention.{key}' must be a finite number or null")
-    if manifest.get("format_version") == 3:
-        strings = manifest.get("strings")
-        if not isinstance(strings, dict) or not {"skills", "vocab"} <= set(strings) or set(strings) - set(STRING_COLUMNS):
-            raise bad("'strings' must list the string columns skills, vocab (and optionally texts)")
-        for column, parts in strings.items():
-            want = STRING_COLUMNS[column]
-            if not isinstance(parts, dict) or set(parts) != set(want):
-                raise bad(f"string column {column!r} must have the parts {', '.join(want)}")
-            for part, entry in parts.items():
-                stem, dtype = want[part]
-                if (not isinstance(entry, dict) or entry.get("file") != f"{stem}.npy" or entry.get("dtype") != dtype
-                        or not isinstance(entry.get("shape"), list) or not isinstance(entry.get("sha256"), str)
-                        or len(entry["shape"]) != 1
-                        or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in entry["shape"])):
-                    raise bad(f"string column entry {column}.{part} must be {{file: '{stem}.npy', dtype: '{dtype}', "
-                              "shape: [int], sha256}")
-
-
 def _array_path(directory: Path, name: str, entry: dict[str, Any]) -> Path:
     """The file of array ``name``: a plain, existing regular file inside the folder."""
     file = entry.get("file") if isinstance(entry, dict) else None
@@ -570,10 +320,6 @@ def _array_path(directory: Path, name: str, entry: dict[str, Any]) -> Path:
     if not is_regular_file(path):
         raise IndexFormatError(f"{path}: not a regular file")
     return path
-
-
-def _checksum_error(path: Path) -> IndexFormatError:
-    return IndexFormatError(f"{path}: checksum mismatch (the file is corrupt or was changed)")
 
 
 def _load_array(directory: Path, name: str, entry: dict[str, Any], mmap: bool, verify: bool,
@@ -619,49 +365,6 @@ def _check_npy_header(path: Path, dtype: str, ndim: int, entry: dict[str, Any]) 
         raise IndexFormatError(f"{path}: truncated array ({size:,} bytes, the header needs {need:,})")
 
 
-def _identity(directory: Path) -> tuple[int, ...] | None:
-    try:
-        st, man = os.stat(directory), os.stat(directory / MANIFEST)
-        return st.st_dev, st.st_ino, man.st_ino, man.st_mtime_ns, man.st_ctime_ns
-    except OSError:
-        return None
-
-
-#: Loads retried without a lock when a save swapped the folder mid-read; the last attempt reads
-#: under a shared lock that saves wait for, so a reader racing a stream of saves still finishes.
-_LOAD_ATTEMPTS = 4
-_PROC_FD = Path("/proc/self/fd")
-
-
-@contextlib.contextmanager
-def _pinned(directory: Path) -> Iterator[tuple[Path, tuple[int, int] | None]]:
-    """The folder as one fixed version: a path through an open descriptor of its inode (Linux).
-
-    A save replaces the folder by renames, never in place, so every file read through the
-    descriptor belongs to the same index even while a save swaps a new one in. Yields the
-    folder itself and ``None`` where descriptors cannot be used as paths.
-    """
-    try:
-        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        yield directory, None
-        return
-    try:
-        st = os.fstat(fd)
-        base = _PROC_FD / str(fd)
-        yield (base, (st.st_dev, st.st_ino)) if (base / MANIFEST).is_file() else (directory, None)
-    finally:
-        os.close(fd)
-
-
-def _still_there(directory: Path, pinned: tuple[int, int]) -> bool:
-    try:
-        st = os.stat(directory)
-    except OSError:
-        return False
-    return (st.st_dev, st.st_ino) == pinned
-
-
 def load_index(directory: Path, *, mmap: bool = False, verify: bool | str = True
                ) -> tuple[IndexState, Path, str | None]:
     """Load an index folder: its state, the folder, and the sha256 of its ``texts.jsonl`` (None
@@ -704,6 +407,8 @@ def load_index(directory: Path, *, mmap: bool = False, verify: bool | str = True
                     continue
             if locked or pinned is not None or _identity(directory) == before:
                 state.config = _resolve_static_model(state.config, directory)
+                if state.verification is not None:  # issue 41 L3: errors name the folder, not /proc/self/fd/N
+                    state.verification.directory = directory
                 return state, directory, texts_sha256
     raise AssertionError("unreachable: the locked attempt returns or raises")  # pragma: no cover
 
@@ -757,8 +462,13 @@ def _load_once(directory: Path, *, mmap: bool, verify: bool | str) -> tuple[Inde
                                    f"{manifest['n_skills']}")
         deferred = validate.check_index_contents(arrays, vocab, records, manifest["stats"], manifest["config"],
                                                  manifest["decisions"], defer=later, forward=verify != "rows")
+        if verify is True:  # issue 41 L2: what the lazy verification checks after the first answer
+            validate.check_utf8(columns)
         skills = records if version3 else [SkillMeta(**rec) for rec in records]
         config = IndexConfig.from_dict(manifest["config"])
+        # the cascade: its own section, or (an index saved before it left the build config) the config's keys
+        cascade = Cascade.from_dict(manifest["cascade"] if "cascade" in manifest else
+                                    {key: manifest["config"][key] for key in CASCADE_KEYS if key in manifest["config"]})
         decisions = Decisions.from_dict(manifest["decisions"])
         stats = IndexStats.from_dict(manifest["stats"])
         query = manifest["model"].get("query") or {}
@@ -773,7 +483,7 @@ def _load_once(directory: Path, *, mmap: bool, verify: bool | str) -> tuple[Inde
         state = IndexState(skills=skills, dense=dense, lexical=lexical, decisions=decisions, stats=stats,
                            config=config, model=model, scan=scan, roots=list(manifest["roots"]),
                            flags=_read_flags(manifest, n, directory), pins=list(manifest.get("pins", [])),
-                           abstention=manifest.get("abstention"))
+                           abstention=manifest.get("abstention"), cascade=cascade)
         state.stored_texts = columns.get("texts")
         _check_digests(digests)
         if later:
@@ -846,128 +556,6 @@ def _load_strings(directory: Path, manifest: dict[str, Any], *, mmap: bool) -> t
     return vocab, skills, columns
 
 
-def _verification_jobs(directory: Path, manifest: dict[str, Any]) -> list[tuple[str, int, str]]:
-    """(file name, open descriptor, expected sha256) of every checksummed file of the folder; opened
-    now, so a later save swapping the folder cannot make the check read another version."""
-    wanted: list[tuple[str, str]] = [(e["file"], e["sha256"]) for e in manifest["arrays"].values()]
-    scan = manifest.get("scan") or {}
-    wanted += [(e["file"], e["sha256"]) for e in (scan.get("arrays") or {}).values()]
-    wanted += [(name, e["sha256"]) for name, e in (scan.get("files") or {}).items()]
-    wanted += [(name, digest) for name, digest in manifest["files"].items()]
-    for entries in (manifest.get("strings") or {}).values():
-        wanted += [(e["file"], e["sha256"]) for e in entries.values()]
-    jobs = []
-    try:
-        for name, digest in wanted:
-            jobs.append((name, os.open(directory / name, os.O_RDONLY), digest))
-    except OSError as exc:
-        for _, fd, _ in jobs:
-            os.close(fd)
-        raise IndexFormatError(f"{directory}: cannot open {exc.filename} to verify it ({exc.strerror})") from None
-    return jobs
-
-
-class Verification:
-    """The checks of a loaded index that run after it answers (docs/GUARANTEES.md): the sha256 of every
-    file against the manifest, then the deferred content checks (finiteness of the float32
-    matrices, UTF-8 of the string columns), on a daemon thread of their own.
-
-    ``status`` is ``"pending"``, ``"ok"`` or ``"failed"``; ``error`` the first failure's message.
-    :meth:`check` raises it (IndexFormatError) once the verification has failed; a server calls it
-    before every answer, so a corrupt index stops answering as soon as the corruption is found.
-    """
-
-    def __init__(self, directory: Path, jobs: list[tuple[str, int, str]], checks: dict[str, Any],
-                 start: bool = True) -> None:
-        self.directory = Path(str(directory))
-        self._jobs = jobs
-        self._checks = dict(checks)
-        self._passed: set[str] = set()
-        self._check_lock = threading.Lock()
-        self.status = "pending"
-        self.error: str | None = None
-        self.seconds: float | None = None
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="skillsight-verify", daemon=True)
-        if start:
-            self._thread.start()
-
-    def _run(self) -> None:
-        t0 = time.perf_counter()
-        if threading.current_thread() is self._thread and hasattr(os, "setpriority"):
-            # the lowest CPU priority for this thread alone (Linux: a thread's own nice value): the
-            # searches served meanwhile keep the core
-            with contextlib.suppress(OSError):
-                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-        jobs, self._jobs = self._jobs, []
-        try:
-            for name, fd, digest in jobs:
-                if self.error is None:
-                    h = hashlib.sha256()
-                    with os.fdopen(os.dup(fd), "rb") as fh:
-                        while block := fh.read(1 << 20):
-                            h.update(block)
-                    if h.hexdigest() != digest:
-                        self.error = f"{name}: checksum mismatch (the file is corrupt or was changed)"
-            for name in list(self._checks) if self.error is None else ():
-                self.require(name)
-        except IndexFormatError as exc:
-            self.error = self.error or str(exc)
-        except (OSError, ValueError) as exc:  # pragma: no cover - a file unreadable after it was opened
-            self.error = f"cannot verify: {exc}"
-        finally:
-            for _, fd, _ in jobs:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-            self.seconds = time.perf_counter() - t0
-            self.status = "failed" if self.error else "ok"
-            self._done.set()
-
-    def require(self, name: str) -> None:
-        """Run the deferred content check ``name`` now unless it has run (a kernel about to read what
-        it checks calls this first); raises IndexFormatError when it fails."""
-        if name in self._passed or name not in self._checks:
-            return
-        with self._check_lock:
-            if name in self._passed:
-                return
-            try:
-                self._checks[name]()
-            except IndexFormatError as exc:
-                self.error = self.error or str(exc)
-                raise IndexFormatError(f"{self.directory}: {exc}") from None
-            self._passed.add(name)
-
-    def wait(self, timeout: float | None = None) -> str:
-        """Wait for the verification (at most ``timeout`` seconds) and return its status."""
-        if not self._thread.is_alive() and not self._done.is_set():
-            self._run()
-        self._done.wait(timeout)
-        return self.status
-
-    def check(self) -> None:
-        """Raise IndexFormatError when the verification has failed (never waits)."""
-        if self.error is not None and self._done.is_set():
-            raise IndexFormatError(f"{self.directory}: the index failed its verification after loading: "
-                                   f"{self.error}")
-
-    def to_dict(self) -> dict[str, Any]:
-        """``{status, error, seconds}`` for ``GET /health``."""
-        return {"status": self.status, "error": self.error,
-                "seconds": round(self.seconds, 3) if self.seconds is not None else None}
-
-
-def _check_digests(digests: tuple[list[tuple[Path, dict[str, Any]]], Any] | None) -> None:
-    """Wait for the background digests of the arrays; raise for the first one that differs from the
-    manifest (a file that could not be read is left to the error its load gave)."""
-    if digests is None:
-        return
-    paths, result = digests
-    for (path, entry), digest in zip(paths, result()):
-        if isinstance(digest, str) and digest != entry.get("sha256"):
-            raise _checksum_error(path)
-
-
 def _load_scan(directory: Path, manifest: dict[str, Any], perp: np.ndarray, *, mmap: bool, verify: bool) -> Scan:
     """The saved scan, as the manifest's ``scan`` section describes it."""
     section = manifest["scan"]
@@ -983,6 +571,7 @@ def _load_scan(directory: Path, manifest: dict[str, Any], perp: np.ndarray, *, m
             raise IndexFormatError(f"{directory}: the {kind} scan lists arrays {sorted(entries)} and files "
                                    f"{sorted(files)}, expected {sorted(wanted.ARRAYS)} and {sorted(wanted.FILES)}")
         arrays = {name: _load_array(directory, name, entry, mmap, verify) for name, entry in entries.items()}
+        validate.check_scan(kind, params, arrays)  # issue 41 M2, L1: values, not only shapes
         for name, entry in files.items():
             path = directory / name
             if not path.is_file():

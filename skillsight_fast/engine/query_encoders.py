@@ -185,7 +185,7 @@ class QueryEncoders:
     @property
     def fallback_encoder(self) -> Encoder:
         """The transformer that encodes the tasks a lookup tier's cascade sends on
-        (``config.fallback_below``): the int8 graph of the index's document model, loaded on first
+        (``index.cascade``): the int8 graph of the index's document model, loaded on first
         use (a lookup-only search never loads onnxruntime); an attached encoder that is not one of
         our ONNX graphs (a test's or a user's own) encodes them itself. Checked against the model."""
         if self._fallback is None:

@@ -19,6 +19,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -26,9 +27,10 @@ import numpy as np
 from skillsight_fast import kernels
 from skillsight_fast.config import DOCUMENT_VECTORS, FUSIONS, LEXICAL_EVIDENCE, LEXICAL_SIDES, IndexConfig
 from skillsight_fast.engine.background import bm25_idf, idf_from_df, lec_weights, otsu_threshold
+from skillsight_fast.engine.cascade import Cascade
 from skillsight_fast.engine.lexicon import Lexicon
 from skillsight_fast.engine.scan import Scan, build_scan
-from skillsight_fast.errors import IndexFormatError, SkillsightError
+from skillsight_fast.errors import IndexFormatError, QueryError, SkillsightError
 
 
 @dataclass(frozen=True)
@@ -477,6 +479,13 @@ class IndexState:
     stored_texts: Any = field(default=None, compare=False, repr=False)
     #: A load that deferred checks: their state (skillsight_fast.io.Verification), else None.
     verification: Any = field(default=None, compare=False, repr=False)
+    #: The default lookup-first cascade of a search (:mod:`skillsight_fast.engine.cascade`; manifest key
+    #: ``cascade``); no cascade unless the build or the caller gives one.
+    cascade: Cascade = field(default_factory=Cascade)
+    #: The folder a loaded index was read from (its bodies stay there; a save carries them over), else None.
+    source_dir: Path | None = field(default=None, compare=False, repr=False)
+    #: sha256 of the texts.jsonl loaded with the index (bodies of another version are refused).
+    texts_sha256: str | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         n = len(self.skills)
@@ -517,3 +526,22 @@ class IndexState:
 
 #: Every array the format knows, by bundle.
 BUNDLES: dict[str, type[DenseState] | type[LexicalState]] = {"dense": DenseState, "lexical": LexicalState}
+
+def query_decisions(index: Any, **knobs: Any) -> Decisions:
+    """``index``'s decisions with per-call knobs applied (None = the index's value).
+
+    Raises
+    ------
+    QueryError
+        An unknown knob or value, or a lexical side the index cannot score.
+    """
+    changes = {name: value for name, value in knobs.items() if value is not None}
+    try:
+        decisions = index.decisions.replace(**changes) if changes else index.decisions
+    except TypeError as exc:
+        raise QueryError(f"unknown search setting ({exc})") from None
+    except SkillsightError as exc:
+        raise QueryError(str(exc)) from None
+    if decisions.lexical == "bm25" and not index.lexical.lexicon.has_tf:
+        raise QueryError("this index stores no term frequencies, so it cannot score BM25: use lexical='lec'")
+    return decisions

@@ -13,10 +13,11 @@ The result equals a full rebuild with the same encoder.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,49 @@ class UpdateReport:
                 "seconds": self.seconds, "phases": self.phases}
 
 
+def _lock_current_folder(path: Path) -> int | None:
+    """An open descriptor of the folder ``path`` names now, holding its exclusive ``flock``; None
+    when there is no folder or no flock."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        return None
+    while True:
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            held, now = os.fstat(fd), os.stat(path)
+        except OSError:
+            os.close(fd)
+            continue  # the folder went away while we waited: lock the one there now
+        except BaseException:
+            os.close(fd)
+            raise
+        if (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino):
+            return fd
+        os.close(fd)  # a save swapped a new version in while we waited: lock that one
+
+
+@contextlib.contextmanager
+def index_write_lock(directory: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold the index's write lock from load to save: every load-modify-save of one index (``update``,
+    ``rescan``, ``serve --watch``) takes it, so none saves over another's change unseen.
+
+    The lock is an advisory ``flock`` on the index folder itself (no file is created), re-taken on
+    the new folder when a save swapped one in while this waited; a save's own lock on the parent
+    folder is separate. No folder (nothing to lock yet) or no ``flock``: runs unlocked.
+    """
+    fd = _lock_current_folder(Path(directory).expanduser())
+    try:
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)  # releases the lock
+
+
 def update_index(directory: str | os.PathLike[str], skills: Sequence[Skill], *, encoder: Any = None,
                  dry_run: bool = False, wrap_encoder: Callable[[Any], Any] | None = None,
                  roots: Sequence[str] | None = None) -> UpdateReport:
@@ -73,7 +117,18 @@ def update_index(directory: str | os.PathLike[str], skills: Sequence[Skill], *, 
     Returns
     -------
     UpdateReport
+
+    The whole update holds :func:`index_write_lock`, so a ``rescan`` (or another update) that starts
+    meanwhile waits and then applies to this update's result.
     """
+    with index_write_lock(directory):
+        return _update_locked(directory, skills, encoder=encoder, dry_run=dry_run, wrap_encoder=wrap_encoder,
+                              roots=roots)
+
+
+def _update_locked(directory: str | os.PathLike[str], skills: Sequence[Skill], *, encoder: Any,
+                   dry_run: bool, wrap_encoder: Callable[[Any], Any] | None,
+                   roots: Sequence[str] | None) -> UpdateReport:
     from skillsight_fast.engine.index import SkillIndex
 
     t0 = time.perf_counter()
@@ -115,7 +170,7 @@ def update_index(directory: str | os.PathLike[str], skills: Sequence[Skill], *, 
     rows = np.fromiter((row_of_hash.get(h, -1) for h in hashes), np.int64, len(skills))
     emb = np.empty((len(skills), old.stats.dim), np.float32)
     reused = rows >= 0
-    emb[reused] = old.embeddings[rows[reused]]
+    emb[reused] = old.dense.embeddings[rows[reused]]
     with_namedesc = old.dense.namedesc is not None  # the index scores name + description vectors too
     if todo:
         enc = old.encoder if wrap_encoder is None else wrap_encoder(old.encoder)
@@ -135,21 +190,21 @@ def update_index(directory: str | os.PathLike[str], skills: Sequence[Skill], *, 
     report.encoded = len(todo)
     phase("encode")
     lexicon = None
-    if old.lexicon.has_tf:  # analyse only the new texts; a lexicon without tf (token sets) is rebuilt
-        lexicon = old.lexicon.reuse_rows(rows, [skills[i].text for i in todo], cfg.min_token_len,
+    if old.lexical.lexicon.has_tf:  # analyse only the new texts; a lexicon without tf (token sets) is rebuilt
+        lexicon = old.lexical.lexicon.reuse_rows(rows, [skills[i].text for i in todo], cfg.min_token_len,
                                          cfg.max_token_len)
     # the contextual tier keeps its token table (a rebuild refreshes it: it needs every text's token states)
     table = old.dense.query_table
     query_table = None if table is None else (old.dense.query_table_ids, table)
     # the old index's encoder (loaded if need be): the new version derives its abstention rule with it
-    new = SkillIndex.from_embeddings(skills, emb, cfg, model_id=old.model_id,
-                                     model_checksum=old.model_checksum,
+    new = SkillIndex.from_embeddings(skills, emb, cfg, model_id=old.state.model.id,
+                                     model_checksum=old.state.model.checksum,
                                      encoder=encoder if encoder is not None else old.encoder, lexicon=lexicon,
                                      previous_scan=old.scan, namedesc=namedesc, query_table=query_table)
     phase("rebuild")
-    new.roots = list(roots) if roots is not None else list(old.roots)
+    new.state.roots = list(roots) if roots is not None else list(old.state.roots)
     kept = set(new.ids)
-    new.pins = [p for p in getattr(old, "pins", []) if p in kept]  # a pinned skill that is gone is unpinned
+    new.pins = [p for p in old.pins if p in kept]  # a pinned skill that is gone is unpinned
     calibration = read_calibration(directory)
     extra = {}
     if calibration is not None:  # keep it, noting that the corpus changed since; same swap as the index

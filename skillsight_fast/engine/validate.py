@@ -23,7 +23,9 @@ from __future__ import annotations
 import itertools
 import math
 import operator
+import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -102,6 +104,88 @@ def check_basis(basis: np.ndarray, dim: int) -> None:
             raise _fail("basis", f"rows are not orthonormal (|B Bᵀ - I| = {err:.3g})")
 
 
+def check_non_negative(name: str, a: np.ndarray) -> None:
+    """Finite and non-negative (``idf``: docs/GUARANTEES.md promises both)."""
+    check_finite(name, a)
+    if a.size and (a < 0).any():
+        raise _fail(name, f"negative value at {int(np.nonzero(a < 0)[0][0])}")
+
+
+def check_query_tables(arrays: Mapping[str, np.ndarray], dim: int) -> None:
+    """The query tiers' arrays, by value: the static-mapped tier's map (finite, ``d_s + 1`` rows of
+    length ``dim``) and the contextual tier's token table (ids non-negative and strictly increasing,
+    one finite row of length ``dim`` per id). Each is optional; the table's two arrays go together."""
+    qmap = arrays.get("query_map")
+    if qmap is not None:
+        if qmap.ndim != 2 or qmap.shape[0] < 2 or qmap.shape[1] != dim:
+            raise _fail("query_map", f"shape {qmap.shape}, expected (d_s + 1 >= 2, {dim})")
+        check_finite("query_map", qmap)
+    ids, table = arrays.get("query_table_ids"), arrays.get("query_table")
+    if ids is None and table is None:
+        return
+    if ids is None or table is None:
+        raise _fail("query_table" if table is None else "query_table_ids", "missing (the token table needs "
+                    "both query_table_ids and query_table)")
+    if table.ndim != 2 or table.shape != (ids.shape[0], dim):
+        raise _fail("query_table", f"shape {table.shape}, expected ({ids.shape[0]}, {dim}): one row per id")
+    if ids.size and int(ids.min()) < 0:
+        raise _fail("query_table_ids", f"negative token id at {int(np.nonzero(ids < 0)[0][0])}")
+    if ids.size > 1 and not (np.diff(ids) > 0).all():
+        raise _fail("query_table_ids", f"ids not strictly increasing at {int(np.nonzero(np.diff(ids) <= 0)[0][0]) + 1}")
+    check_finite("query_table", table)
+
+
+#: Bounds of the scan parameters a manifest may record (``scan.params``): key -> (low, high).
+SCAN_PARAMS = {"oversample": (1, 100_000), "rerank_factor": (1, 100_000), "nlist": (1, 1 << 24),
+               "nprobe": (1, 1 << 24), "trained_on": (0, 1 << 40)}
+
+
+def check_scan(kind: str, params: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
+    """The dense scan's recorded parameters and the values of its arrays.
+
+    Every parameter of :data:`SCAN_PARAMS` that is present is an integer (not a float, not ``true``,
+    not ``Infinity``) within its bounds; the int8 (and binary) scan's per-row scales are finite and
+    non-negative, and 0 only for a row whose codes are all 0 (the quantiser gives an all-zero row
+    scale 0): a NaN, infinite or zeroed scale would make every search silently return no hits.
+    """
+    for key, (lo, hi) in SCAN_PARAMS.items():
+        if key in params and (not _is_int(params[key]) or not lo <= params[key] <= hi):
+            raise IndexFormatError(f"manifest scan: the {kind} scan parameters are malformed ({key!r} must be an "
+                                   f"integer in {lo}..{hi}, not {params[key]!r})")
+    scales = arrays.get("scan_int8_scales")
+    if scales is None:
+        return
+    check_non_negative("scan_int8_scales", scales)
+    zero = np.nonzero(scales == 0)[0]
+    codes = arrays.get("scan_int8_codes")
+    if zero.size and codes is not None and codes.shape[:1] == scales.shape:
+        used = zero[np.asarray(codes[zero]).any(axis=1)]
+        if used.size:
+            raise _fail("scan_int8_scales", f"scale 0 for row {int(used[0])}, whose codes are not all 0")
+
+
+#: The folder inside an index that holds its static query model (engine.io.STATIC_MODEL_DIR).
+MODEL_FILES_DIR = "static_model"
+
+
+def is_model_file_entry(name: str) -> bool:
+    """A manifest ``files`` entry of the index's own static model: ``static_model/NAME`` with NAME a
+    plain file name (checksummed and verified like the index's other files)."""
+    head, sep, tail = name.partition("/")
+    return (head == MODEL_FILES_DIR and bool(sep) and bool(tail) and "/" not in tail and "\\" not in tail
+            and not tail.startswith(".") and "\x00" not in tail)
+
+
+def check_utf8(columns: Mapping[str, Any]) -> None:
+    """Every string column decodes as UTF-8 (the skill strings, the vocabulary, the stored texts):
+    what a lazy verification runs after the first answer, run before it by ``verify=True``."""
+    for name, column in columns.items():
+        try:
+            column.decode_all()
+        except IndexFormatError as exc:
+            raise IndexFormatError(f"array {name} column: {exc}") from None
+
+
 def check_weights(name: str, w: np.ndarray) -> None:
     """Finite, non-negative, and 0 or normal (a subnormal weight sum overflows the fastmath reciprocal)."""
     check_finite(name, w)
@@ -176,6 +260,30 @@ def check_stats(stats: Mapping[str, Any], n_skills: int, n_terms: int, rank: int
             raise IndexFormatError(f"manifest stats: {key!r} must be a finite number or null")
 
 
+def check_query_model(value: Any) -> None:
+    """The static query model's folder as a manifest records it: the index's own copy, named by one
+    plain relative component (``static_model``), or, in an index from before the copy, an absolute
+    folder in this user's model cache (``<cache>/static/NAME``) or one that does not exist here (then
+    the cache's folder of that name is used). Anything else (``/etc``, ``../..``) is refused."""
+    if not isinstance(value, str):
+        raise IndexFormatError("manifest config: 'query_model' must be a string or null")
+    if not value:  # no static model (what null means)
+        return
+    path = Path(value)
+    if not path.is_absolute():
+        if len(path.parts) != 1 or value.startswith(".") or "\\" in value or "\x00" in value:
+            raise IndexFormatError(f"manifest config: 'query_model' {value!r} must name a folder inside the "
+                                   "index (one plain name such as 'static_model')")
+        return
+    from skillsight_fast.models.encoder import cache_root
+
+    static = (cache_root() / "static").absolute()
+    real = Path(os.path.realpath(path))
+    if real.parent != Path(os.path.realpath(static)) and (".." in path.parts or path.exists()):
+        raise IndexFormatError(f"manifest config: 'query_model' {value!r} is outside the index and outside "
+                               f"the model cache ({static})")
+
+
 def check_decisions(decisions: Mapping[str, Any], rank: int) -> None:
     """Types of the build's decisions (the record checks names and ranges) and the basis they imply."""
     if not isinstance(decisions.get("background"), bool):
@@ -211,8 +319,11 @@ def check_config(config: Mapping[str, Any]) -> None:
     for key in ("model", "background_tokens", "fusion", "query_encoder"):
         if key in config and not isinstance(config[key], str):
             raise IndexFormatError(f"manifest config: {key!r} must be a string")
-    if config.get("query_model") is not None and not isinstance(config["query_model"], str):
-        raise IndexFormatError("manifest config: 'query_model' must be a string or null")
+    if config.get("query_model") is not None:
+        check_query_model(config["query_model"])
+    for key in ("int8_oversample", "binary_rerank", "ivf_nlist", "ivf_nprobe"):
+        if config.get(key) is not None and (not _is_int(config[key]) or not 1 <= config[key] <= 1 << 24):
+            raise IndexFormatError(f"manifest config: {key!r} must be an integer in 1..{1 << 24} or null")
     if config.get("query_int8") is not None and not isinstance(config["query_int8"], bool):
         raise IndexFormatError("manifest config: 'query_int8' must be true, false or null")
     if config.get("fallback_below") is not None and (not _is_num(config["fallback_below"])
@@ -245,8 +356,9 @@ def check_arrays(arrays: Mapping[str, np.ndarray], n_skills: int, n_terms: int, 
     for name in ("idf", "weights", "generic"):
         if arrays[name].shape != (n_terms,):
             raise _fail(name, f"shape {arrays[name].shape}, expected ({n_terms},)")
-    check_finite("idf", arrays["idf"])
+    check_non_negative("idf", arrays["idf"])
     check_weights("weights", arrays["weights"])
+    check_query_tables(arrays, dim)
     doc_indptr, doc_terms = arrays["doc_indptr"], arrays["doc_terms"]
     post_indptr, post_docs = arrays["post_indptr"], arrays["post_docs"]
     if doc_indptr.shape != (n_skills + 1,):

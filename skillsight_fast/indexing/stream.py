@@ -315,10 +315,12 @@ class StreamBuilder:
         index.state.stats = dataclasses.replace(
             index.state.stats, effective_rank=int(bg.effective_rank), n_background_terms=int(terms.size),
             **rule_stats)
-        index.flags = self.flags
-        index.bodies = texts  # type: ignore[assignment]  # a Sequence[str] on disk
+        index.state.flags = self.flags
+        index.state.bodies = texts  # type: ignore[assignment]  # a Sequence[str] on disk
         if encoder is not None:  # the label-free abstention rule, from the skills' own fields
-            index.derive_abstention()
+            from skillsight_fast.engine.abstention import derive_abstention
+
+            index.state.abstention = derive_abstention(index, index.state.bodies)
         self.seconds["finish"] = time.perf_counter() - t0
         logger.info("streamed build: %d skills, vocabulary %d, assembled in %.2f s",
                     n, len(stats.vocab), self.seconds["finish"])

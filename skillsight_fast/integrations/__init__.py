@@ -53,7 +53,7 @@ def hits(index: Any, query: str, k: int, abstention: Abstention | None,
 def hit_text(index: Any, hit: Hit, include_body: bool) -> str:
     """What a framework document holds for a hit: name and description, plus the body if asked and stored."""
     text = f"{hit.name}\n{hit.description}".strip()
-    bodies = index.bodies if include_body else None
+    bodies = index.state.bodies if include_body else None
     if bodies is not None:
         row_of = getattr(index, "_integration_rows", None)
         if row_of is None or len(row_of) != len(bodies):

@@ -122,7 +122,7 @@ def write_report(index: "SkillIndex", queries: Sequence["Task"] | None, out_dir:
     q = index.encode(texts)
     n_docs = len(index)
     basis = np.asarray(index.dense.basis, np.float32)
-    d = np.asarray(index.embeddings, np.float32)
+    d = np.asarray(index.dense.embeddings, np.float32)
 
     # background energy e_B(v) = ‖Bᵀv‖² (the coordinates are reused by the score split below)
     qb = q @ basis.T

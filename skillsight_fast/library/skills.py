@@ -33,6 +33,17 @@ FRONT_MATTER_KEYS: dict[str, tuple[str, ...]] = {
 #: At most this many items of a list field are kept, each cut to MAX_FIELD_CHARS.
 MAX_FIELD_ITEMS = 32
 MAX_FIELD_CHARS = 1024
+#: A skill whose name is longer is skipped as broken (a real name is a few words; the Agent Skills
+#: format allows 64 characters). Names are searched as tasks by the label-free abstention rule, so
+#: one huge name would otherwise fail the build of the whole library.
+MAX_NAME_CHARS = MAX_FIELD_CHARS
+
+
+def check_name_length(name: str, source: str) -> None:
+    """Raise SkillFormatError (naming ``source``) for a name over :data:`MAX_NAME_CHARS` characters."""
+    if len(name) > MAX_NAME_CHARS:
+        raise SkillFormatError(f"{source}: 'name' is {len(name):,} characters, over the {MAX_NAME_CHARS:,} "
+                               "limit")
 
 
 def namedesc_text(name: str, description: str) -> str:
@@ -167,6 +178,7 @@ def parse_front_matter(text: str, *, source: str = "SKILL.md") -> tuple[dict[str
         value = meta.get(key)
         if not isinstance(value, str) or not value.strip():
             raise SkillFormatError(f"{source}: front matter needs a non-empty string '{key}'")
+    check_name_length(meta["name"].strip(), source)
     return meta, "".join(lines[end + 1 :])
 
 
@@ -259,8 +271,20 @@ def _walk_skill_files(root: Path) -> Iterator[Path]:
             yield Path(dirpath) / SKILL_FILE
 
 
+def _links_outside(file: Path, root: Path) -> bool:
+    """True when ``file`` is a symlink whose target lies outside both the library root and the
+    folder holding the link (a linked skill *folder* is read; a linked SKILL.md must stay inside).
+    A link to something that is not a regular file is left to the read, which refuses it as such."""
+    if not file.is_symlink() or not os.path.isfile(file):
+        return False
+    target = os.path.realpath(file)
+    inside = (os.path.realpath(root), os.path.realpath(file.parent))
+    return not any(target.startswith(folder.rstrip(os.sep) + os.sep) for folder in inside)
+
+
 def read_skill_tree(root: Path, report: LoadReport, *, strict: bool = False) -> None:
-    """Append the skills of a folder tree to ``report``; broken files become problems."""
+    """Append the skills of a folder tree to ``report``; broken files become problems, and so does
+    a SKILL.md that is a symlink to a file outside the library (never read)."""
     for file in _walk_skill_files(root):
         rel = file.parent.relative_to(root).as_posix()
         skill_id = rel if rel != "." else root.resolve().name
@@ -269,6 +293,11 @@ def read_skill_tree(root: Path, report: LoadReport, *, strict: bool = False) -> 
         except UnicodeEncodeError:  # checked now, not after encoding when the index is written
             report.problems.append(Problem(os.fsencode(file).decode("utf-8", "replace"),
                                            "folder name is not valid UTF-8"))
+            continue
+        if _links_outside(file, root):
+            if strict:
+                raise SkillFormatError(f"{file}: a symlink to a file outside the library (not read)")
+            report.problems.append(Problem(str(file), "a symlink to a file outside the library (not read)"))
             continue
         try:
             report.skills.append(read_skill_file(file, skill_id))
@@ -312,6 +341,7 @@ def iter_jsonl_skills(path: Path, report: LoadReport, *, strict: bool = False,
                         raise SkillFormatError(f"{where}: '{key}' must be a list of strings")
                 if clean_text(rec["id"]) != rec["id"]:
                     raise SkillFormatError(f"{where}: 'id' holds a lone surrogate")
+                check_name_length(rec["name"], where)
             except SkillFormatError as exc:
                 msg = str(exc)
                 if strict:

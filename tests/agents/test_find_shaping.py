@@ -54,7 +54,7 @@ def index(tmp_path):
     a, b = _libraries(tmp_path)
     report = load_skills([a, b])
     idx = SkillIndex.build(report.skills, HashEncoder())
-    idx.roots = report.roots
+    idx.state.roots = report.roots
     return idx
 
 
@@ -119,7 +119,7 @@ def test_near_identical_texts_under_other_names_collapse():
               for w in ("csv", "yaml", "docker", "regex", "email", "sql")]
     skills = [Skill("a/merge", "merger", *text), Skill("b/combine", "combiner", *text), *others]
     index = SkillIndex.build(skills, HashEncoder())
-    assert index.abstention["duplicate_cosine"] is not None
+    assert index.state.abstention["duplicate_cosine"] is not None
     (answer,) = find_skills(index, "merge pdf pages", k=3, abstention=None)
     assert len(answer.hits) == 3 and answer.hits[1].id.startswith("o/")
     assert {answer.hits[0].id, *answer.hits[0].copies} == {"a/merge", "b/combine"}
@@ -314,11 +314,11 @@ def test_collapse_over_a_loaded_skill_table_answers_as_in_memory(tmp_path):
 def test_unfiltered_searches_follow_new_flags_and_check_empty_filters(index):
     """The unfiltered allowed-rows mask is cached per index state; setting new flags replaces it."""
     first = find_skills(index, "merge pdf pages", k=3, abstention=None)[0].hits[0].id
-    index.flags = [["injection"] if m.id == first else [] for m in index.skills]
+    index.state.flags = [["injection"] if m.id == first else [] for m in index.skills]
     assert first not in {h.id for h in find_skills(index, "merge pdf pages", k=3, abstention=None)[0].hits}
     again = find_skills(index, "merge pdf pages", k=3, abstention=None, allow_flagged=True)[0].hits
     assert first in {h.id for h in again} | {c for h in again for c in h.copies}
-    index.flags = [[] for _ in index.skills]
+    index.state.flags = [[] for _ in index.skills]
     assert find_skills(index, "merge pdf pages", k=3, abstention=None)[0].hits[0].id == first
     with pytest.raises(QueryError):
         find_skills(index, "merge pdf pages", k=3, tags="")

@@ -25,7 +25,7 @@ def cat(tmp_path):
     (tmp_path / "secret.txt").write_text("top secret\n")
     report = load_skills([lib])
     index = SkillIndex.build(report.skills, HashEncoder())
-    index.roots = report.roots
+    index.state.roots = report.roots
     return Catalog.of(index, None, tmp_path / "idx"), lib, tmp_path
 
 

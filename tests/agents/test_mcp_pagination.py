@@ -44,7 +44,7 @@ def folder(tmp_path_factory):
     src = root / "skills.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     index = SkillIndex.build(load_skills([src]).skills, HashEncoder(dim=48), IndexConfig(candidates=40))
-    assert index.flags[7]  # (the corpus has a few flagged skills of its own)
+    assert index.state.flags[7]  # (the corpus has a few flagged skills of its own)
     return index.save(root / "idx")
 
 
@@ -91,8 +91,8 @@ def test_resources_list_comes_in_pages_through_the_sdk_client(folder, monkeypatc
     # the initialize-handshake protocol (JSON-RPC framing over streams) pages alike
     assert asyncio.run(_pages(server, mode="legacy")) == pages
     index = service.index
-    every = [skill_uri(m.id) for m, f in zip(index.skills, index.flags) if not f]
-    assert not index.flags[7] or skill_uri(index.skills[7].id) not in every
+    every = [skill_uri(m.id) for m, f in zip(index.skills, index.state.flags) if not f]
+    assert not index.state.flags[7] or skill_uri(index.skills[7].id) not in every
     assert len(index) > len(every) > 3 * PAGE
     assert [u for uris, _ in pages for u in uris] == every  # all of them, once, in row order
     assert [len(uris) for uris, _ in pages] == [PAGE] * (len(every) // PAGE) + [len(every) % PAGE]

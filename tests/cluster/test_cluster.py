@@ -221,7 +221,7 @@ def test_a_shard_checks_its_own_rows(folders, tmp_path):
     shutil.copytree(folders["exact"], d)
     index = SkillIndex.load(d)
     stats = ShardedIndex.global_stats(index)
-    ptr = index.lexicon.doc_indptr
+    ptr = index.lexical.lexicon.doc_indptr
     terms = np.load(d / "doc_terms.npy")
     terms[int(ptr[-2])] = 10**6  # a term id past the vocabulary, in the last skill's row
     np.save(d / "doc_terms.npy", terms)

@@ -1,4 +1,4 @@
-"""The lookup-first cascade (``IndexConfig.fallback_below``): a lookup tier answers a task when its search
+"""The lookup-first cascade (:class:`~skillsight_fast.engine.cascade.Cascade`, a query-time object): a lookup tier answers a task when its search
 is sure, the int8 transformer when it is not; checked against a reference made of the two searches run
 separately, with the real MiniLM on real SKILL.md documents (docs/ENCODERS.md)."""
 
@@ -14,6 +14,7 @@ import pytest
 from skillsight_fast import IndexConfig, SkillIndex
 from skillsight_fast.agents.find import find_skills
 from skillsight_fast.config import FALLBACK_BELOW
+from skillsight_fast.engine.cascade import DEFAULT_CASCADE, NO_CASCADE, Cascade
 
 ROOT = Path(__file__).parents[2]
 
@@ -32,10 +33,10 @@ def lookup(teacher):
 
 
 def with_cascade(index: SkillIndex, tau: float | None, least: int = 0) -> SkillIndex:
-    """The same arrays with another cascade (the encoders shared)."""
-    state = dataclasses.replace(index.state, config=index.config.replace(fallback_below=tau, lookup_min_pieces=least))
+    """The same arrays with another default cascade (the encoders shared)."""
+    state = dataclasses.replace(index.state, cascade=Cascade(tau, least))
     view = SkillIndex(state, index.encoders.attached)
-    view.encoders.query_encoder = index.query_encoder
+    view.encoders.query_encoder = index.encoders.query_encoder
     return view
 
 
@@ -77,7 +78,10 @@ def test_cascade_is_the_lookup_where_sure_and_the_transformer_elsewhere(lookup) 
     assert [[s for s in row] for row in full.skill_ids] == [[view.skills[j].id if j >= 0 else None for j in row]
                                                           for row in ids.tolist()]
     sent = np.flatnonzero(top < tau)
-    np.testing.assert_array_equal(view.unsure(index.search(tasks, k=5, explain=False)), sent)
+    np.testing.assert_array_equal(view.cascade.unsure(index.search(tasks, k=5, explain=False)), sent)
+    # the cascade is decided at query time: the index without one, given it for one call, answers the same
+    assert index.cascade == NO_CASCADE
+    np.testing.assert_array_equal(index.search(tasks, k=5, cascade=Cascade(tau)).ids, ids)
 
 
 @pytest.mark.model
@@ -100,9 +104,11 @@ def test_find_skills_and_abstention_read_the_vectors_that_answered(lookup) -> No
     answers = find_skills(view, tasks, k=3, abstention=None, collapse=False)
     for i, answer in enumerate(answers):
         assert [h.id for h in answer.hits] == [view.skills[j].id for j in result.ids[i][:3].tolist()]
-        expect = view.embeddings[result.ids[i][:3]] @ vectors[i]
+        expect = view.dense.embeddings[result.ids[i][:3]] @ vectors[i]
         np.testing.assert_allclose([h.cosine for h in answer.hits], expect, atol=1e-5)
-    rule = view.derive_abstention()
+    from skillsight_fast.engine.abstention import derive_abstention
+
+    rule = derive_abstention(view, view.state.bodies)
     assert rule["query_encoder"] == "fitted" and rule["n_pseudo"] > 0
 
 
@@ -112,15 +118,15 @@ def test_cascade_threshold_round_trips_and_bad_values_are_refused(lookup, tmp_pa
     view = with_cascade(index, FALLBACK_BELOW)
     view.save(tmp_path / "idx")
     manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
-    assert manifest["config"]["fallback_below"] == FALLBACK_BELOW
+    assert manifest["cascade"]["fallback_below"] == FALLBACK_BELOW and "fallback_below" not in manifest["config"]
     loaded = SkillIndex.load(tmp_path / "idx")
-    assert loaded.config.fallback_below == FALLBACK_BELOW
+    assert loaded.cascade == Cascade(FALLBACK_BELOW)
     np.testing.assert_array_equal(loaded.search(tasks, k=5).ids, view.search(tasks, k=5).ids)
-    with pytest.raises(ValueError, match="lookup tiers"):
-        IndexConfig(query_encoder="transformer", fallback_below=0.4)  # the transformer tier has nothing to fall back from
+    with pytest.raises(TypeError):
+        IndexConfig(query_encoder="fitted", fallback_below=0.4)  # not a build setting any more
     for bad in (float("nan"), True, "0.4", 11.0):
         with pytest.raises(ValueError, match="fallback_below"):
-            IndexConfig(query_encoder="fitted", fallback_below=bad)
+            Cascade(bad)
 
 
 @pytest.mark.model
@@ -133,17 +139,18 @@ def test_short_tasks_go_to_the_transformer_without_a_lookup_pass(lookup) -> None
     assert (pieces < least).any() and (pieces >= least).any()
     tau = float(np.median(index.search(tasks, k=5, explain=False).scores[:, 0]))
     view = with_cascade(index, tau, least)
-    np.testing.assert_array_equal(view.lookup_first(tasks), pieces >= least)
+    np.testing.assert_array_equal(view.cascade.lookup_first(view.encoders.query_encoder.tokenize, tasks),
+                                  pieces >= least)
     ids, scores, vectors = reference(index, tasks, 5, tau, least)
     got_vectors, got = view.encode_search(tasks, 5)
     np.testing.assert_array_equal(got.ids, ids)
     np.testing.assert_allclose(got.scores, scores, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got_vectors, vectors, atol=1e-5)
     with pytest.raises(ValueError, match="fallback_below"):
-        IndexConfig(query_encoder="fitted", lookup_min_pieces=64)
+        Cascade(lookup_min_pieces=64)
     for bad in (-1, 2.5, True):
         with pytest.raises(ValueError, match="lookup_min_pieces"):
-            IndexConfig(query_encoder="fitted", fallback_below=0.4, lookup_min_pieces=bad)
+            Cascade(0.4, bad)
 
 
 @pytest.mark.model
@@ -179,7 +186,6 @@ def test_cascade_flags_that_cannot_apply_are_refused(tmp_path: Path, capsys) -> 
     assert main(["index", str(src), "-o", str(tmp_path / "x"), "--lookup-min-pieces", "-3"]) == 1
     assert "--lookup-min-pieces" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
-    config = IndexConfig(lookup_min_pieces=10)  # auto: the cascade's default threshold fills in
-    assert config.settled(can_fit=True).fallback_below == FALLBACK_BELOW
-    assert config.settled(can_fit=True).lookup_min_pieces == 10
-    assert config.settled(can_fit=False).lookup_min_pieces == 0
+    assert IndexConfig().settled(can_fit=True).query_encoder == "fitted"  # auto: the cascade's lookup tier
+    assert IndexConfig().settled(can_fit=False).query_encoder == "transformer"
+    assert DEFAULT_CASCADE == Cascade(FALLBACK_BELOW, 64)

@@ -46,7 +46,7 @@ def test_fitted_index_is_the_fit_of_its_contextual_table(teacher, real, built) -
     ids, prior = contextual_table(*token_state_sums(teacher, texts))
     int8 = load_encoder("all-MiniLM-L6-v2", int8=True)
     all_texts, targets, owner = library_training_set(
-        skills, texts, index.embeddings, [f"{s.name}\n{s.description}" for s in skills], index.dense.namedesc, int8)
+        skills, texts, index.dense.embeddings, [f"{s.name}\n{s.description}" for s in skills], index.dense.namedesc, int8)
     assert len(all_texts) > 3 * len(skills)  # pieces + name/description + whole texts
     static = load_static_encoder(folder)
     got_ids, res = fit_library_table(ids, prior, teacher.tokenize, all_texts, targets, owner, index.dense.basis,
@@ -86,7 +86,7 @@ def test_fitted_index_saves_loads_and_update_keeps_the_table(teacher, real, buil
     assert again.config.query_encoder == "fitted" and len(again) == len(skills) - 3
 
     with pytest.raises(SkillsightError, match="fitted"):
-        SkillIndex.from_embeddings(skills, index.embeddings, IndexConfig(query_encoder="fitted",
+        SkillIndex.from_embeddings(skills, index.dense.embeddings, IndexConfig(query_encoder="fitted",
                                                                           query_model=index.config.query_model))
 
 
@@ -110,7 +110,7 @@ def test_a_table_that_does_not_match_is_refused(built, tmp_path: Path) -> None:
     with pytest.raises(IndexFormatError, match="query_table"):
         SkillIndex.load(tmp_path / "bad", verify=False)
     # token ids the tokenizer does not have (a table of another vocabulary / model)
-    static = index.query_encoder
+    static = index.encoders.query_encoder
     from skillsight_fast.models.contextual import ContextualEncoder
 
     with pytest.raises(ModelError, match="outside"):
@@ -209,12 +209,13 @@ def test_bench_view_searches_like_a_fitted_index(teacher, real, built) -> None:
     views = tier_views(base, load_static_encoder(folder), index.dense.query_map, int8_encoder=int8,
                        fitted=(index.dense.query_table_ids, index.dense.query_table))
     cascade = views["cascade"]
-    assert (cascade.config.fallback_below, cascade.config.lookup_min_pieces) == (FALLBACK_BELOW, LOOKUP_MIN_PIECES)
+    assert (cascade.cascade.fallback_below, cascade.cascade.lookup_min_pieces) == (FALLBACK_BELOW, LOOKUP_MIN_PIECES)
     assert cascade.encoders.fallback_encoder is int8
     import dataclasses
 
-    ref = Index(dataclasses.replace(index.state, config=index.config.replace(
-        fallback_below=FALLBACK_BELOW, lookup_min_pieces=LOOKUP_MIN_PIECES)), index.encoders.attached)
+    from skillsight_fast.engine.cascade import DEFAULT_CASCADE
+
+    ref = Index(dataclasses.replace(index.state, cascade=DEFAULT_CASCADE), index.encoders.attached)
     np.testing.assert_array_equal(cascade.search(tasks, k=5).ids, ref.search(tasks, k=5).ids)
 
 

@@ -27,7 +27,7 @@ def test_index_saved_before_the_regroup_loads_and_searches_the_same(tmp_path):
     result = index.search(expected["queries"], k=3)
     assert result.ids.tolist() == expected["ids"]
     np.testing.assert_allclose(result.scores, np.array(expected["scores"], np.float32), rtol=1e-5, atol=1e-6)
-    assert index.flags == [[] for _ in range(len(index))]
+    assert index.state.flags == [[] for _ in range(len(index))]
 
 
 def test_resaved_old_index_uses_the_new_key_and_keeps_its_answers(tmp_path):
@@ -41,3 +41,26 @@ def test_resaved_old_index_uses_the_new_key_and_keeps_its_answers(tmp_path):
     again.encoder = HashEncoder()
     after = again.search(["merge pdf pages"], k=3)
     assert after.ids.tolist() == before.ids.tolist()
+
+
+BEFORE_SECTIONS = DATA / "index_before_sections"
+
+
+def test_index_saved_before_the_config_sections_answers_identically(tmp_path):
+    """Saved before IndexConfig had sections (flat keys, the cascade in the build config;
+    tests/support/make_index_before_sections.py): it loads with the real encoder and gives the same
+    top-10 ids, scores and evidence, through the lookup, the length gate and the fallback alike."""
+    expected = json.loads((DATA / "index_before_sections.expected.json").read_text(encoding="utf-8"))
+    manifest = json.loads((BEFORE_SECTIONS / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["config"]["fallback_below"] == 0.45 and manifest["config"]["lookup_min_pieces"] == 64
+    folder = tmp_path / "old"
+    shutil.copytree(BEFORE_SECTIONS, folder)
+    index = SkillIndex.load(folder)
+    result = index.search(expected["queries"], k=10)
+    assert result.skill_ids == expected["skill_ids"]
+    np.testing.assert_allclose(result.scores, np.array(expected["scores"], np.float32), rtol=1e-5, atol=1e-5)
+    assert result.evidence == expected["evidence"]
+    index.save(tmp_path / "again")  # saved again by today's code: still the same answers
+    again = SkillIndex.load(tmp_path / "again").search(expected["queries"], k=10)
+    assert again.skill_ids == expected["skill_ids"]
+    np.testing.assert_allclose(again.scores, result.scores, rtol=1e-6, atol=1e-6)

@@ -32,7 +32,7 @@ def test_build_records_statistics(index):
     # D⊥ is orthogonal to the background
     np.testing.assert_allclose(index.dense.embeddings_perp @ index.dense.basis.T, 0, atol=1e-5)
     # boilerplate words are generic, topical words are not
-    ids = index.lexicon.term_ids
+    ids = index.lexical.lexicon.term_ids
     assert index.lexical.generic[ids["usage"]] and index.lexical.generic[ids["skill"]]
     assert not index.lexical.generic[ids["stl"]]
 
@@ -54,17 +54,17 @@ def test_search_contract(index):
     assert index.decisions.lexical == "bm25"  # the adaptive default fuses BM25 over the evidence tokens
     assert res.lexical[0, 0] > 0
     idf, avgdl = index.lexical.bm25
-    terms = index.lexicon.doc_term_ids(int(j))
-    q_ids = [index.lexicon.term_ids[t] for t in res.evidence[0][0]]
+    terms = index.lexical.lexicon.doc_term_ids(int(j))
+    q_ids = [index.lexical.lexicon.term_ids[t] for t in res.evidence[0][0]]
     pos = np.searchsorted(terms, q_ids)
-    tf = index.lexicon.doc_tf[index.lexicon.doc_indptr[j] + pos].astype(np.float64)
-    norm = 1.2 * (1 - 0.75 + 0.75 * index.lexicon.doc_len[j] / avgdl)
+    tf = index.lexical.lexicon.doc_tf[index.lexical.lexicon.doc_indptr[j] + pos].astype(np.float64)
+    norm = 1.2 * (1 - 0.75 + 0.75 * index.lexical.lexicon.doc_len[j] / avgdl)
     assert res.lexical[0, 0] == pytest.approx(float((idf[q_ids] * tf * 2.2 / (tf + norm)).sum()), rel=1e-5)
 
 
 def test_paper_config_keeps_lec(index):
     paper = SkillIndex.from_embeddings(
-        index.skills, index.embeddings, IndexConfig(adaptive=False), lexicon=index.lexicon)
+        index.skills, index.dense.embeddings, IndexConfig(adaptive=False), lexicon=index.lexical.lexicon)
     assert paper.decisions.lexical == "lec"
     res = paper.search_vectors(index.encoder.encode(["compute the volume of an stl mesh"]),
                                ["compute the volume of an stl mesh"], k=5)
@@ -124,8 +124,8 @@ def test_saved_index_keeps_term_frequencies(index, tmp_path):
     manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
     assert manifest["arrays"]["doc_tf"]["dtype"] == "uint16" and manifest["decisions"]["lexical"] == "bm25"
     loaded = SkillIndex.load(tmp_path / "idx", mmap=True)
-    np.testing.assert_array_equal(loaded.lexicon.doc_tf, index.lexicon.doc_tf)
-    np.testing.assert_array_equal(loaded.lexicon.doc_len, index.lexicon.doc_len)
+    np.testing.assert_array_equal(loaded.lexical.lexicon.doc_tf, index.lexical.lexicon.doc_tf)
+    np.testing.assert_array_equal(loaded.lexical.lexicon.doc_len, index.lexical.lexicon.doc_len)
 
 
 def test_lec_index_stored_without_term_frequencies_loads(tmp_path):
@@ -138,7 +138,7 @@ def test_lec_index_stored_without_term_frequencies_loads(tmp_path):
     (d / "doc_tf.npy").unlink()
     (d / "doc_len.npy").unlink()
     loaded = SkillIndex.load(d, encoder=HashEncoder())
-    assert loaded.decisions.lexical == "lec" and not loaded.lexicon.has_tf
+    assert loaded.decisions.lexical == "lec" and not loaded.lexical.lexicon.has_tf
     queries = ["merge pdf pages", "docker compose deploy"]
     np.testing.assert_array_equal(loaded.search(queries, k=5).ids, old.search(queries, k=5).ids)
 
@@ -227,10 +227,10 @@ def test_config_variants_search(changes):
 
 def test_rank_zero_means_raw_dense():
     idx = SkillIndex.build(toy_skills(5), HashEncoder(), IndexConfig(rank=0, fusion="dense", document_vector="text"))
-    np.testing.assert_array_equal(idx.dense.embeddings_perp, idx.embeddings)
+    np.testing.assert_array_equal(idx.dense.embeddings_perp, idx.dense.embeddings)
     # with the name + description vector: the mean of the two raw vectors
     both = SkillIndex.build(toy_skills(5), HashEncoder(), IndexConfig(rank=0, fusion="dense"))
-    np.testing.assert_allclose(both.dense.embeddings_perp, (both.embeddings + both.dense.namedesc) / 2, atol=1e-6)
+    np.testing.assert_allclose(both.dense.embeddings_perp, (both.dense.embeddings + both.dense.namedesc) / 2, atol=1e-6)
 
 
 def test_the_default_builds_the_name_description_vector(tmp_path):
@@ -245,7 +245,7 @@ def test_the_default_builds_the_name_description_vector(tmp_path):
     basis = idx.dense.basis
     perp = lambda v: v - (v @ basis.T) @ basis  # noqa: E731
     j = res.ids[0, 0]
-    want = 0.5 * (perp(q) @ perp(idx.embeddings[j]) + perp(q) @ perp(expected[j]))
+    want = 0.5 * (perp(q) @ perp(idx.dense.embeddings[j]) + perp(q) @ perp(expected[j]))
     assert res.dense[0, 0] == pytest.approx(float(want), abs=1e-5)
     # recorded in the manifest and kept by a save / load round trip
     idx.save(tmp_path / "idx")

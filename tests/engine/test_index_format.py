@@ -65,8 +65,8 @@ def test_saved_format2_index_loads_and_answers_as_saved(mmap, verify):
     assert res.skill_ids == expected["skill_ids"] and res.evidence == expected["evidence"]
     np.testing.assert_allclose(res.scores, np.asarray(expected["scores"], np.float32), rtol=1e-6)
     assert index.skills[0].tags == ("docs", "pdf") and "«unicode»" in index.skills[0].description
-    if index.verification is not None:
-        assert index.verification.wait(60) == "ok"
+    if index.state.verification is not None:
+        assert index.state.verification.wait(60) == "ok"
 
 
 def test_format2_index_resaved_as_format3_answers_the_same(tmp_path):
@@ -79,24 +79,24 @@ def test_format2_index_resaved_as_format3_answers_the_same(tmp_path):
     assert a.skill_ids == b.skill_ids and a.evidence == b.evidence
     np.testing.assert_array_equal(a.scores, b.scores)
     assert list(again.skills) == list(index.skills)
-    assert again.verification.wait(60) == "ok"
+    assert again.state.verification.wait(60) == "ok"
 
 
 # ---------------------------------------------------------------------- format 3 round trip
 @pytest.mark.parametrize("mmap", [False, True])
 def test_format3_round_trip_of_records_vocabulary_bodies(built, saved, mmap):
     loaded = SkillIndex.load(saved, mmap=mmap, encoder=HashEncoder())
-    assert isinstance(loaded.skills, SkillTable) and isinstance(loaded.lexicon.vocab, StringColumn)
+    assert isinstance(loaded.skills, SkillTable) and isinstance(loaded.lexical.lexicon.vocab, StringColumn)
     assert list(loaded.skills) == list(built.skills) and loaded.skills == built.skills
-    assert list(loaded.lexicon.vocab) == list(built.lexicon.vocab)
-    assert loaded.state.stored_texts is not None and list(loaded.state.stored_texts) == list(built.bodies)
+    assert list(loaded.lexical.lexicon.vocab) == list(built.lexical.lexicon.vocab)
+    assert loaded.state.stored_texts is not None and list(loaded.state.stored_texts) == list(built.state.bodies)
     rows = rows_by_id(loaded.skills)
     for j, meta in enumerate(built.skills):
         assert rows[meta.id] == j and loaded.skills.row_of(meta.id) == j
     assert "no-such-skill" not in rows and loaded.skills.row_of("no-such-skill") == -1
-    for term, i in built.lexicon.term_ids.items():
-        assert loaded.lexicon.term_ids[term] == i
-    assert loaded.lexicon.term_ids.get("zzz-not-a-term") is None
+    for term, i in built.lexical.lexicon.term_ids.items():
+        assert loaded.lexical.lexicon.term_ids[term] == i
+    assert loaded.lexical.lexicon.term_ids.get("zzz-not-a-term") is None
     # the stored name groups are the ones find.py computed from the names
     for j, meta in enumerate(built.skills):
         same = [i for i, m in enumerate(built.skills) if name_key(m.name) == name_key(meta.name)]
@@ -195,9 +195,9 @@ def test_damaged_columns_are_caught_now_or_by_the_deferred_checks(saved, case):
             SkillIndex.load(saved, mmap=True, verify="lazy")
         return
     lazy = SkillIndex.load(saved, mmap=True, verify="lazy")
-    assert lazy.verification.wait() == "failed" and message in lazy.verification.error
+    assert lazy.state.verification.wait() == "failed" and message in lazy.state.verification.error
     with pytest.raises(IndexFormatError, match="failed its verification"):
-        lazy.verification.check()
+        lazy.state.verification.check()
 
 
 def test_postings_are_checked_before_a_search_reads_them(saved):
@@ -216,7 +216,7 @@ def test_background_verification_stops_a_server_from_answering(saved):
         SkillIndex.load(saved)
     service = SkillService(saved, index=SkillIndex.load(saved, mmap=True, verify="background",
                                                         encoder=HashEncoder()))
-    assert service.index.verification.wait(60) == "failed"
+    assert service.index.state.verification.wait(60) == "failed"
     assert service.health()["status"] == "failed"
     assert "embeddings_perp.npy: checksum mismatch" in service.health()["verification"]["error"]
     with pytest.raises(IndexFormatError, match="failed its verification"):
@@ -225,7 +225,7 @@ def test_background_verification_stops_a_server_from_answering(saved):
 
 def test_a_clean_background_verification_passes(saved):
     index = SkillIndex.load(saved, mmap=True, verify="background", encoder=HashEncoder())
-    assert index.verification.wait(60) == "ok" and index.verification.error is None
+    assert index.state.verification.wait(60) == "ok" and index.state.verification.error is None
     service = SkillService(saved, index=index)
     assert service.health()["verification"]["status"] == "ok"
     assert service.find("merge pdf pages", 3)["hits"]

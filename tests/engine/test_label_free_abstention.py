@@ -126,7 +126,7 @@ def test_the_derived_rule_is_stored_loaded_and_shown(tmp_path, capsys):
     from skillsight_fast.cli import main
 
     index = SkillIndex.build(_small_library(), HashEncoder())
-    rule = index.abstention
+    rule = index.state.abstention
     assert rule["source"] == "derived" and rule["signal"] == "cosine" and rule["n_offtopic"] > 50
     assert rule["n_pseudo"] >= 10 and rule["query_encoder"] == "transformer"
     index.save(tmp_path / "idx")
@@ -159,7 +159,7 @@ def test_update_derives_the_rule_again(tmp_path):
 
 def test_find_skills_uses_the_index_rule_by_default():
     index = SkillIndex.build(_small_library(), HashEncoder())
-    index.state.abstention = dict(index.abstention, threshold=2.0)  # above any cosine
+    index.state.abstention = dict(index.state.abstention, threshold=2.0)  # above any cosine
     (answer,) = find_skills(index, "merge pdf pages", k=3)
     assert answer.hits == [] and answer.abstained and answer.abstention["threshold"] == 2.0
     (answer,) = find_skills(index, "merge pdf pages", k=3, abstention=None)
@@ -172,7 +172,7 @@ def test_an_index_built_without_the_rule_keeps_every_hit():
     skills = _small_library()
     enc = HashEncoder()
     index = SkillIndex.from_embeddings(skills, enc.encode([s.text for s in skills]), encoder=enc, derive=False)
-    assert index.abstention is None
+    assert index.state.abstention is None
     (answer,) = find_skills(index, "merge pdf pages", k=2)
     assert len(answer.hits) == 2  # no rule: every hit kept
 
@@ -182,9 +182,9 @@ def test_stop_words_are_never_evidence_even_in_a_small_library():
 
     index = SkillIndex.build(_small_library(), HashEncoder())
     terms, ptr = index.evidence_tokens(["what time is it in Tokyo", "into it"])
-    vocab = index.lexicon.vocab
+    vocab = index.lexical.lexicon.vocab
     first = [vocab[t] for t in terms[ptr[0] : ptr[1]]]
-    assert "in" in index.lexicon.term_ids and "in" not in first and "is" not in first
+    assert "in" in index.lexical.lexicon.term_ids and "in" not in first and "is" not in first
     assert set(first) <= {"time", "tokyo"} and "tokyo" in first
     assert ptr[2] == ptr[1]  # "into it": nothing left
     reason = no_evidence_reason(index, "into it")
@@ -316,7 +316,7 @@ def test_static_tier_k3_gives_three_distinct_skills(tmp_path):
     pytest.importorskip("onnxruntime")
     skills = load_skills([str(PERSONAL / "skills")]).skills
     index = SkillIndex.build(skills, config=IndexConfig(query_encoder="static"))
-    dup = index.abstention["duplicate_cosine"]
+    dup = index.state.abstention["duplicate_cosine"]
     assert dup is None or dup > DUPLICATE_COSINE  # static vectors sit close together: a stricter cut
     (answer,) = find_skills(index, "commit my staged changes with a good message", k=3, abstention=None)
     ids = [h.id for h in answer.hits]

@@ -13,6 +13,7 @@ import pytest
 import reference as ref
 
 from skillsight_fast import IndexConfig, SkillIndex
+from skillsight_fast.engine.state import query_decisions
 from skillsight_fast.engine.index import SkillMeta
 
 WORDS = [f"w{i}" for i in range(60)] + ["skill", "use", "the", "file", "data"]
@@ -31,7 +32,7 @@ def library(rng: np.random.Generator, n: int, dim: int = 24, shared: float = 2.0
 
 
 def raw(index: SkillIndex) -> dict:
-    lex = index.lexicon
+    lex = index.lexical.lexicon
     terms = [set(lex.doc_term_ids(j).tolist()) for j in range(len(index))]
     tfs = []
     for j in range(len(index)):
@@ -44,7 +45,7 @@ def raw(index: SkillIndex) -> dict:
 
 def check(index: SkillIndex, qv: np.ndarray, texts: list[str], k: int, **knobs) -> None:
     res = index.search_vectors(qv, texts, k, **knobs)
-    d = index.query_decisions(**knobs)
+    d = query_decisions(index, **knobs)
     ids, scores = ref.search_pipeline(
         qv, texts, k, **raw(index), side=d.lexical, candidates=d.candidates,
         lexical_candidates=d.lexical_candidates, fusion=d.fusion, weight=d.lexical_weight, rrf_k=d.rrf_k,

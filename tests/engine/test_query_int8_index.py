@@ -44,7 +44,7 @@ def test_an_encoder_of_its_own_encodes_its_own_tasks() -> None:
     enc = HashEncoder()
     index = SkillIndex.build(toy_skills(), enc)
     assert index.config.query_int8_side
-    assert index.query_encoder is enc
+    assert index.encoders.query_encoder is enc
     np.testing.assert_array_equal(index.encode(["merge pdf pages"]), enc.encode(["merge pdf pages"]))
 
 
@@ -79,13 +79,13 @@ def test_transformer_index_int8_tasks_fp32_skills(skills, tmp_path: Path) -> Non
     fp32 = load_encoder(threads=1)
     int8 = load_encoder(threads=1, int8=True)
     index = SkillIndex.build(skills, fp32, IndexConfig(query_encoder="transformer"))  # the tier with int8 tasks
-    np.testing.assert_allclose(index.embeddings, fp32.encode([s.text for s in skills]), atol=1e-6)
+    np.testing.assert_allclose(index.dense.embeddings, fp32.encode([s.text for s in skills]), atol=1e-6)
     q = index.encode(TASKS)
     np.testing.assert_allclose(q, int8.encode(TASKS), atol=1e-6)  # tasks: the int8 graph
     ref = fp32.encode(TASKS)
     assert not np.allclose(q, ref, atol=1e-4)  # it really is another graph
     assert np.sum(q * ref, axis=1).min() > 0.97
-    assert index.query_encoder.threads == 1  # settings of the attached encoder
+    assert index.encoders.query_encoder.threads == 1  # settings of the attached encoder
     # the whole search is the pipeline over those task vectors
     got = index.search(TASKS, k=5)
     want = index.search_vectors(int8.encode(TASKS), TASKS, 5)
@@ -97,14 +97,14 @@ def test_transformer_index_int8_tasks_fp32_skills(skills, tmp_path: Path) -> Non
     assert loaded.config.query_int8 is None and loaded.config.query_int8_side
     np.testing.assert_allclose(loaded.encode(TASKS), q, atol=1e-6)
     assert loaded.encoders.attached is None  # a search never loaded the float32 document graph
-    assert loaded.query_encoder.quantized
+    assert loaded.encoders.query_encoder.quantized
 
     paper = SkillIndex.build(skills, fp32, IndexConfig(adaptive=False))
     np.testing.assert_allclose(paper.encode(TASKS), ref, atol=1e-6)  # the paper keeps float32 tasks
     off = SkillIndex.build(skills, fp32, IndexConfig(query_int8=False))
     np.testing.assert_allclose(off.encode(TASKS), ref, atol=1e-6)
     both = SkillIndex.build(skills, int8, IndexConfig(int8=True))
-    np.testing.assert_allclose(both.embeddings, int8.encode([s.text for s in skills]), atol=1e-6)
+    np.testing.assert_allclose(both.dense.embeddings, int8.encode([s.text for s in skills]), atol=1e-6)
     assert both.query_encoder is int8
 
 
@@ -119,7 +119,7 @@ def test_update_encodes_new_skills_in_float32(skills, tmp_path: Path) -> None:
     assert report.added == [s.id for s in skills[-2:]]
     new = SkillIndex.load(tmp_path / "idx")
     rows = [new.ids.index(s.id) for s in skills[-2:]]
-    np.testing.assert_allclose(new.embeddings[rows], fp32.encode([s.text for s in skills[-2:]]), atol=1e-5)
+    np.testing.assert_allclose(new.dense.embeddings[rows], fp32.encode([s.text for s in skills[-2:]]), atol=1e-5)
     np.testing.assert_allclose(new.encode(TASKS), load_encoder(int8=True).encode(TASKS), atol=1e-6)
 
 

@@ -71,7 +71,7 @@ def test_static_mapped_index_builds_saves_and_searches(teacher, real, tmp_path: 
     qmap = index.dense.query_map
     assert qmap is not None and qmap.shape == (static.dim + 1, teacher.dim)
     # the map is the ridge fit of the skills' static vectors onto their transformer vectors
-    np.testing.assert_allclose(qmap, fit_query_map(static.encode([s.text for s in skills]), index.embeddings),
+    np.testing.assert_allclose(qmap, fit_query_map(static.encode([s.text for s in skills]), index.dense.embeddings),
                                atol=1e-5)
     q = index.encode(tasks)
     np.testing.assert_allclose(q, apply_query_map(static.encode(tasks), qmap), atol=1e-6)
@@ -98,10 +98,10 @@ def test_static_mapped_refuses_other_static_model(teacher, real, tmp_path: Path)
     other = load_static_encoder(folder)
     other.checksum = "0" * 64
     with pytest.raises(ModelMismatchError, match="query map was fitted"):
-        index.query_encoder = other
+        index.encoders.query_encoder = other
     # a map without the tier, or the tier without a map, is not an index
     with pytest.raises(SkillsightError, match="query map"):
-        SkillIndex.from_embeddings(skills, index.embeddings, IndexConfig(query_encoder="static-mapped",
+        SkillIndex.from_embeddings(skills, index.dense.embeddings, IndexConfig(query_encoder="static-mapped",
                                    query_model=str(folder)), query_map=np.zeros((3, 384), np.float32))
     index.save(tmp_path / "idx")
     man = tmp_path / "idx" / "manifest.json"
@@ -141,7 +141,7 @@ def test_update_refits_the_map(teacher, real, tmp_path: Path) -> None:
     new = SkillIndex.load(tmp_path / "idx")
     static = load_static_encoder(folder)
     np.testing.assert_allclose(new.dense.query_map,
-                               fit_query_map(static.encode([s.text for s in skills]), new.embeddings), atol=1e-5)
+                               fit_query_map(static.encode([s.text for s in skills]), new.dense.embeddings), atol=1e-5)
     assert new.search(tasks[:1], k=3).skill_ids[0][0] is not None
 
 

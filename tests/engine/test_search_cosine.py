@@ -23,7 +23,7 @@ def test_cosine_is_q_dot_d_of_each_hit_and_nan_on_padding(index):
     result = index.search_vectors(vectors, texts, 10)  # k > library: three padding columns
     assert result.cosine is not None and result.cosine.shape == result.ids.shape
     assert result.cosine.dtype == np.float32
-    emb = np.asarray(index.embeddings, np.float64)
+    emb = np.asarray(index.dense.embeddings, np.float64)
     for i in range(len(texts)):
         for c, j in enumerate(result.ids[i]):
             if j < 0:

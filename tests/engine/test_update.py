@@ -20,17 +20,17 @@ from skillsight_fast.library.skills import Skill
 def _assert_same_index(a, b):
     assert a.ids == b.ids
     assert [m.sha256 for m in a.skills] == [m.sha256 for m in b.skills]
-    np.testing.assert_array_equal(a.embeddings, b.embeddings)
+    np.testing.assert_array_equal(a.dense.embeddings, b.dense.embeddings)
     np.testing.assert_allclose(np.abs(a.dense.basis @ b.dense.basis.T), np.eye(a.dense.basis.shape[0]), atol=1e-5)
     np.testing.assert_allclose(a.dense.embeddings_perp, b.dense.embeddings_perp, atol=1e-6)
     np.testing.assert_array_equal(a.lexical.generic, b.lexical.generic)
-    assert a.lexicon.vocab == b.lexicon.vocab
-    np.testing.assert_array_equal(a.lexicon.doc_terms, b.lexicon.doc_terms)
-    np.testing.assert_array_equal(a.lexicon.doc_tf, b.lexicon.doc_tf)
-    np.testing.assert_array_equal(a.lexicon.doc_len, b.lexicon.doc_len)
+    assert a.lexical.lexicon.vocab == b.lexical.lexicon.vocab
+    np.testing.assert_array_equal(a.lexical.lexicon.doc_terms, b.lexical.lexicon.doc_terms)
+    np.testing.assert_array_equal(a.lexical.lexicon.doc_tf, b.lexical.lexicon.doc_tf)
+    np.testing.assert_array_equal(a.lexical.lexicon.doc_len, b.lexical.lexicon.doc_len)
     np.testing.assert_allclose(a.lexical.weights, b.lexical.weights, rtol=1e-6)
     assert a.stats.to_dict() == b.stats.to_dict()
-    assert a.abstention == b.abstention  # the update derives the rule a rebuild derives
+    assert a.state.abstention == b.state.abstention  # the update derives the rule a rebuild derives
     queries = ["merge pdf pages", "docker compose deploy", "stl mesh volume", "git rebase conflicts"]
     ra, rb = a.search(queries, k=5), b.search(queries, k=5)
     assert ra.skill_ids == rb.skill_ids

@@ -46,7 +46,7 @@ def test_ray_build_equals_the_single_machine_build(ray_cluster, workers):
     whole = SkillIndex.build(load_skills([CORPUS]).skills, HashEncoder(dim=48), cfg)
     index = ray_build(iter_skills([CORPUS], LoadReport()), functools.partial(HashEncoder, dim=48), cfg,
                       workers=workers, chunk_size=30, query_encoder=HashEncoder(dim=48))
-    assert index.model_id == "hash-test"
+    assert index.state.model.id == "hash-test"
     assert_same_index(index, whole, queries("skillsbench"), atol=1e-6)
 
 
@@ -66,7 +66,7 @@ def test_cli_index_ray_joins_a_cluster_and_writes_the_same_index(ray_cluster, tm
     assert run.returncode == 0, run.stderr[-2000:]
     assert json.loads(run.stdout.strip().splitlines()[-1])["n_skills"] == 16
     a, b = SkillIndex.load(tmp_path / "ray"), SkillIndex.load(tmp_path / "one")
-    assert a.model_id == b.model_id and a.model_checksum == b.model_checksum
+    assert a.state.model.id == b.state.model.id and a.state.model.checksum == b.state.model.checksum
     texts = queries("skillsbench")[:30]
     assert_same_index(a, b, texts, atol=1e-5)
 

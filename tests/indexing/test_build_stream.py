@@ -30,13 +30,13 @@ def queries(name: str) -> list[str]:
 def assert_same_index(a: SkillIndex, b: SkillIndex, texts: list[str], *, atol: float = 1e-5) -> None:
     """Equal arrays (floats within atol), basis up to sign, equal decisions, stats and rankings."""
     assert [m.to_dict() for m in a.skills] == [m.to_dict() for m in b.skills]
-    la, lb = a.lexicon, b.lexicon
+    la, lb = a.lexical.lexicon, b.lexical.lexicon
     assert la.vocab == lb.vocab
     for name in ("doc_indptr", "doc_terms", "post_indptr", "post_docs", "doc_tf", "doc_len"):
         np.testing.assert_array_equal(getattr(la, name), getattr(lb, name), err_msg=name)
     for name in ("idf", "weights", "generic"):
         np.testing.assert_array_equal(getattr(a.lexical, name), getattr(b.lexical, name), err_msg=name)
-    np.testing.assert_allclose(a.embeddings, b.embeddings, atol=atol)
+    np.testing.assert_allclose(a.dense.embeddings, b.dense.embeddings, atol=atol)
     assert a.dense.basis.shape == b.dense.basis.shape
     if a.dense.basis.shape[0]:
         np.testing.assert_allclose(np.abs(a.dense.basis @ b.dense.basis.T), np.eye(a.dense.basis.shape[0]),
@@ -49,9 +49,9 @@ def assert_same_index(a: SkillIndex, b: SkillIndex, texts: list[str], *, atol: f
         if sa[key] is not None:
             assert abs(sa.pop(key) - sb.pop(key)) < 2e-6, key
     assert sa == sb
-    assert a.flags == b.flags
-    if a.bodies is not None and b.bodies is not None:
-        assert list(a.bodies) == list(b.bodies)
+    assert a.state.flags == b.state.flags
+    if a.state.bodies is not None and b.state.bodies is not None:
+        assert list(a.state.bodies) == list(b.state.bodies)
     ra, rb = a.search(texts, k=10), b.search(texts, k=10)
     np.testing.assert_array_equal(ra.ids, rb.ids)
     np.testing.assert_allclose(ra.scores, rb.scores, atol=1e-4)
@@ -64,10 +64,10 @@ def test_shard_statistics_add_up_to_the_whole_corpus():
     for a in range(0, len(skills), 25):
         total.add(encode_shard(skills[a:a + 25], enc, cfg).stats)
     total, _ = total.sorted()
-    lex = index.lexicon
+    lex = index.lexical.lexicon
     assert total.vocab == lex.vocab and total.n_docs == len(skills)
     np.testing.assert_array_equal(total.df, lex.df())
-    emb = index.embeddings.astype(np.float64)
+    emb = index.dense.embeddings.astype(np.float64)
     np.testing.assert_allclose(total.mean, emb.mean(0), atol=1e-12)
     # round 2 over two row blocks of the whole lexicon
     generic = index.lexical.generic
@@ -75,21 +75,21 @@ def test_shard_statistics_add_up_to_the_whole_corpus():
     slot = np.full(len(lex.vocab), -1, np.int32)
     slot[terms] = np.arange(terms.size)
     half = len(skills) // 2
-    tok = TokenStats.of(lex.doc_indptr[: half + 1], lex.doc_terms, index.embeddings[:half], slot,
+    tok = TokenStats.of(lex.doc_indptr[: half + 1], lex.doc_terms, index.dense.embeddings[:half], slot,
                         generic, terms.size).merge(
-        TokenStats.of(lex.doc_indptr[half:], lex.doc_terms, index.embeddings[half:], slot, generic, terms.size))
+        TokenStats.of(lex.doc_indptr[half:], lex.doc_terms, index.dense.embeddings[half:], slot, generic, terms.size))
     assert abs(tok.generic_share - generic_share(lex, generic)) < 1e-12
     g = (tok.sums / total.df[terms][:, None]).astype(np.float32)
     bg = background_from_directions(g, total.mean, max_rank=cfg.max_rank)
-    ref = estimate_background(index.embeddings, terms, lex.post_indptr, lex.post_docs, max_rank=cfg.max_rank)
+    ref = estimate_background(index.dense.embeddings, terms, lex.post_indptr, lex.post_docs, max_rank=cfg.max_rank)
     assert bg.basis.shape == ref.basis.shape and bg.effective_rank == ref.effective_rank
     np.testing.assert_allclose(np.abs(bg.basis @ ref.basis.T), np.eye(ref.basis.shape[0]), atol=1e-5)
     e_d = total.background_energy(ref.basis)
-    assert abs(e_d - background_energy(index.embeddings, ref.basis).mean()) < 1e-9
+    assert abs(e_d - background_energy(index.dense.embeddings, ref.basis).mean()) < 1e-9
     from skillsight_fast.engine.adaptive import decide_from_statistics
 
     mine = decide_from_statistics(tok.generic_share, e_d, ref.basis, cfg)
-    theirs = decide(index.embeddings, ref.basis, lex, generic, cfg)
+    theirs = decide(index.dense.embeddings, ref.basis, lex, generic, cfg)
     assert mine[0] == theirs[0] and mine[2] == theirs[2]
 
 
@@ -158,7 +158,7 @@ def test_cli_index_stream_writes_the_same_index(tmp_path, monkeypatch, capsys):
     assert out["n_skills"] == 22 and len(out["skipped"]) == 1
     a, b = SkillIndex.load(tmp_path / "a"), SkillIndex.load(tmp_path / "b")
     a.encoder = b.encoder = HashEncoder()
-    assert a.roots == b.roots == [str(root.resolve())]
+    assert a.state.roots == b.state.roots == [str(root.resolve())]
     assert_same_index(b, a, ["merge pdf pages", "docker compose deploy"], atol=0)
     assert main(["-c", "chunk-size=5", "index", str(root), "-o", str(tmp_path / "c")]) == 1
     assert "--chunk-size is for --stream" in capsys.readouterr().err

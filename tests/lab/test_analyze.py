@@ -56,7 +56,7 @@ def test_gold_ranks_match_a_brute_force_ranking():
     gold = [np.array([0, 1]), np.array([3])]
     q = index.encode(texts)
     ranks = gold_ranks(index, q, texts, gold)
-    raw = q @ index.embeddings.T
+    raw = q @ index.dense.embeddings.T
     for i, g in enumerate(gold):
         order = np.argsort(-raw[i], kind="stable")
         expected = [int(np.nonzero(order == j)[0][0]) + 1 for j in g]

@@ -155,7 +155,7 @@ def test_contextual_index_builds_saves_loads_and_updates(teacher, real, tmp_path
                             max_length=teacher.max_length)
     q = index.encode(tasks)
     np.testing.assert_allclose(q, ref.encode(tasks), atol=1e-5)
-    np.testing.assert_allclose(index.embeddings, teacher.encode([s.text for s in skills]), atol=1e-5)  # skills: fp32
+    np.testing.assert_allclose(index.dense.embeddings, teacher.encode([s.text for s in skills]), atol=1e-5)  # skills: fp32
     got = index.search(tasks, k=5)
     want = index.search_vectors(ref.encode(tasks), tasks, 5)
     np.testing.assert_array_equal(got.ids, want.ids)
@@ -173,7 +173,7 @@ def test_contextual_index_builds_saves_loads_and_updates(teacher, real, tmp_path
     assert len(again) == len(skills) - 3
 
     with pytest.raises(SkillsightError, match="token states"):
-        SkillIndex.from_embeddings(skills, index.embeddings, config)  # no transformer to take states from
+        SkillIndex.from_embeddings(skills, index.dense.embeddings, config)  # no transformer to take states from
 
 
 @pytest.mark.model

@@ -104,11 +104,10 @@ def tier_views(index, static=None, query_map: np.ndarray | None = None, int8_enc
                                           query_table=np.ascontiguousarray(vectors, np.float32)))
             views[tier] = SkillIndex(ctx, index.encoders.attached, static)
         if "fitted" in views and int8_encoder is not None:  # the default: the lookup-first cascade
-            from skillsight_fast.config import FALLBACK_BELOW, LOOKUP_MIN_PIECES
+            from skillsight_fast.engine.cascade import DEFAULT_CASCADE
 
-            fitted_state = views["fitted"].state
-            cascade = SkillIndex(dataclasses.replace(fitted_state, config=fitted_state.config.replace(
-                fallback_below=FALLBACK_BELOW, lookup_min_pieces=LOOKUP_MIN_PIECES)), index.encoders.attached, static)
+            cascade = SkillIndex(dataclasses.replace(views["fitted"].state, cascade=DEFAULT_CASCADE),
+                                 index.encoders.attached, static)
             cascade.encoders.fallback_encoder = int8_encoder
             views["cascade"] = cascade
         if int8_scan is not None:
@@ -120,7 +119,7 @@ def tier_views(index, static=None, query_map: np.ndarray | None = None, int8_enc
                 s8 = dataclasses.replace(view.state, scan=int8_scan, config=view.state.config.replace(
                     scan="int8", int8_oversample=int8_scan.oversample))
                 views[f"{name}+int8"] = SkillIndex(s8, view.encoders.attached, view.encoders.attached_query)
-                if view.config.fallback_below is not None:
+                if view.cascade.on:
                     views[f"{name}+int8"].encoders.fallback_encoder = view.encoders.fallback_encoder
     return views
 
@@ -137,7 +136,7 @@ def default_tier(n_docs: int, config: Any = None) -> tuple[str, str]:
     name = cfg.query_encoder
     if name == "transformer":
         name = "transformer-int8" if cfg.query_int8_side else "transformer"
-    elif cfg.fallback_below is not None and name == "fitted":
+    elif name == "fitted" and (config is None or config.query_encoder == "auto"):  # auto's lookup tier: the cascade
         name = "cascade"
     return name, resolve_scan(cfg.scan, n_docs)
 
@@ -191,7 +190,7 @@ def cached_fitted_table(base, sources: Sequence[str], contextual: tuple[np.ndarr
         return None
     texts = [s.text for s in skills]
     all_texts, targets, owner = library_training_set(
-        skills, texts, base.embeddings, [namedesc_text(s.name, s.description) for s in skills], base.dense.namedesc,
+        skills, texts, base.dense.embeddings, [namedesc_text(s.name, s.description) for s in skills], base.dense.namedesc,
         int8_encoder)
     ids, res = fit_library_table(contextual[0], contextual[1], int8_encoder.tokenize, all_texts, targets, owner,
                                  base.dense.basis, base.dense.embeddings_perp,
@@ -262,6 +261,7 @@ def run_benchmark(
     fitted : (int32 (m,), float32 (m, d)), optional
         The real corpus's fitted table (:func:`cached_fitted_table`): times the ``fitted`` tier.
     """
+    from skillsight_fast.engine.cascade import NO_CASCADE
     from skillsight_fast.lab.benchmark.runner import bench_size, cpu_name, load_average
     from skillsight_fast.lab.benchmark.synthetic import scale_up
 
@@ -271,8 +271,7 @@ def run_benchmark(
     st = base.state
     if st.config.query_encoder in MAPPED_TIERS:  # a lookup tier's index (the cascade): its transformer arrays
         st = dataclasses.replace(
-            st, config=st.config.replace(query_encoder="transformer", query_model=None, fallback_below=None,
-                                         lookup_min_pieces=0),
+            st, config=st.config.replace(query_encoder="transformer", query_model=None), cascade=NO_CASCADE,
             dense=dataclasses.replace(st.dense, query_map=None, query_table=None, query_table_ids=None))
     base.state = dataclasses.replace(st, config=st.config.replace(query_int8=False))
     base.encoders.reset_query()
@@ -282,7 +281,7 @@ def run_benchmark(
     else:  # no model: queries are seeded perturbations of document vectors
         rng = np.random.default_rng(seed)
         src = rng.integers(0, len(base), len(texts))
-        qv = base.embeddings[src] + rng.standard_normal((len(texts), base.stats.dim)).astype(np.float32) * 0.05
+        qv = base.dense.embeddings[src] + rng.standard_normal((len(texts), base.stats.dim)).astype(np.float32) * 0.05
         qv /= np.linalg.norm(qv, axis=1, keepdims=True)
     doc_texts = list(doc_texts) if doc_texts is not None else [f"{m.name}\n{m.description}" for m in base.skills]
     query_map = None
@@ -293,7 +292,7 @@ def run_benchmark(
 
         t0 = time.perf_counter()  # the skills' static vectors are cached per text (a rerun fits in ~0.1 s)
         s_docs = EmbeddingCache(cache_root(), static.model_id, static.checksum, "doc").get(doc_texts, static.encode)
-        query_map = fit_query_map(s_docs, base.embeddings)
+        query_map = fit_query_map(s_docs, base.dense.embeddings)
         say(f"static-mapped: map fitted on {len(doc_texts)} skill texts in {time.perf_counter() - t0:.1f} s")
     all_threads = os.cpu_count() or 1
     bw_buffer = np.ones(1 << 26, np.float32)  # 256 MB, far beyond the last-level cache

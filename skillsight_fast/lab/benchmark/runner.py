@@ -20,6 +20,7 @@ import numpy as np
 
 from skillsight_fast.engine.background import BM25_B, BM25_K1, bm25_idf
 from skillsight_fast.kernels.bandwidth import stream_read as _stream_read
+from skillsight_fast.engine.lexical_candidates import lexical_scores_all
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +85,7 @@ def bm25_retriever(index, k1: float = BM25_K1, b: float = BM25_B):
     """
     import bm25s
 
-    lex = index.lexicon
+    lex = index.lexical.lexicon
     n = len(index)
     idf = bm25_idf(lex.df(), n)
     dl = np.diff(lex.doc_indptr).astype(np.float64)
@@ -154,7 +155,7 @@ def bench_size(
     texts = list(query_texts)
     qv = np.ascontiguousarray(query_vectors, dtype=np.float32)
     perp = index.dense.embeddings_perp
-    lex = index.lexicon
+    lex = index.lexical.lexicon
     flat = faiss.IndexFlatIP(dim)
     flat.add(index.dense.embeddings)
     retriever = bm25_retriever(index)
@@ -199,7 +200,7 @@ def bench_size(
 
     def a_lexical_all(r: int) -> None:
         i = q_of(r)
-        s = index.lexical_scores_all(*index.evidence_tokens([texts[i]]))[0]
+        s = lexical_scores_all(index, *index.evidence_tokens([texts[i]]))[0]
         top = np.argpartition(-s, min(k, n_docs - 1))[:k]
         top[np.argsort(-s[top], kind="stable")]
 

@@ -58,7 +58,7 @@ def scale_up(index, n_docs: int, *, seed: int = 0, keep: float = 0.85, new_share
     if n_docs < base_n:
         raise ValueError(f"n_docs {n_docs} is smaller than the real corpus ({base_n})")
     rng = np.random.default_rng(seed)
-    lex = index.lexicon
+    lex = index.lexical.lexicon
     v0 = len(lex.vocab)
     src = np.concatenate([np.arange(base_n), rng.integers(0, base_n, n_docs - base_n)]).astype(np.int64)
     lens = np.diff(lex.doc_indptr)[src]
@@ -94,20 +94,20 @@ def scale_up(index, n_docs: int, *, seed: int = 0, keep: float = 0.85, new_share
     # stays sorted, as an index requires
     vocab = list(lex.vocab) + [f"{{syn{i:08d}}}" for i in range(max(n_new, 0))]
     lexicon = Lexicon(vocab, doc_indptr, doc_terms, post_indptr, post_docs)
-    if index.lexicon.has_tf:  # same kernel as the real index (tf values do not change its cost)
+    if index.lexical.lexicon.has_tf:  # same kernel as the real index (tf values do not change its cost)
         lexicon.doc_tf = np.ones(doc_terms.shape[0], np.uint16)
         lexicon.doc_len = np.diff(doc_indptr).astype(np.int32)
 
-    d = index.embeddings.shape[1]
+    d = index.dense.embeddings.shape[1]
     emb = np.empty((n_docs, d), np.float32)
-    emb[:base_n] = index.embeddings
+    emb[:base_n] = index.dense.embeddings
     chunk = 1 << 16
     scale = np.float32(sigma / math.sqrt(d))
     for a in range(base_n, n_docs, chunk):
         b = min(n_docs, a + chunk)
         x = rng.standard_normal((b - a, d), dtype=np.float32)
         x *= scale
-        x += index.embeddings[src[a:b]]
+        x += index.dense.embeddings[src[a:b]]
         x /= np.linalg.norm(x, axis=1, keepdims=True)
         emb[a:b] = x
     base_meta = index.skills
@@ -117,7 +117,7 @@ def scale_up(index, n_docs: int, *, seed: int = 0, keep: float = 0.85, new_share
     ]
     # the public build path, keeping the real corpus's background basis and decisions
     syn = SkillIndex.from_embeddings(
-        metas, emb, index.config, model_id=index.model_id, model_checksum=index.model_checksum,
+        metas, emb, index.config, model_id=index.state.model.id, model_checksum=index.state.model.checksum,
         encoder=index.encoders.attached, lexicon=lexicon,
         basis=(index.dense.basis, index.dense.singular_values), decisions=index.decisions,
         query_encoder=index.encoders.attached_query if index.dense.query_map is not None else None,

@@ -35,6 +35,7 @@ import numpy as np
 
 from skillsight_fast.config import DEFAULT_MODEL
 from skillsight_fast.engine.background import BM25_B, BM25_K1
+from skillsight_fast.engine.lexical_candidates import lexical_scores_all
 from skillsight_fast.lab.evaluation.cache import EmbeddingCache, texts_sha
 from skillsight_fast.lab.evaluation.datasets import Dataset
 from skillsight_fast.metrics import DEPTH, topk_from_scores
@@ -418,7 +419,7 @@ def run_sbc(ctx: EvalContext) -> np.ndarray:
 def run_lec(ctx: EvalContext) -> np.ndarray:
     idx = ctx.index(paper_config(fusion="lexical"))
     terms, ptr = idx.evidence_tokens(ctx.dataset.query_texts)
-    return topk_from_scores(idx.lexical_scores_all(terms, ptr), DEPTH, tiebreak=ctx.tiebreak)
+    return topk_from_scores(lexical_scores_all(idx, terms, ptr), DEPTH, tiebreak=ctx.tiebreak)
 
 
 def run_dense_lec(ctx: EvalContext) -> np.ndarray:

@@ -72,23 +72,23 @@ def test_scale_up_keeps_the_real_rows_and_grows_the_vocabulary(tiny_index, tmp_p
     base = SkillIndex.load(directory)
     syn, src = scale_up(base, n_real * 4, seed=3)
     assert len(syn) == n_real * 4 and (src[:n_real] == np.arange(n_real)).all()
-    np.testing.assert_array_equal(syn.embeddings[:n_real], base.embeddings)
-    np.testing.assert_allclose(np.linalg.norm(syn.embeddings, axis=1), 1, atol=1e-5)
-    lex = syn.lexicon
-    assert (np.diff(lex.doc_indptr) > 0).all() or (np.diff(base.lexicon.doc_indptr) == 0).any()
+    np.testing.assert_array_equal(syn.dense.embeddings[:n_real], base.dense.embeddings)
+    np.testing.assert_allclose(np.linalg.norm(syn.dense.embeddings, axis=1), 1, atol=1e-5)
+    lex = syn.lexical.lexicon
+    assert (np.diff(lex.doc_indptr) > 0).all() or (np.diff(base.lexical.lexicon.doc_indptr) == 0).any()
     for j in range(0, len(syn), 17):  # sorted, unique terms per document
         row = lex.doc_term_ids(j)
         assert (np.diff(row) > 0).all()
-    assert len(lex.vocab) >= len(base.lexicon.vocab)
+    assert len(lex.vocab) >= len(base.lexical.lexicon.vocab)
     assert lex.post_docs.shape == lex.doc_terms.shape
     again, _ = scale_up(base, n_real * 4, seed=3)  # seeded
-    np.testing.assert_array_equal(again.lexicon.doc_terms, lex.doc_terms)
-    np.testing.assert_array_equal(again.embeddings, syn.embeddings)
+    np.testing.assert_array_equal(again.lexical.lexicon.doc_terms, lex.doc_terms)
+    np.testing.assert_array_equal(again.dense.embeddings, syn.dense.embeddings)
     # a scaled-up index is a valid index: it saves and loads through the validating loader
     big, _ = scale_up(base, n_real * 40, seed=1)
-    assert len(big.lexicon.vocab) > len(base.lexicon.vocab) + 10  # enough new terms to need ordering
+    assert len(big.lexical.lexicon.vocab) > len(base.lexical.lexicon.vocab) + 10  # enough new terms to need ordering
     loaded = SkillIndex.load(big.save(tmp_path / "syn"))
-    assert loaded.lexicon.vocab == big.lexicon.vocab and len(loaded) == len(big)
+    assert loaded.lexical.lexicon.vocab == big.lexical.lexicon.vocab and len(loaded) == len(big)
 
 
 def test_bench_times_each_query_encoder_tier(tiny_index):
@@ -102,7 +102,7 @@ def test_bench_times_each_query_encoder_tier(tiny_index):
     base = SkillIndex.load(directory, encoder=HashEncoder(dim=32))
     static = HashEncoder(dim=32, model_id="hash-static", checksum="static0")  # stands in for a static table
     texts = [f"{m.name}\n{m.description}" for m in base.skills]
-    qmap = fit_query_map(static.encode(texts), base.embeddings)
+    qmap = fit_query_map(static.encode(texts), base.dense.embeddings)
     views = tier_views(base, static, qmap)
     task = "merge pdf pages and extract tables"
     np.testing.assert_allclose(views["static-mapped"].encode([task]), apply_query_map(static.encode([task]), qmap))
@@ -131,7 +131,7 @@ def test_bench_times_the_static_tiers_with_the_int8_scan(tiny_index):
     base = SkillIndex.load(directory, encoder=HashEncoder(dim=32))
     static = HashEncoder(dim=32, model_id="hash-static", checksum="static0")
     texts = [f"{m.name}\n{m.description}" for m in base.skills]
-    qmap = fit_query_map(static.encode(texts), base.embeddings)
+    qmap = fit_query_map(static.encode(texts), base.dense.embeddings)
     scan8 = Int8Scan.build(base.dense.embeddings_perp, config=base.config)
     views = tier_views(base, static, qmap, int8_scan=scan8)
     assert set(views) == {"static-mapped", "static", "static-mapped+int8", "static+int8"}
