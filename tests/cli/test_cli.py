@@ -110,10 +110,10 @@ def test_index_flags_choose_the_method(library, tmp_path, capsys, flags, adaptiv
 
 
 def test_each_command_builds_the_parser_of_its_own_module():
+    import argparse
+
     from skillsight_fast.cli import COMMAND_MODULES, build_parser
     from skillsight_fast.cli.options import option_counts
-
-    import argparse
 
     parser = build_parser()
     (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]

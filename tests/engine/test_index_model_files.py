@@ -77,7 +77,7 @@ def test_a_model_outside_the_cache_is_copied_there_once(built, tmp_path, monkeyp
 
 
 def test_a_missing_cached_model_is_refused_with_the_fix(saved, monkeypatch, tmp_path):
-    d, folder = saved
+    d, _ = saved
     monkeypatch.setenv("SKILLSIGHT_CACHE", str(tmp_path / "empty-cache"))  # another user's cache
     with pytest.raises(IndexFormatError, match=r"refers to the static model file .*tokenizer.json|"
                                                r"refers to the static model file .*which is missing: rebuild"):
