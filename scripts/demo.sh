@@ -3,7 +3,7 @@
 # SKILL.md distractors from the pool, minus the ids the corpus excludes), then find the skills for an example task.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh base   # the demo needs the base install only (scripts/test.sh sets up the dev extra)
 . .venv/bin/activate
 IDX=.skillsight/skillsbench-index
 TASK="${1:-Parse a binary STL file, find the largest connected component of the mesh and compute its volume and mass}"

@@ -97,3 +97,17 @@ def test_frameworks_example_runs_as_written(tmp_path):
         got = [line for line in run.stdout.splitlines() if line.strip()]
         want = shown_output(code)
         assert len(got) == len(want) and all(same(g, w) for g, w in zip(got, want)), (got, want)
+
+
+def test_readme_python_example_runs_on_the_small_library_and_writes_nothing_here(tmp_path):
+    readme = (ROOT / "README.md").read_text(encoding="utf-8").split("## From Python", 1)[1]
+    (code,) = [code for lang, code in blocks(readme.split("\n## ", 1)[0]) if lang == "python"]
+    assert "data/personal" in code and "tempfile" in code
+    (tmp_path / "data").symlink_to(ROOT / "data")  # run from a folder that sees the repository's data/
+    code += "\nprint(result.skill_ids[0][0], len(index))\n"
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                         capture_output=True, text=True, timeout=600, check=False)
+    assert run.returncode == 0, run.stderr
+    top, n = run.stdout.split()
+    assert n == "16" and "pdf" in top.lower()
+    assert [p.name for p in tmp_path.iterdir()] == ["data"]  # the index went to a temporary folder

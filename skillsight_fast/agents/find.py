@@ -114,12 +114,17 @@ class Hit:
 
 @dataclass(frozen=True)
 class Answer:
-    """The hits for one task, and whether the abstention rule dropped them all."""
+    """The hits for one task, and whether the abstention rule dropped them all.
+
+    ``best`` is the best hit the rule dropped when it dropped them all (what ``search --explain``
+    shows against the threshold); None otherwise. It is not part of :meth:`to_dict`.
+    """
 
     query: str
     hits: list[Hit]
     abstained: bool = False
     abstention: dict[str, Any] | None = None
+    best: Hit | None = None
 
     def to_dict(self, digits: int | None = 6) -> dict[str, Any]:
         """``{"query", "abstention", "hits": [...]}`` as the servers return it."""
@@ -507,9 +512,10 @@ def find_skills(index: Searcher, tasks: str | Sequence[str], k: int = 5, *,
             elif not groups or max(value(by_row[j]) for j, _ in groups) < abstention.threshold:
                 kept = []
         abstained = abstention is not None and not kept
+        best = max((by_row[j] for j, _ in groups), key=value) if abstained and groups else None
         hits = [_pinned_hit(index, j, by_row.get(j), vectors[i], pinned_copies.get(j, [])) for j in pin_rows]
         hits += [dataclasses.replace(by_row[j], copies=_skill_ids(index, cs)) for j, cs in kept[:k]]
-        answers.append(Answer(query=text, hits=hits, abstained=abstained, abstention=rule))
+        answers.append(Answer(query=text, hits=hits, abstained=abstained, abstention=rule, best=best))
     return answers
 
 

@@ -24,12 +24,24 @@ COMMANDS: tuple[str, ...] = (
     "skillsight_fast.cli.hooks", "skillsight_fast.cli.authors", "skillsight_fast.cli.lab",
 )
 
+#: The module that registers each command: a command given on the command line builds only its own
+#: parser (a one-shot ``search`` imports none of the others; tests/cli/test_cli.py checks the table).
+COMMAND_MODULES: dict[str, str] = {
+    **dict.fromkeys(("index", "search", "info", "rescan", "warmup"), "skillsight_fast.cli.core"),
+    **dict.fromkeys(("serve", "calibrate", "update"), "skillsight_fast.cli.agents"),
+    **dict.fromkeys(("screen", "scan"), "skillsight_fast.cli.screen"),
+    **dict.fromkeys(("hook", "install"), "skillsight_fast.cli.hooks"),
+    **dict.fromkeys(("doctor", "pin"), "skillsight_fast.cli.authors"),
+    "lab": "skillsight_fast.cli.lab",
+}
+
 #: Research commands that also answer at the top level: ``skillsight eval`` is ``skillsight lab eval``.
 LAB_ALIASES = frozenset({"eval", "bench", "analyze"})
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser, core commands plus registered extensions."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser: every command, or with ``command`` (a key of :data:`COMMAND_MODULES`)
+    only the commands of the module that defines it."""
     from skillsight_fast import __version__
 
     parser = argparse.ArgumentParser(
@@ -43,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a setting of the command (see its --help), or a TOML/JSON file of them with "
                              "one table per command, e.g. [eval] (repeatable; later ones win)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMANDS:
+    for name in (COMMAND_MODULES[command],) if command in COMMAND_MODULES else COMMANDS:
         importlib.import_module(name).register(sub)
     return parser
 
@@ -60,8 +72,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from skillsight_fast._startup import one_blas_thread
 
         one_blas_thread()
-    parser = build_parser()
-    args = parser.parse_args(lab_alias(args_in))
+    argv_in = lab_alias(args_in)
+    at = _command_index(argv_in)
+    asks_help = any(a in ("-h", "--help") for a in argv_in[:at])  # top-level help lists every command
+    parser = build_parser(None if at is None or asks_help else argv_in[at])
+    args = parser.parse_args(argv_in)
     if getattr(args, "quiet", False):  # -q: not even the kernels' compile lines (kernels/_notice.py)
         logging.getLogger("skillsight_fast.kernels").setLevel(logging.ERROR)
     if args.verbose:

@@ -242,9 +242,9 @@ def cmd_index(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(summary)
     elif not args.quiet:
-        print(f"indexed {len(index)} skills into {args.output} in {summary['seconds']} s "
-              f"(rank r = {index.stats.rank}, |T_g| = {index.stats.n_generic}, "
-              f"scan {index.scan.kind}, {len(report.problems)} skipped)")
+        print(f"indexed {plural(len(index), 'skill')} into {args.output} in {summary['seconds']} s"
+              + (f" ({len(report.problems)} skipped: see above)" if report.problems else "")
+              + f"; 'skillsight info -i {args.output}' describes it")
     return 0
 
 
@@ -324,7 +324,8 @@ def _index_streaming(args: argparse.Namespace, config) -> tuple:
 
 def _add_search(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("search", help="find the skills for a task")
-    p.add_argument("task", nargs="+", help="task description (several tasks: one result each)")
+    p.add_argument("task", nargs="+", help="the task: its words, quoted or not, are one task; '-' reads one "
+                                           "task per line from stdin (several tasks: one result each)")
     p.add_argument("-i", "--index", required=True, metavar="DIR")
     p.add_argument("-k", type=int, default=5, help="number of hits (default 5)")
     p.add_argument("--json", action="store_true", help="one JSON object per task")
@@ -355,7 +356,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     from skillsight_fast.engine.result import check_queries
 
     # validated and cleaned once (lone surrogates from undecodable argv bytes become U+FFFD, printable)
-    args.task = check_queries(args.task)
+    args.task = check_queries(task_list(args.task))
     # --mmap reads only what the search touches: the checks that keep the kernels in bounds run, the
     # checksums and the finiteness of the float32 matrices do not (docs/GUARANTEES.md)
     with without_scipy_probe():  # a large index's checks start Numba (skillsight_fast.kernels.validation)
@@ -368,11 +369,13 @@ def cmd_search(args: argparse.Namespace) -> int:
         answers = find_skills(index, args.task, args.k, abstention=rule, tags=args.tag, source=args.source,
                               cut=args.cut, collapse=args.collapse, pins=[] if args.no_pins else None)
     for answer in answers:
-        if args.json:
-            emit_json({"query": answer.query, "hits": [
-                {"id": h.id, "name": h.name, "score": h.score, "dense": h.dense, "lexical": h.lexical,
-                 "evidence": h.evidence, "tags": h.tags, "pinned": h.pinned, "copies": h.copies}
-                for h in answer.hits]})
+        if args.json:  # what the servers return (agents/service.py), without the live index's version
+            from skillsight_fast.agents.live import skill_uri
+
+            out = answer.to_dict(digits=6)
+            for hit in out["hits"]:
+                hit["uri"] = skill_uri(hit["id"])
+            emit_json(out)
             continue
         print(f"task: {answer.query}")
         for rank, h in enumerate(answer.hits, 1):
@@ -389,7 +392,28 @@ def cmd_search(args: argparse.Namespace) -> int:
             print("  (no hits)" if rule is None else
                   f"  (no skill fits: the best hit's {rule.signal} is below {rule.threshold:.4f}; "
                   "--min-score none shows the hits anyway)")
+            best = answer.best
+            if args.explain and best is not None and rule is not None:
+                value = best.cosine if rule.signal == "cosine" else best.score
+                print(f"     best: {_safe(best.name)}  [{_safe(best.id)}]  {rule.signal} {value:.4f} < threshold "
+                      f"{rule.threshold:.4f}  (cosine {best.cosine:.3f}, score {best.score:.3f})")
     return 0
+
+
+def plural(n: int, noun: str) -> str:
+    """``1 skill``, ``2 skills``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def task_list(words: list[str]) -> list[str]:
+    """The tasks of ``search``'s positional words: all of them one task (``search -i IDX merge two PDF
+    files`` is one task, not four), or ``-`` alone: one task per non-blank line of stdin."""
+    if words != ["-"]:
+        return [" ".join(words)]
+    tasks = [line.strip() for line in sys.stdin.read().splitlines() if line.strip()]
+    if not tasks:
+        raise SkillsightError("no task on stdin: give one task per line after 'search -i DIR -'")
+    return tasks
 
 
 def no_evidence_reason(index: Any, task: str) -> str:

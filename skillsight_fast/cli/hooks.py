@@ -61,16 +61,20 @@ def cmd_install(args: argparse.Namespace) -> int:
     changes = plan_install(args.host, args.index, scope=args.scope or "user", plugin=args.plugin,
                            project=args.dir, hook=not args.no_hook, mcp=not args.no_mcp, watch=args.watch)
     written = [] if args.dry_run else apply(changes)
+    note = None if args.plugin is not None else get_host(args.host).portability_note(
+        args.scope or "user", args.index, args.dir)
+    if note and not args.json:
+        print(note, file=sys.stderr)
     if args.json:
         emit_json({"dry_run": args.dry_run, "files": [
             {"path": str(c.path), "changed": c.changed, "diff": c.diff()} for c in changes],
-            "written": [str(p) for p in written]})
+            "written": [str(p) for p in written], "note": note})
         return 0
     for c in changes:
         if args.dry_run:
             sys.stdout.write(c.diff() if c.changed else f"# {c.path}: already up to date\n")
         else:
-            print(f"{'updated' if c.changed else 'unchanged'} {c.path}")
+            print(f"{'created' if c.old is None else 'updated' if c.changed else 'unchanged'} {c.path}")
     if not args.dry_run and (any(c.changed for c in changes) or args.plugin is not None):
         print(get_host(args.host).next_steps(changes, args.plugin))
     return 0

@@ -88,3 +88,57 @@ def test_hook_output_shape():
     assert out["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
     assert "/s/pdf/SKILL.md" in ctx and "merge, pdf" in ctx
     assert hook_output(format_context({"hits": []})) == ""
+
+
+def test_install_project_writes_paths_that_work_on_a_teammates_checkout(tmp_path, capsys):
+    import os
+    import re
+    import shutil
+    import subprocess
+
+    proj = tmp_path / "proj"
+    SkillIndex.build(toy_skills(), HashEncoder()).save(proj / ".skillsight" / "index")
+    assert main(["install", "claude-code", "--project", "--dir", str(proj), "-i", str(proj / ".skillsight" / "index")]) == 0
+    err = capsys.readouterr().err
+    assert "note: the team's files start `skillsight` from the PATH" in err
+    texts = (proj / ".claude" / "settings.json").read_text() + (proj / ".mcp.json").read_text()
+    assert str(tmp_path) not in texts and "python" not in texts  # nothing of this machine
+    # a teammate's checkout elsewhere: the hook command as their shell runs it
+    mate = tmp_path / "elsewhere" / "checkout"
+    shutil.copytree(proj, mate)
+    command = json.loads((mate / ".claude" / "settings.json").read_text())["hooks"]["UserPromptSubmit"][0]
+    command = command["hooks"][0]["command"]
+    assert command.startswith("skillsight hook claude-code -i ")
+    shown = subprocess.run(["bash", "-c", "printf '%s\\n' " + command.removeprefix("skillsight ")], text=True,
+                           capture_output=True, check=True, cwd=tmp_path, env={**os.environ, "CLAUDE_PROJECT_DIR": str(mate)})
+    argv = shown.stdout.splitlines()
+    index_arg = argv[argv.index("-i") + 1]
+    assert index_arg == f"{mate}/.skillsight/index" and (mate / ".skillsight" / "index" / "manifest.json").is_file()
+    # .mcp.json: ${VAR:-default} as Claude Code expands it, with and without the variable set
+    server = json.loads((mate / ".mcp.json").read_text())["mcpServers"]["skillsight"]
+    assert server["command"] == "skillsight"
+
+    def expand(text, env):
+        return re.sub(r"\$\{(\w+)(?::-([^}]*))?\}", lambda m: env.get(m[1], m[2] or ""), text)
+
+    for env in ({"CLAUDE_PROJECT_DIR": str(mate)}, {}):
+        args = [expand(a, env) for a in server["args"]]
+        where = args[args.index("-i") + 1]
+        assert (mate / where / "manifest.json").is_file()  # relative: the server starts in the project
+
+
+def test_install_project_says_why_paths_are_this_machines(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    idx = _index(tmp_path)
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    assert main(["install", "claude-code", "--project", "--dir", str(proj), "-i", str(idx)]) == 0
+    err = capsys.readouterr().err
+    assert "name this machine's paths" in err and "outside the project" in err
+    assert str(idx) in (proj / ".mcp.json").read_text()  # still works here
+    assert main(["install", "gemini", "--project", "--dir", str(proj), "-i", str(idx), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert "no project-root variable" in out["note"]
+    assert main(["install", "claude-code", "--local", "--dir", str(proj), "-i", str(idx)]) == 0
+    assert "note:" not in capsys.readouterr().err  # uncommitted files: this machine's paths are right

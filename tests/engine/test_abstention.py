@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 
@@ -116,13 +117,15 @@ def test_calibrate_cli_then_search_abstains(tmp_path, monkeypatch, capsys):
     threshold = cal["threshold"]
 
     # search applies the stored threshold by default; --min-score none turns it off
-    assert main(["search", "-i", str(idx), "--json", "-k", "3", *OFFTOPIC, "merge split pdf pages"]) == 0
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join([*OFFTOPIC, "merge split pdf pages"])))
+    assert main(["search", "-i", str(idx), "--json", "-k", "3", "-"]) == 0  # one task per line
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert all(r["hits"][0]["score"] >= threshold for r in rows if r["hits"])  # decided on the best hit
     assert rows[-1]["hits"][0]["id"] == "pdf-tools"
     rejected = sum(not r["hits"] for r in rows[:-1])
     assert rejected == round(dry["signals"]["score"]["offtopic_rejected"] * len(OFFTOPIC))
-    assert main(["search", "-i", str(idx), "--json", "--min-score", "none", *OFFTOPIC]) == 0
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(OFFTOPIC)))
+    assert main(["search", "-i", str(idx), "--json", "--min-score", "none", "-"]) == 0
     assert all(json.loads(line)["hits"] for line in capsys.readouterr().out.splitlines())
     assert main(["search", "-i", str(idx), "--min-score", "100", "merge pdf"]) == 0
     assert "no skill fits" in capsys.readouterr().out

@@ -133,7 +133,7 @@ def test_eval_fitted_tier_gives_what_an_index_of_it_gives(teacher, real, built, 
 
 
 @pytest.mark.model
-def test_a_small_library_searches_with_the_general_table(teacher, real, tmp_path: Path) -> None:
+def test_a_small_library_searches_with_the_general_table(teacher, real, tmp_path: Path, monkeypatch) -> None:
     """Below GENERAL_DIRECT_BELOW skills the fitted tier stores the shipped general table as it is (no
     fit); eval gives the same vectors; update keeps it, so a new skill's words already have rows."""
     from skillsight_fast.engine.update import update_index
@@ -165,6 +165,15 @@ def test_a_small_library_searches_with_the_general_table(teacher, real, tmp_path
     np.testing.assert_array_equal(again.dense.query_table, gen)
     new_words = {int(t) for s in skills[-2:] for t in teacher.tokenize([s.description])[0]}
     assert np.isin(sorted(new_words), gen_ids).mean() > 0.9  # the general table already covers them
+    # issue 39: the shipped table is referred to by checksum, not stored (22 MB of float32 per index)
+    m = json.loads((tmp_path / "idx" / "manifest.json").read_text())
+    assert "query_table" not in m["arrays"] and not (tmp_path / "idx" / "query_table.npy").exists()
+    assert m["shared"]["general_query_table"]["rows"] == gen_ids.size
+    assert sum(p.stat().st_size for p in (tmp_path / "idx").iterdir()) < 5 * 2**20
+    # another install's table (another package version) is refused, not used
+    monkeypatch.setattr("skillsight_fast.engine.io._shipped_general_digest", lambda: "0" * 64)
+    with pytest.raises(IndexFormatError, match="general query table shipped with skillsight-fast .* rebuild"):
+        SkillIndex.load(tmp_path / "idx")
 
 
 @pytest.mark.model

@@ -1,24 +1,22 @@
-"""Issue 41, M7: every file an index depends on is checksummed, and none is shared with the cache.
+"""The static query tiers' model is shared, not copied: an index refers to its folder in the user's
+model cache by the sha256 of each file (issue 39: a 16-skill index was 67 MB, 47 MB of it the model),
+and refuses a missing or different file with a message that says how to fix it.
 
-The static query tiers keep their model in the index (``static_model/``: tokenizer.json, config.json,
-model.safetensors). Before: the tokenizer and config had no checksum (six swapped vocabulary ids
-moved the top score from 0.718 to 0.479 with full verification passing), the files were hard links
-into the builder's cache (an edit of one index changed every index built from it, and the cache),
-and model.safetensors kept the cache's mode 0600 while the rest of the index was readable.
+Issue 41, M7 still holds: every file an index depends on is checksummed (six swapped vocabulary ids
+in tokenizer.json moved the top score from 0.718 to 0.479 with full verification passing), and
+nothing in the index is a link into the cache.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import stat
 from pathlib import Path
 
 import pytest
 
 from skillsight_fast import IndexConfig, SkillIndex
-from skillsight_fast.engine.io import STATIC_MODEL_DIR
-from skillsight_fast.errors import IndexFormatError
+from skillsight_fast.errors import IndexFormatError, ModelMismatchError
 
 pytestmark = pytest.mark.model
 
@@ -35,59 +33,100 @@ def built(teacher, tmp_path_factory: pytest.TempPathFactory):
     skills = ds.docs[:: max(1, len(ds.docs) // 24)]
     texts = [s.text for s in skills] + TASKS
     ids = sorted({i for e in teacher._tokenizer.encode_batch(texts, add_special_tokens=False) for i in e.ids})
-    cache = tmp_path_factory.mktemp("cache") / "static" / "minilm-static"
-    folder = distill_to_folder(teacher, cache, token_ids=ids)
-    (folder / "model.safetensors").chmod(0o600)  # as the cache keeps it
+    cache = tmp_path_factory.mktemp("cache")
+    folder = distill_to_folder(teacher, cache / "static" / "minilm-static", token_ids=ids)
     index = SkillIndex.build(skills, teacher, IndexConfig(query_encoder="static-mapped", query_model=str(folder)))
-    return index, folder
+    return index, folder, cache
 
 
-def _save(built, where: Path) -> Path:
-    index, _ = built
-    return index.save(where)
+@pytest.fixture
+def saved(built, tmp_path, monkeypatch):
+    index, folder, cache = built
+    monkeypatch.setenv("SKILLSIGHT_CACHE", str(cache))
+    return index.save(tmp_path / "idx"), folder
 
 
-def test_static_model_files_are_copies_not_links_into_the_cache(built, tmp_path):
-    from skillsight_fast.engine.validate import MODEL_FILES_DIR
-
-    assert MODEL_FILES_DIR == STATIC_MODEL_DIR  # the manifest entries validate accepts are the ones io writes
-    _, cache = built
-    d = _save(built, tmp_path / "idx")
-    for f in ("tokenizer.json", "config.json", "model.safetensors"):
-        mine, theirs = os.stat(d / STATIC_MODEL_DIR / f), os.stat(cache / f)
-        assert (mine.st_dev, mine.st_ino) != (theirs.st_dev, theirs.st_ino), f
-        assert mine.st_nlink == 1, f
-    modes = {stat.S_IMODE(os.stat(p).st_mode) for p in (d / STATIC_MODEL_DIR).iterdir()}
-    assert modes == {stat.S_IMODE(os.stat(d / "manifest.json").st_mode)}  # readable like the rest
+def test_the_index_refers_to_the_cached_model_and_stores_no_copy(saved):
+    d, folder = saved
+    m = json.loads((d / "manifest.json").read_text())
+    ref = m["shared"]["static_model"]
+    assert ref["folder"] == folder.name and m["config"]["query_model"] == folder.name
+    assert set(ref["files"]) >= {"tokenizer.json", "config.json", "model.safetensors"}
+    assert not (d / "static_model").exists()
+    sizes = sum(p.stat().st_size for p in d.iterdir())
+    assert sizes < (folder / "model.safetensors").stat().st_size  # the weights alone outweigh the index
+    assert all(os.stat(p).st_nlink == 1 for p in d.iterdir() if p.is_file())  # no link into the cache
 
 
-@pytest.mark.parametrize("name", ["tokenizer.json", "config.json", "model.safetensors"])
-def test_an_edited_static_model_file_fails_verification(built, tmp_path, name):
-    d = _save(built, tmp_path / "idx")
-    path = d / STATIC_MODEL_DIR / name
-    if name == "tokenizer.json":  # the issue's attack: swap vocabulary ids of two words
+def test_a_model_outside_the_cache_is_copied_there_once(built, tmp_path, monkeypatch):
+    import shutil
+
+    index, folder, _ = built
+    elsewhere = tmp_path / "models" / "mine"
+    shutil.copytree(folder, elsewhere)
+    monkeypatch.setenv("SKILLSIGHT_CACHE", str(tmp_path / "cache2"))
+    index.state.config = index.state.config.replace(query_model=str(elsewhere))
+    try:
+        d = index.save(tmp_path / "idx")
+    finally:
+        index.state.config = index.state.config.replace(query_model=str(folder))
+    ref = json.loads((d / "manifest.json").read_text())["shared"]["static_model"]
+    cached = tmp_path / "cache2" / "static" / ref["folder"]
+    assert ref["folder"].startswith("mine-") and (cached / "model.safetensors").is_file()
+    assert SkillIndex.load(d).search(TASKS, k=3).skill_ids == index.search(TASKS, k=3).skill_ids
+
+
+def test_a_missing_cached_model_is_refused_with_the_fix(saved, monkeypatch, tmp_path):
+    d, _ = saved
+    monkeypatch.setenv("SKILLSIGHT_CACHE", str(tmp_path / "empty-cache"))  # another user's cache
+    with pytest.raises(IndexFormatError, match=r"refers to the static model file .*tokenizer.json|"
+                                               r"refers to the static model file .*which is missing: rebuild"):
+        SkillIndex.load(d)
+
+
+@pytest.mark.parametrize("name", ["tokenizer.json", "config.json"])
+def test_an_edited_cached_model_file_is_refused(saved, name, monkeypatch, tmp_path):
+    import shutil
+
+    d, folder = saved
+    copy = tmp_path / "cache3"
+    shutil.copytree(folder, copy / "static" / folder.name)
+    monkeypatch.setenv("SKILLSIGHT_CACHE", str(copy))
+    path = copy / "static" / folder.name / name
+    if name == "tokenizer.json":  # the issue-41 attack: swap vocabulary ids of two words
         tok = json.loads(path.read_text())
         vocab = tok["model"]["vocab"]
         vocab["pdf"], vocab["chart"] = vocab["chart"], vocab["pdf"]
         path.write_text(json.dumps(tok))
-    elif name == "config.json":
+    else:
         cfg = json.loads(path.read_text())
         cfg["normalize"] = not cfg["normalize"]
         path.write_text(json.dumps(cfg))
-    else:
-        raw = bytearray(path.read_bytes())
-        raw[-4] ^= 0x40
-        path.write_bytes(bytes(raw))
-    with pytest.raises(IndexFormatError, match=f"{name}: checksum mismatch"):
+    with pytest.raises(IndexFormatError, match=f"{name} differs from the one the index was built with"):
         SkillIndex.load(d, verify=True)
-    lazy = SkillIndex.load(d, verify="lazy")
-    assert lazy.state.verification.wait() == "failed" and name in lazy.state.verification.error
 
 
-def test_an_intact_index_with_its_static_model_loads_and_answers(built, tmp_path):
-    index, _ = built
-    d = _save(built, tmp_path / "idx")
+def test_edited_cached_weights_are_refused_before_an_answer(saved, monkeypatch, tmp_path):
+    import shutil
+
+    d, folder = saved
+    copy = tmp_path / "cache4"
+    shutil.copytree(folder, copy / "static" / folder.name)
+    monkeypatch.setenv("SKILLSIGHT_CACHE", str(copy))
+    path = copy / "static" / folder.name / "model.safetensors"
+    raw = bytearray(path.read_bytes())
+    raw[-4] ^= 0x40
+    path.write_bytes(bytes(raw))
+    loaded = SkillIndex.load(d, verify=True)  # the weights' sha256 is checked when the static encoder loads
+    with pytest.raises(ModelMismatchError, match="fitted for the static model"):
+        loaded.search(TASKS, k=3)
+
+
+def test_an_intact_index_with_its_cached_model_loads_and_answers(built, saved, tmp_path):
+    index = built[0]
+    d, _ = saved
     loaded = SkillIndex.load(d, verify=True)
     assert loaded.search(TASKS, k=5).skill_ids == index.search(TASKS, k=5).skill_ids
-    again = loaded.save(tmp_path / "idx2")  # a re-save (update, rescan) carries the files and their sums
+    again = loaded.save(tmp_path / "idx2")  # a re-save (update, rescan) keeps the reference
+    assert json.loads((again / "manifest.json").read_text())["shared"]["static_model"]["folder"] == built[1].name
     assert SkillIndex.load(again, verify=True).search(TASKS, k=5).skill_ids == index.search(TASKS, k=5).skill_ids

@@ -185,9 +185,10 @@ def test_cli_index_info_search_and_eval_with_tiers(real, tmp_path: Path, monkeyp
         results[tier] = obj["results"]["skillsight"]["recall@10"]
         assert obj["notes"]["query_encoder"]["tier"] == tier
     man = json.loads((tmp_path / "idx-static" / "manifest.json").read_text())
-    # the static model travels inside the index (io.STATIC_MODEL_DIR), named relatively in the manifest
-    assert man["model"]["id"] == folder.name and man["config"]["model"] == man["config"]["query_model"] == "static_model"
-    assert (tmp_path / "idx-static" / "static_model" / "model.safetensors").is_file()
+    # the static model is referred to in the user's cache by checksum (issue 39), named by its folder there
+    ref = man["shared"]["static_model"]
+    assert man["model"]["id"] == folder.name and man["config"]["model"] == man["config"]["query_model"] == ref["folder"]
+    assert not (tmp_path / "idx-static" / "static_model").exists() and "model.safetensors" in ref["files"]
     assert all(0.0 <= r <= 1.0 for r in results.values())
     assert main(["-c", "query-encoder=static-mapped", "-c", f"query-model={tmp_path}", "index", str(data), "-o",
                  str(tmp_path / "bad"), "-q"]) != 0

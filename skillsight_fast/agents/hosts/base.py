@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -48,6 +49,12 @@ class Host:
     event: ClassVar[str]
     nothing: ClassVar[str] = ""
     scopes: ClassVar[tuple[str, ...]] = ("user", "project")
+    #: How the project's root is named in the team's files (``--project``): in the hook's shell command
+    #: and in the MCP server's ``args``; None when the host has no such variable (the files then name
+    #: this machine's paths, and :meth:`portability_note` says so).
+    project_root: ClassVar[tuple[str, str] | None] = None
+    #: The command a teammate's host runs (on their PATH) in the team's files.
+    PORTABLE_COMMAND: ClassVar[list[str]] = ["skillsight"]
 
     # --- the hook ------------------------------------------------------------------------------------
     def hook_output(self, context: str) -> str:
@@ -133,13 +140,61 @@ class Host:
         root = Path(project).expanduser().absolute()
         hook_path, mcp_path = self.settings_files(scope, root, home_dir(home))
         merges: dict[Path, list[Merge]] = {}
+        rel = self.portable_index(scope, idx, root) if prefix is None else None
         if hook:
-            command = self.hook_command(idx, prefix)
+            command = self.hook_command(idx, prefix) if rel is None else self.project_hook_command(rel)
             merges.setdefault(hook_path, []).append(lambda data: self.merge_hook(data, command))
         if mcp:
-            entry = self.server_entry(idx, prefix, watch)
+            entry = (self.server_entry(idx, prefix, watch) if rel is None
+                     else self.server_entry(Path(f"{self.project_root[1]}/{rel}"),  # type: ignore[index]
+                                            self.PORTABLE_COMMAND, watch))
             merges.setdefault(mcp_path, []).append(lambda data: self.merge_server(data, entry, scope, root))
         return [json_merge(path, _chain(steps)) for path, steps in merges.items()]
+
+    # --- the team's files (--project) ----------------------------------------------------------------
+    def portable_index(self, scope: str, index: Path, project: Path) -> str | None:
+        """The index's path relative to the project root when the ``project`` scope can name it so on
+        a teammate's checkout (the host has a project-root variable and the index lies inside the
+        project), else None (the files name this machine's paths)."""
+        if scope != "project" or self.project_root is None:
+            return None
+        try:
+            rel = index.resolve().relative_to(project.resolve())
+        except ValueError:
+            return None
+        return rel.as_posix() if rel.parts else "."
+
+    def project_hook_command(self, rel: str) -> str:
+        """The hook's shell command in the team's files: ``skillsight`` from the PATH and the index
+        under the host's project-root variable (``"$CLAUDE_PROJECT_DIR"/.skillsight/index``)."""
+        import shlex
+
+        from skillsight_fast.agents.hook_options import hook_argv
+
+        mark = "@SKILLSIGHT_INDEX@"  # shlex leaves it unquoted; replaced by the variable and the path
+        words = shlex.join([*self.PORTABLE_COMMAND, "hook", *hook_argv(self.name, mark)])
+        return words.replace(mark, f"{self.project_root[0]}/{shlex.quote(rel)}")  # type: ignore[index]
+
+    def portability_note(self, scope: str, index: str | os.PathLike[str],
+                         project: str | os.PathLike[str] = ".") -> str | None:
+        """What ``install --project`` tells the user when the team's files cannot work on a
+        teammate's checkout as written (None: they can, or another scope)."""
+        if scope != "project":
+            return None
+        idx = Path(index).expanduser().absolute()
+        root = Path(project).expanduser().absolute()
+        if self.portable_index(scope, idx, root) is not None:
+            return (f"note: the team's files start `skillsight` from the PATH and read the index at "
+                    f"{os.path.relpath(idx, root)} in the project: each teammate installs skillsight-fast "
+                    "and builds (or checks out) that index")
+        if self.project_root is None:
+            why = f"{self.title} has no project-root variable its settings and hooks both expand"
+        else:
+            why = f"the index {idx} lies outside the project {root}"
+        return (f"note: the team's files name this machine's paths ({sys.executable}, {idx}) because {why}; "
+                "they work on this checkout only" + ("" if self.project_root is None else
+                                                     ": build the index inside the project (e.g. "
+                                                     f"{root / '.skillsight' / 'index'}) and install again"))
 
     def plan_plugin(self, index: str | os.PathLike[str], folder: str | os.PathLike[str] | None = None, *,
                     home: str | os.PathLike[str] | None = None, hook: bool = True, mcp: bool = True,

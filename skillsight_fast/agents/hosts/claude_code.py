@@ -42,6 +42,9 @@ class ClaudeCode(Host):
     title = "Claude Code"
     event = "UserPromptSubmit"
     scopes = ("user", "local", "project")
+    # hooks run with CLAUDE_PROJECT_DIR set; .mcp.json expands ${VAR:-default} in args, and a project's
+    # stdio servers start in the project folder, so "." stands in when the variable is not set
+    project_root = ('"$CLAUDE_PROJECT_DIR"', "${CLAUDE_PROJECT_DIR:-.}")
 
     def settings_files(self, scope: str, project: Path, home: Path) -> tuple[Path, Path]:
         if scope == "project":
