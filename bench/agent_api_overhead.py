@@ -174,7 +174,8 @@ def overhead(encoder, k: int, n_tasks: int, n_tools: int, reps: int) -> dict:
         t0 = time.perf_counter()
         claude.tools(fresh)
         again.append(time.perf_counter() - t0)
-    ms = lambda xs: round(1000 * statistics.median(xs), 3)
+    def ms(xs):
+        return round(1000 * statistics.median(xs), 3)
     return {"tools": len(tools), "tasks": len(tasks), "reps": reps, "k": k,
             "engine_ms": ms(times["engine"]), "claude_answer_ms": ms(times["claude"]),
             "openai_answer_ms": ms(times["openai"]), "claude_overhead_ms": ms(diffs["claude"]),

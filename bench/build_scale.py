@@ -159,8 +159,8 @@ def cmd_one(a: argparse.Namespace) -> None:
 def _ray_rates(n: int, workers: list[int], factory, src: Path, chunk: int) -> dict:
     import ray
 
-    from skillsight_fast.indexing.ray import ray_build
     from skillsight_fast.config import IndexConfig
+    from skillsight_fast.indexing.ray import ray_build
     from skillsight_fast.library.skills import LoadReport, iter_skills
 
     t0 = time.perf_counter()
@@ -172,7 +172,8 @@ def _ray_rates(n: int, workers: list[int], factory, src: Path, chunk: int) -> di
             marks: list[tuple[float, int]] = []
             t1 = time.perf_counter()
             index = ray_build(iter_skills([src], LoadReport()), factory, IndexConfig(), workers=w,
-                              chunk_size=chunk, on_chunk=lambda done: marks.append((time.perf_counter(), done)))
+                              chunk_size=chunk,
+                              on_chunk=lambda done, marks=marks: marks.append((time.perf_counter(), done)))
             total = time.perf_counter() - t1
             # steady rate: from the first shard back to the last (actor start-up and the model load
             # before the first shard, and the final assembly, excluded)

@@ -27,8 +27,8 @@ def main() -> int:
     p.add_argument("-o", "--output", required=True)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
-    from skillsight_fast.lab.benchmark.synthetic import scale_up
     from skillsight_fast.engine.index import SkillIndex
+    from skillsight_fast.lab.benchmark.synthetic import scale_up
     from skillsight_fast.lab.evaluation.datasets import load_dataset
     from skillsight_fast.lab.evaluation.methods import EvalContext
 

@@ -53,9 +53,9 @@ def main() -> int:
     args = p.parse_args()
 
     import ray
-    from skillsight_fast.engine.index import SkillIndex
 
     from skillsight_fast.cluster.index import ShardedIndex
+    from skillsight_fast.engine.index import SkillIndex
     from skillsight_fast.lab.evaluation.datasets import load_dataset
 
     tasks = [q.text for q in load_dataset(ROOT / "data" / "skillsbench").queries]

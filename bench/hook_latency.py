@@ -89,13 +89,13 @@ def prompts_of(rows: list[dict], n: int) -> list[str]:
 
 def timed(cmd: list[str], stdin: bytes, env: dict[str, str]) -> tuple[float, bytes, int]:
     t0 = time.perf_counter()
-    done = subprocess.run(cmd, input=stdin, capture_output=True, env=env)
+    done = subprocess.run(cmd, input=stdin, capture_output=True, env=env, check=False)
     return time.perf_counter() - t0, done.stdout, done.returncode
 
 
 def summary(xs: list[float]) -> dict[str, float]:
     xs = sorted(xs)
-    p90 = xs[min(len(xs) - 1, int(round(0.9 * (len(xs) - 1))))]
+    p90 = xs[min(len(xs) - 1, round(0.9 * (len(xs) - 1)))]
     return {"n": len(xs), "p50_ms": round(1000 * statistics.median(xs), 1), "p90_ms": round(1000 * p90, 1),
             "min_ms": round(1000 * xs[0], 1), "max_ms": round(1000 * xs[-1], 1)}
 
@@ -174,14 +174,13 @@ def bench_mcp(idx: Path, runs: int, env: dict[str, str]) -> dict:
 
     async def once() -> tuple[float, float]:
         t0 = time.perf_counter()
-        async with stdio_client(params) as (r, w):
-            async with mcp.ClientSession(r, w) as session:
-                await session.initialize()
-                t_init = time.perf_counter() - t0
-                res = await session.call_tool("find_skills", {"task": "merge two pdf files", "k": 3})
-                t_find = time.perf_counter() - t0
-                if getattr(res, "is_error", False):
-                    raise SystemExit(res.content[0].text)
+        async with stdio_client(params) as (r, w), mcp.ClientSession(r, w) as session:
+            await session.initialize()
+            t_init = time.perf_counter() - t0
+            res = await session.call_tool("find_skills", {"task": "merge two pdf files", "k": 3})
+            t_find = time.perf_counter() - t0
+            if getattr(res, "is_error", False):
+                raise SystemExit(res.content[0].text)
         return t_init, t_find
 
     pairs = [asyncio.run(once()) for _ in range(runs)]
@@ -231,7 +230,7 @@ def versions() -> dict[str, str]:
             out[p] = "not installed"
     try:
         out["git_commit"] = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                                           capture_output=True, text=True).stdout.strip()
+                                           capture_output=True, text=True, check=False).stdout.strip()
     except OSError:
         pass
     return out

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-WORDS = ("pdf merge split pages tables csv clean columns docker deploy image git rebase branch stl mesh "
+WORDS = ("pdf merge split pages tables csv clean columns docker deploy image git rebase branch stl mesh "  # noqa: SIM905 - a word list
          "volume email draft reply sql join postgres resize png thumbnails pytest fixtures scrape html "
          "links calendar invoice translate french audio transcribe video subtitles chart plot").split()
 
@@ -99,7 +99,7 @@ def run_load_test(service: Any, *, requests: int = 2000, threads: int = 8, secon
                     payload = json.loads(resp.read())
                     if resp.status != 200:
                         raise RuntimeError(f"HTTP {resp.status}: {payload}")
-                    if "hits" in payload and payload["hits"]:
+                    if payload.get("hits"):
                         last_id = payload["hits"][0]["id"]
                 except Exception as exc:  # noqa: BLE001 - every failure is an error to report
                     with lock:

@@ -83,12 +83,11 @@ async def first_search(cfg: Path, cache: Path, errlog) -> float:
         args=["-m", "skillsight_fast.cli", "-c", f"index-cache={cache}", "serve", "--mcp", "--proxy", str(cfg),
               "-q"])
     t0 = time.perf_counter()
-    async with stdio_client(cmd, errlog=errlog) as (r, w):
-        async with ClientSession(r, w) as px:
-            await px.initialize()
-            first = await px.call_tool("search_tools", {"task": TASKS[0]})
-            took = time.perf_counter() - t0
-            assert not first.is_error, first
+    async with stdio_client(cmd, errlog=errlog) as (r, w), ClientSession(r, w) as px:
+        await px.initialize()
+        first = await px.call_tool("search_tools", {"task": TASKS[0]})
+        took = time.perf_counter() - t0
+        assert not first.is_error, first
     return took
 
 
@@ -105,22 +104,21 @@ async def measure(runs: int, warm: int, starts: int = 3, start_only: bool = Fals
         if not Path(exe).exists():
             raise SystemExit(f"{exe} is missing: pip install 'skillsight-fast[mcp-servers]'")
     out: dict = {}
-    errlog = open(os.devnull, "w")
+    errlog = open(os.devnull, "w")  # noqa: ASYNC230, SIM115 - /dev/null for the servers' stderr, for the whole run
     with tempfile.TemporaryDirectory() as tmp:
         cfg = Path(tmp) / "servers.json"
         block = {n: {"command": c, "args": args[n]} for n, c in servers.items()}
         cfg.write_text(json.dumps({"mcpServers": block}))
 
-        async with stdio_client(StdioServerParameters(command=servers["git"]), errlog=errlog) as (r, w):
-            async with ClientSession(r, w) as git:
-                await git.initialize()
-                out["direct_list_tools_git"] = _stats(await _timed(lambda i: git.list_tools(), runs, warm))
+        async with (stdio_client(StdioServerParameters(command=servers["git"]), errlog=errlog) as (r, w),
+                    ClientSession(r, w) as git):
+            await git.initialize()
+            out["direct_list_tools_git"] = _stats(await _timed(lambda i: git.list_tools(), runs, warm))
         async with stdio_client(StdioServerParameters(command=servers["time"], args=args["time"]),
-                                errlog=errlog) as (r, w):
-            async with ClientSession(r, w) as tm:
-                await tm.initialize()
-                out["direct_call_time"] = _stats(await _timed(
-                    lambda i: tm.call_tool("get_current_time", {"timezone": "Asia/Tokyo"}), runs, warm))
+                                errlog=errlog) as (r, w), ClientSession(r, w) as tm:
+            await tm.initialize()
+            out["direct_call_time"] = _stats(await _timed(
+                lambda i: tm.call_tool("get_current_time", {"timezone": "Asia/Tokyo"}), runs, warm))
 
         cache = Path(tmp) / "index-cache"
         out["proxy_start_to_first_search"] = {"s": round(await first_search(cfg, cache, errlog), 3)}
@@ -133,25 +131,24 @@ async def measure(runs: int, warm: int, starts: int = 3, start_only: bool = Fals
             command=sys.executable, env={"PYTHONPATH": str(ROOT)},
             args=["-m", "skillsight_fast.cli", "-c", f"index-cache={cache}", "serve", "--mcp", "--proxy",
                   str(cfg), "-q"])
-        async with stdio_client(proxy_cmd, errlog=errlog) as (r, w):
-            async with ClientSession(r, w) as px:
-                await px.initialize()
-                first = await px.call_tool("search_tools", {"task": TASKS[0]})
-                assert not first.is_error, first
-                out["proxy_list_tools"] = _stats(await _timed(lambda i: px.list_tools(), runs, warm))
+        async with stdio_client(proxy_cmd, errlog=errlog) as (r, w), ClientSession(r, w) as px:
+            await px.initialize()
+            first = await px.call_tool("search_tools", {"task": TASKS[0]})
+            assert not first.is_error, first
+            out["proxy_list_tools"] = _stats(await _timed(lambda i: px.list_tools(), runs, warm))
 
-                async def search(i: int) -> None:
-                    res = await px.call_tool("search_tools", {"task": TASKS[i % len(TASKS)], "k": 5})
-                    assert not res.is_error
+            async def search(i: int) -> None:
+                res = await px.call_tool("search_tools", {"task": TASKS[i % len(TASKS)], "k": 5})
+                assert not res.is_error
 
-                out["proxy_search_tools"] = _stats(await _timed(search, runs, warm))
+            out["proxy_search_tools"] = _stats(await _timed(search, runs, warm))
 
-                async def call(i: int) -> None:
-                    res = await px.call_tool("call_tool", {"name": "time/get_current_time",
-                                                           "arguments": {"timezone": "Asia/Tokyo"}})
-                    assert not res.is_error
+            async def call(i: int) -> None:
+                res = await px.call_tool("call_tool", {"name": "time/get_current_time",
+                                                       "arguments": {"timezone": "Asia/Tokyo"}})
+                assert not res.is_error
 
-                out["proxy_call_time"] = _stats(await _timed(call, runs, warm))
+            out["proxy_call_time"] = _stats(await _timed(call, runs, warm))
 
         proxy = ToolProxy([ServerConfig(name=n, command=c, args=tuple(args[n])) for n, c in servers.items()],
                           errlog=errlog)

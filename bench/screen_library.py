@@ -24,8 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from skillsight_fast.library.screen import SCREEN_VERSION, screen_skill
-from skillsight_fast.library.skills import load_skills
+from skillsight_fast.library.screen import SCREEN_VERSION, screen_skill  # noqa: E402
+from skillsight_fast.library.skills import load_skills  # noqa: E402
 
 LIBRARIES = ("data/skillsbench", "data/skill_pool", "data/personal/skills")
 

@@ -48,7 +48,7 @@ def test_dense_topk_int8_rescored(benchmark, corpus, one_thread):
     codes, scales = quantize_int8(corpus.perp)
     q = project_out_background(corpus.queries[:8], corpus.basis)
     exact, _ = dense_topk(q, corpus.perp, K)
-    ids, _ = benchmark(dense_topk_int8, q[:1], codes, scales, K, docs=corpus.perp)
+    _ids, _ = benchmark(dense_topk_int8, q[:1], codes, scales, K, docs=corpus.perp)
     approx, _ = dense_topk_int8(q, codes, scales, K, docs=corpus.perp)
     benchmark.extra_info["recall_at_K_vs_exact"] = float(np.mean(
         [len(set(a) & set(b)) / K for a, b in zip(approx.tolist(), exact.tolist())]))

@@ -20,18 +20,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from skillsight_fast.config import IndexConfig
-from skillsight_fast.lab.evaluation.datasets import load_dataset
-from skillsight_fast.lab.evaluation.methods import METHODS, EvalContext
-from skillsight_fast.metrics import bootstrap_diff, bootstrap_mean
-from skillsight_fast.lab.evaluation.tool_search import (
+from skillsight_fast.config import IndexConfig  # noqa: E402
+from skillsight_fast.lab.evaluation.datasets import load_dataset  # noqa: E402
+from skillsight_fast.lab.evaluation.methods import METHODS, EvalContext  # noqa: E402
+from skillsight_fast.lab.evaluation.tool_search import (  # noqa: E402
     DEPTH_METRICS,
     RULE_BASELINES,
     RULE_METRICS,
     depth_metrics,
     rule_check,
 )
-from skillsight_fast.tools.catalog import tool_index_config
+from skillsight_fast.metrics import bootstrap_diff, bootstrap_mean  # noqa: E402
+from skillsight_fast.tools.catalog import tool_index_config  # noqa: E402
 
 DATASETS = ("bfcl", "metatool", "gorilla_hf")
 TOOL, LIBRARY = "tool catalogue", "library default"

@@ -89,7 +89,7 @@ def main() -> int:
     build_s = time.perf_counter() - t0
     del index
     rng = np.random.default_rng(1)
-    changed = np.sort(rng.choice(args.size, int(round(args.changed * args.size)), replace=False))
+    changed = np.sort(rng.choice(args.size, round(args.changed * args.size), replace=False))
     new = list(skills)
     for j in changed.tolist():
         s = skills[j]

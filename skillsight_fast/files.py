@@ -161,9 +161,8 @@ def atomic_output(path: str | os.PathLike[str], mode: int = 0o644, suffix: str =
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, mode: int = 0o644) -> None:
     """Write ``data`` to ``path`` atomically and durably (see :func:`atomic_output`)."""
-    with atomic_output(path, mode) as tmp:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
+    with atomic_output(path, mode) as tmp, open(tmp, "wb") as fh:
+        fh.write(data)
 
 
 #: Longest line :func:`iter_lines` returns (characters); a longer one is an error, not a memory blow-up.

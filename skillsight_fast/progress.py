@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from typing import IO, Any
+from typing import IO, Any, Self
 
 import numpy as np
 
@@ -104,11 +104,11 @@ class Progress:
         self._t0 = time.perf_counter()
         self._last = 0.0
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Self:
         self._draw(force=True)
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def update(self, n: int = 1) -> None:

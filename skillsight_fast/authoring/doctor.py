@@ -93,7 +93,7 @@ def listing_chars(meta: Any) -> int:
     return len(meta.description) + (len(extra) + 1 if extra else 0)
 
 
-def self_queries(index: "SkillIndex") -> list[str]:
+def self_queries(index: SkillIndex) -> list[str]:
     """The task each skill is checked with: its description and ``when_to_use`` (its name when
     both are empty)."""
     out = []
@@ -103,7 +103,7 @@ def self_queries(index: "SkillIndex") -> list[str]:
     return out
 
 
-def diagnose(index: "SkillIndex", *, k: int = DOCTOR_K, batch: int = 256,
+def diagnose(index: SkillIndex, *, k: int = DOCTOR_K, batch: int = 256,
              duplicate_cosine: float = DUPLICATE_COSINE) -> Report:
     """Run the four checks (see the module docstring).
 
@@ -214,7 +214,7 @@ def diagnose(index: "SkillIndex", *, k: int = DOCTOR_K, batch: int = 256,
 
 def _margin(own: float, other: float) -> float | None:
     """Fused score of the skill for its own description minus its best rival's (None: not found)."""
-    if own != own or other != other:
+    if np.isnan(own) or np.isnan(other):
         return None
     return round(own - other, 4)
 
@@ -225,8 +225,8 @@ def format_report(report: Report, limit: int = 10) -> str:
     n = max(s["n_skills"], 1)
     lines = [
         f"library of {s['n_skills']} skills",
-        f"self-retrieval (own description as the task, top {s['k']}): {s['self_first']} first "
-        f"({100 * s['self_first'] / n:.1f}%), {s['not_in_top_k']} not in the top {s['k']}",
+        (f"self-retrieval (own description as the task, top {s['k']}): {s['self_first']} first "
+         f"({100 * s['self_first'] / n:.1f}%), {s['not_in_top_k']} not in the top {s['k']}"),
     ]
     for item in report.not_self[:limit]:
         where = f"rank {item['rank']}" if item["rank"] else f"not in the top {report.k}"

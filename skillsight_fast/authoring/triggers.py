@@ -95,7 +95,7 @@ def read_triggers(path: str | Path, skill: str | None = None) -> list[TriggerCas
     return _parse(p, skill or p.stem)
 
 
-def resolve_skill(index: "SkillIndex", name: str) -> int:
+def resolve_skill(index: SkillIndex, name: str) -> int:
     """The row of the skill a trigger file names: its id, else its unique name, else the unique id
     ending in ``:name`` or ``/name`` (or ``:name@...``, a skill of several tasks: the first).
 
@@ -119,8 +119,8 @@ def resolve_skill(index: "SkillIndex", name: str) -> int:
     raise TriggerFileError(f"no skill {name!r} in the index")
 
 
-def evaluate_triggers(index: "SkillIndex", cases: Sequence[TriggerCase], *, k: int = 5,
-                      abstention: "Abstention | None" = None, cut: str = "hit", n_boot: int = 2000,
+def evaluate_triggers(index: SkillIndex, cases: Sequence[TriggerCase], *, k: int = 5,
+                      abstention: Abstention | None = None, cut: str = "hit", n_boot: int = 2000,
                       seed: int = 0) -> dict[str, Any]:
     """Trigger rate of the should-trigger prompts and false-trigger rate of the others.
 

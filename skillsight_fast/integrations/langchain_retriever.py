@@ -43,7 +43,7 @@ class SkillsightRetriever(_retrievers.BaseRetriever):  # type: ignore[misc, name
     k: int = 5
     abstention: Any = None
     include_body: bool = False
-    knobs: dict[str, Any] = {}
+    knobs: dict[str, Any] = {}  # noqa: RUF012 - a pydantic field: each instance gets its own copy
 
     def __init__(self, **data: Any) -> None:
         if "index" in data:

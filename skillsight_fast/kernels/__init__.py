@@ -56,7 +56,21 @@ _WHERE = {
     "transpose_csr": "csr",
 }
 
-__all__ = sorted(_WHERE)
+__all__ = [
+    "FUSION_MODES",
+    "dense_topk",
+    "fuse_topk",
+    "matched_terms",
+    "merge_candidates",
+    "n_threads",
+    "project_out_background",
+    "score_bm25_candidates",
+    "score_lexical_all",
+    "score_lexical_candidates",
+    "single_thread",
+    "token_directions",
+    "transpose_csr",
+]
 
 
 def __getattr__(name: str) -> Any:

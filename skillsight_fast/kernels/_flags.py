@@ -8,10 +8,10 @@ compiles nothing.
 from __future__ import annotations
 
 FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
-JIT = dict(cache=True, nogil=True, fastmath=FASTMATH)
-PARALLEL_JIT = dict(JIT, parallel=True)
+JIT = {"cache": True, "nogil": True, "fastmath": FASTMATH}
+PARALLEL_JIT = {**JIT, "parallel": True}
 
 # every module that reads these settings defines Numba kernels: say when one is compiled (not cached)
-from skillsight_fast.kernels._notice import install as _install_compile_notice
+from skillsight_fast.kernels._notice import install as _install_compile_notice  # noqa: E402
 
 _install_compile_notice()

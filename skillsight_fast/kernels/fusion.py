@@ -84,8 +84,7 @@ def _fuse_topk(
             if mode == 0:
                 if std_l > 0.0:
                     z = (y - mean_l) / std_l
-                    if z < 0.0:
-                        z = 0.0
+                    z = max(z, 0.0)
                     scale = std_d if std_d > 0.0 else 1.0
                     f = x + weight * z * scale
                 else:

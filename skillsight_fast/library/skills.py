@@ -151,8 +151,7 @@ def parse_front_matter(text: str, *, source: str = "SKILL.md") -> tuple[dict[str
     SkillFormatError
         As :func:`parse_skill_md`.
     """
-    if text.startswith("\ufeff"):
-        text = text[1:]
+    text = text.removeprefix("\ufeff")
     lines = text.splitlines(keepends=True)
     if not lines or lines[0].strip() != "---":
         raise SkillFormatError(f"{source}: no YAML front matter (the file must start with '---')")

@@ -42,7 +42,7 @@ def orthonormal_rows(rng, r, d):
 
 def assert_topk(ids, scores, score_matrix, k):
     """ids/scores are a correct top-k of score_matrix (float64 truth), ties in any order."""
-    n, n_docs = score_matrix.shape
+    n, _n_docs = score_matrix.shape
     assert ids.shape == (n, k) and scores.shape == (n, k)
     assert ids.dtype == np.int64 and scores.dtype == np.float32
     for i in range(n):
@@ -111,7 +111,7 @@ def test_dense_topk_padding_when_k_exceeds_n(rng):
 
 def test_dense_topk_ties_order_by_id():
     docs = np.array([[1, 0], [0, 1], [1, 0], [1, 0], [0, 0]], np.float32)
-    ids, scores = dense_topk(np.array([[1, 0]], np.float32), docs, 4)
+    ids, _scores = dense_topk(np.array([[1, 0]], np.float32), docs, 4)
     assert ids[0].tolist() == [0, 2, 3, 1]
     ids, _ = dense_topk(np.array([[1, 0]], np.float32), docs, 2)
     assert ids[0].tolist() == [0, 2]
@@ -166,7 +166,7 @@ def test_dense_topk_float64_and_noncontiguous_inputs(rng):
 def random_lexicon(rng, n_docs, vocab):
     sets = [set(rng.choice(vocab, size=rng.integers(0, vocab + 1), replace=False).tolist()) for _ in range(n_docs)]
     lex = Lexicon.from_token_sets([{f"t{t}" for t in s} for s in sets])
-    ids = [set(lex.term_ids[f"t{t}"] for t in s) for s in sets]
+    ids = [{lex.term_ids[f"t{t}"] for t in s} for s in sets]
     return lex, ids
 
 
@@ -275,7 +275,7 @@ def test_bm25_no_evidence_tokens_zero_idf_and_empty(rng):
     cand = np.arange(10, dtype=np.int64).reshape(2, 5) % 5
     args = (lex.doc_indptr, lex.doc_terms, lex.doc_tf, lex.doc_len)
     assert (score_bm25_candidates(cand, np.zeros(0, np.int32), ptr, *args, idf) == 0).all()
-    queries, flat, qptr = random_queries(rng, 2, len(lex.vocab), empty_every=10)
+    _queries, flat, qptr = random_queries(rng, 2, len(lex.vocab), empty_every=10)
     assert (score_bm25_candidates(cand, flat, qptr, *args, np.zeros_like(idf)) == 0).all()
     assert score_bm25_candidates(np.zeros((2, 0), np.int64), flat, qptr, *args, idf).shape == (2, 0)
     assert score_bm25_candidates(np.zeros((0, 3), np.int64), np.zeros(0, np.int32), np.zeros(1, np.int64),
@@ -350,7 +350,7 @@ def test_fuse_topk_matches_reference(rng, mode, k):
     s_lex[3] = 0.25  # constant lexical: no lexical contribution in eq15
     s_dense[4] = 0.5  # constant dense
     ids, scores, pos = fuse_topk(cand, s_dense, s_lex, k, mode=mode, weight=0.4)
-    rids, rscores, rpos = ref.fuse_topk(cand, s_dense, s_lex, k, mode=mode, weight=0.4)
+    _rids, rscores, rpos = ref.fuse_topk(cand, s_dense, s_lex, k, mode=mode, weight=0.4)
     fused = ref.fuse(cand, s_dense, s_lex, mode=mode, weight=0.4)
     np.testing.assert_allclose(scores, rscores, atol=ATOL, rtol=0)
     for i in range(n):

@@ -50,7 +50,7 @@ def test_int8_scan_rescored_is_exact_with_full_oversampling(rng, n_docs, k):
     ids, scores = dense_topk_int8(q, codes, scales, k, docs=docs, oversample=max(1, n_docs))
     exact = q.astype(np.float64) @ docs.T.astype(np.float64)
     for i in range(2):
-        ref_ids, ref_scores = ref.topk_ref(exact[i], k)
+        _ref_ids, ref_scores = ref.topk_ref(exact[i], k)
         np.testing.assert_allclose(scores[i], ref_scores, atol=1e-5)
         valid = ids[i] >= 0
         np.testing.assert_allclose(exact[i, ids[i][valid]], scores[i][valid], atol=1e-5)
@@ -84,7 +84,7 @@ def test_int8_scan_ties_and_empty(rng):
     codes, scales = quantize_int8(docs)
     ids, _ = dense_topk_int8(np.array([[1, 0]], np.float32), codes, scales, 2, docs=docs)
     assert ids[0].tolist() == [0, 2]
-    ids, scores = dense_topk_int8(np.zeros((0, 2), np.float32), codes, scales, 2)
+    ids, _scores = dense_topk_int8(np.zeros((0, 2), np.float32), codes, scales, 2)
     assert ids.shape == (0, 2)
     with pytest.raises(ValueError):
         dense_topk_int8(np.zeros((1, 3), np.float32), codes, scales, 2)

@@ -21,7 +21,7 @@ def test_lexical_candidates_long_queries_match_reference(rng, q_len):
     vocab = 300
     sets = [set(rng.choice(vocab, size=rng.integers(0, 120), replace=False).tolist()) for _ in range(60)]
     lex = Lexicon.from_token_sets([{f"t{t}" for t in s} for s in sets])
-    doc_ids = [set(lex.term_ids[f"t{t}"] for t in s) for s in sets]
+    doc_ids = [{lex.term_ids[f"t{t}"] for t in s} for s in sets]
     v = len(lex.vocab)
     w = rng.random(v).astype(np.float32)
     queries = [rng.choice(v, size=min(q_len, v), replace=False).tolist() for _ in range(5)]
@@ -45,7 +45,7 @@ def test_dense_topk_tiles_match_reference(rng, n_queries, n_docs, threads):
         ids, scores = dense_topk(q, docs, 25)
     truth = q.astype(np.float64) @ docs.T.astype(np.float64)
     for i in range(n_queries):
-        ref_ids, ref_scores = ref.topk_ref(truth[i], 25)
+        _ref_ids, ref_scores = ref.topk_ref(truth[i], 25)
         np.testing.assert_allclose(scores[i], ref_scores, atol=1e-4)
         np.testing.assert_allclose(truth[i, ids[i]], scores[i], atol=1e-4)
         assert len(set(ids[i].tolist())) == 25
@@ -55,10 +55,9 @@ def test_n_threads_restores_the_count():
     import numba
 
     before = numba.get_num_threads()
-    with pytest.raises(RuntimeError):
-        with single_thread():
-            assert numba.get_num_threads() == 1
-            raise RuntimeError
+    with pytest.raises(RuntimeError), single_thread():
+        assert numba.get_num_threads() == 1
+        raise RuntimeError
     assert numba.get_num_threads() == before
     with n_threads(None) as t:
         assert t == before
