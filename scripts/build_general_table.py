@@ -73,7 +73,8 @@ def docstring_lines(max_files: int = 20000) -> list[str]:
     files: list[Path] = []
     for r in sorted(roots):
         files.extend(p for p in sorted(r.rglob("*.py"))
-                     if "skillsight" not in str(p) and "/test" not in str(p) and "site-packages/pip/" not in str(p))
+                     if "skillsight" not in str(p) and "/test" not in str(p)
+                     and "site-packages/pip/" not in str(p))
     out: list[str] = []
     for p in files[:max_files]:
         try:
@@ -161,7 +162,8 @@ def encode_corpus(texts: list[str], cache: Path) -> tuple[np.ndarray, np.ndarray
         emb_parts.append(e)
         sums = s if sums is None else sums + s
         counts = c if counts is None else counts + c
-        logger.info("encoded %d / %d texts, %.0f s", min(lo + step, len(texts)), len(texts), time.perf_counter() - t0)
+        logger.info("encoded %d / %d texts, %.0f s", min(lo + step, len(texts)), len(texts),
+                    time.perf_counter() - t0)
     out = [np.vstack(emb_parts).astype(np.float32), sums, counts]
     folder.mkdir(parents=True, exist_ok=True)
     for f, a in zip(files, out):
@@ -205,7 +207,8 @@ def build(out: Path, tasks: bool, cache: Path, steps: int = 1000) -> dict:
     ids, res = fit_library_table(ids, prior, enc.tokenize, fit_texts, emb[keep], np.full(len(fit_texts), -1),
                                  basis, np.zeros((0, emb.shape[1]), np.float32), config=cfg,
                                  drop=[enc._tokenizer.token_to_id("[UNK]")])
-    notes.update(model_id=enc.model_id, checksum=enc.checksum, fit_s=round(res.seconds, 1), rows=int(ids.size),
+    notes.update(model_id=enc.model_id, checksum=enc.checksum, fit_s=round(res.seconds, 1),
+                 rows=int(ids.size),
                  steps=steps,
                  loss_first_last=[round(float(np.mean(res.history[:20])), 4),
                                   round(float(np.mean(res.history[-20:])), 4)])

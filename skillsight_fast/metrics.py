@@ -151,7 +151,8 @@ def bootstrap_diff(a: np.ndarray, b: np.ndarray, *, n_boot: int = 2000, seed: in
     return float(d.mean()), float(lo), float(hi)
 
 
-def bootstrap_mean(a: np.ndarray, *, n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+def bootstrap_mean(a: np.ndarray, *, n_boot: int = 2000, seed: int = 0,
+                   level: float = 0.95) -> tuple[float, float]:
     """Percentile bootstrap interval of mean(a) over queries."""
     _, lo, hi = bootstrap_diff(np.asarray(a, float), np.zeros(len(a)), n_boot=n_boot, seed=seed, level=level)
     return lo, hi

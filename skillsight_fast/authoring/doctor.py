@@ -148,7 +148,8 @@ def diagnose(index: SkillIndex, *, k: int = DOCTOR_K, batch: int = 256,
 
     # self-retrieval: the top k (+ room for the skill's copies) of each skill's own description
     texts = self_queries(index)
-    depth = min(n, k + 1 + max(len(groups[key]) for key in keys) + max((len(v) for v in near.values()), default=0))
+    depth = min(n, k + 1 + max(len(groups[key]) for key in keys)
+                + max((len(v) for v in near.values()), default=0))
     top_other: list[int] = [-1] * n
     self_rank: list[int | None] = [None] * n
     scores_self: list[float] = [float("nan")] * n
@@ -175,7 +176,8 @@ def diagnose(index: SkillIndex, *, k: int = DOCTOR_K, batch: int = 256,
     for r in self_rank:
         label = str(r) if r is not None else f">{k}"
         counts[label] = counts.get(label, 0) + 1
-    report.self_rank_counts = dict(sorted(counts.items(), key=lambda kv: (kv[0].startswith(">"), len(kv[0]), kv[0])))
+    report.self_rank_counts = dict(sorted(counts.items(),
+                                          key=lambda kv: (kv[0].startswith(">"), len(kv[0]), kv[0])))
     report.not_self.sort(key=lambda s: (s["rank"] is not None, -(s["rank"] or 0)))
 
     # confusable: each is the other's best hit besides itself, and one of them outranks the other
@@ -189,7 +191,8 @@ def diagnose(index: SkillIndex, *, k: int = DOCTOR_K, batch: int = 256,
             "a": metas[a].id, "b": metas[b].id, "a_self_rank": self_rank[a], "b_self_rank": self_rank[b],
             "margin_a": _margin(scores_self[a], scores_other[a]),
             "margin_b": _margin(scores_self[b], scores_other[b])})
-    report.confusable.sort(key=lambda c: min(x if x is not None else -1e9 for x in (c["margin_a"], c["margin_b"])))
+    report.confusable.sort(
+        key=lambda c: min(x if x is not None else -1e9 for x in (c["margin_a"], c["margin_b"])))
 
     for key, rows in groups.items():
         if len(rows) > 1 and key:
@@ -200,9 +203,9 @@ def diagnose(index: SkillIndex, *, k: int = DOCTOR_K, batch: int = 256,
     for m in metas:
         chars = listing_chars(m)
         total += chars
-        over = [host for host, limit, value in (("claude-code", CLAUDE_CODE_LISTING_CHARS, chars),
-                                                ("agent-skills-spec", SPEC_DESCRIPTION_CHARS, len(m.description)))
-                if value > limit]
+        caps = (("claude-code", CLAUDE_CODE_LISTING_CHARS, chars),
+                ("agent-skills-spec", SPEC_DESCRIPTION_CHARS, len(m.description)))
+        over = [host for host, limit, value in caps if value > limit]
         if over:
             report.too_long.append({"id": m.id, "name": m.name, "description_chars": len(m.description),
                                     "when_to_use_chars": len(getattr(m, "when_to_use", "") or ""),
@@ -233,7 +236,8 @@ def format_report(report: Report, limit: int = 10) -> str:
         lines.append(f"  {item['id']}: {where}; above it: {', '.join(item['above']) or '-'}")
     lines.append(f"confusable pairs (each the other's best hit): {s['confusable_pairs']}")
     for c in report.confusable[:limit]:
-        lines.append(f"  {c['a']} <-> {c['b']}  (self ranks {c['a_self_rank'] or '-'} / {c['b_self_rank'] or '-'}, "
+        lines.append(f"  {c['a']} <-> {c['b']}  "
+                     f"(self ranks {c['a_self_rank'] or '-'} / {c['b_self_rank'] or '-'}, "
                      f"score margins {c['margin_a']} / {c['margin_b']})")
     lines.append(f"duplicate names: {s['duplicate_name_groups']} names shared by "
                  f"{s['skills_in_duplicate_name_groups']} skills")
@@ -244,7 +248,8 @@ def format_report(report: Report, limit: int = 10) -> str:
     for p in report.near_identical[:limit]:
         lines.append(f"  {p['a']} ~ {p['b']}  cosine {p['cosine']}")
     lines.append(f"listing budget: {s['over_claude_code_listing_cap']} skills over Claude Code's "
-                 f"{CLAUDE_CODE_LISTING_CHARS}-character cap, {s['over_spec_description_limit']} over the spec's "
+                 f"{CLAUDE_CODE_LISTING_CHARS}-character cap, "
+                 f"{s['over_spec_description_limit']} over the spec's "
                  f"{SPEC_DESCRIPTION_CHARS}-character description limit; the whole listing is "
                  f"{s['listing_chars']:,} characters (Claude Code lists ~{CLAUDE_CODE_TOTAL_LISTING_CHARS:,} "
                  "at a 200k context)")

@@ -70,7 +70,8 @@ def _parse(path: Path, skill: str | None) -> list[TriggerCase]:
             raise TriggerFileError(f"{where}: 'should_trigger' must be true or false")
         target = item.get("skill", skill)
         if not isinstance(target, str) or not target:
-            raise TriggerFileError(f"{where}: no skill to test (give --skill ID, or name the file after the skill)")
+            raise TriggerFileError(
+                f"{where}: no skill to test (give --skill ID, or name the file after the skill)")
         out.append(TriggerCase(target, query, label, str(path)))
     return out
 
@@ -114,8 +115,9 @@ def resolve_skill(index: SkillIndex, name: str) -> int:
         if len(rows) == 1 or (rows and len({index.skills[j].id.split("@")[0] for j in rows}) == 1):
             return rows[0]  # one skill, or one skill vendored once per task (id@task)
         if len(rows) > 1:
-            raise TriggerFileError(f"{name!r} matches {len(rows)} skills ({', '.join(index.skills[j].id for j in rows[:4])}"
-                                   "...); name the skill by its id")
+            first = ", ".join(index.skills[j].id for j in rows[:4])
+            raise TriggerFileError(
+                f"{name!r} matches {len(rows)} skills ({first}...); name the skill by its id")
     raise TriggerFileError(f"no skill {name!r} in the index")
 
 
@@ -178,7 +180,8 @@ def format_triggers(result: dict[str, Any]) -> str:
     """The per-skill table and the failed prompts, as text."""
     rule = result["abstention"]
     thr = f"{rule['signal']} >= {rule['threshold']:.4f}" if rule else "no threshold"
-    lines = [f"trigger evaluation: {result['n_cases']} prompts, top {result['k']}, cut per {result['cut']} at {thr}",
+    lines = [(f"trigger evaluation: {result['n_cases']} prompts, top {result['k']}, "
+              f"cut per {result['cut']} at {thr}"),
              f"{'skill':<44}{'n+':>4}{'n-':>4}{'trigger':>9}{'false':>8}{'top-1':>8}{'pass':>7}"]
 
     def pct(x: Any) -> str:

@@ -1,4 +1,5 @@
-"""Argument checks shared by the kernels' wrappers and their NumPy twins (:mod:`skillsight_fast.kernels.twins`).
+"""Argument checks shared by the kernels' wrappers and their NumPy twins
+(:mod:`skillsight_fast.kernels.twins`).
 
 Plain NumPy, no Numba: importing this module does not start the JIT, so the one-shot NumPy stages can
 validate their inputs exactly as the kernels do.

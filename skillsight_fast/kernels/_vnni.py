@@ -71,7 +71,8 @@ def _dpbusd_dot(typingctx, a, b, n64):  # pragma: no cover - compiled into the k
             x = builder.load(builder.bitcast(builder.gep(pa, [off]), v64.as_pointer()), align=1)
             y = builder.load(builder.bitcast(builder.gep(pb, [off]), v64.as_pointer()), align=1)
             x = builder.xor(x, flip)
-            builder.store(builder.call(dp, [builder.load(acc), builder.bitcast(x, v16), builder.bitcast(y, v16)]), acc)
+            dot = builder.call(dp, [builder.load(acc), builder.bitcast(x, v16), builder.bitcast(y, v16)])
+            builder.store(dot, acc)
         reduce_add = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(32), [v16]),
                                                     "llvm.vector.reduce.add.v16i32")
         return builder.call(reduce_add, [builder.load(acc)])

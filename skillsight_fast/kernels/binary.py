@@ -150,7 +150,8 @@ def _int8_rows(qc, qs, codes, scales, rows, out):  # pragma: no cover - jitted
 
 
 @njit(**JIT)
-def _binary_rescored_row(q, bits, codes, scales, docs, m, kk, out_ids, out_scores):  # pragma: no cover - jitted
+def _binary_rescored_row(q, bits, codes, scales, docs, m, kk, out_ids,
+                         out_scores):  # pragma: no cover - jitted
     """One query: the m Hamming-nearest rows, their int8 scores, the kk best re-scored exactly, the K
     best sorted into the pre-filled (-1 / -inf) rows out_ids int64 (K,), out_scores float32 (K,)."""
     qb = np.empty(bits.shape[1], np.uint64)
@@ -177,7 +178,8 @@ def _binary_topk(queries, bits, codes, scales, docs, m, kk, out_ids, out_scores)
 
 
 @njit(**JIT)
-def _binary_topk_one(queries, bits, codes, scales, docs, m, kk, out_ids, out_scores):  # pragma: no cover - jitted
+def _binary_topk_one(queries, bits, codes, scales, docs, m, kk, out_ids,
+                     out_scores):  # pragma: no cover - jitted
     """:func:`_binary_topk` for one query, without the parallel launch."""
     _binary_rescored_row(queries[0], bits, codes, scales, docs, m, kk, out_ids[0], out_scores[0])
 
@@ -207,7 +209,8 @@ def pack_signs(x: np.ndarray) -> np.ndarray:
 
 
 def hamming(qbits: np.ndarray, bits: np.ndarray) -> np.ndarray:
-    """Hamming distance uint16 (N,) between the packed query ``qbits`` uint64 (W,) and each row of ``bits``."""
+    """Hamming distance uint16 (N,) between the packed query ``qbits`` uint64 (W,) and each row of
+    ``bits``."""
     ensure_compiled()  # a cold cache: compile the whole set, once per install
     qb = np.ascontiguousarray(qbits, np.uint64).reshape(-1)
     b = np.ascontiguousarray(bits, np.uint64)
@@ -265,7 +268,8 @@ def dense_topk_binary(
     c = np.ascontiguousarray(codes, dtype=np.int8)
     s = np.ascontiguousarray(scales, dtype=np.float32)
     b = np.ascontiguousarray(bits, dtype=np.uint64)
-    x = docs if docs.dtype == np.float32 and docs.flags.c_contiguous else np.ascontiguousarray(docs, np.float32)
+    x = (docs if docs.dtype == np.float32 and docs.flags.c_contiguous
+         else np.ascontiguousarray(docs, np.float32))
     n_docs, d = c.shape if c.ndim == 2 else (-1, -1)
     if (c.ndim != 2 or q.shape[1] != d or s.shape != (n_docs,) or x.shape != c.shape
             or b.shape != (n_docs, -(-d // 64))):

@@ -245,7 +245,8 @@ def _int8_topk_rescored(queries, codes, scales, docs, kk, out_ids, out_scores): 
 
 
 @njit(**JIT)
-def _int8_topk_rescored_one(queries, codes, scales, docs, kk, out_ids, out_scores):  # pragma: no cover - jitted
+def _int8_topk_rescored_one(queries, codes, scales, docs, kk, out_ids,
+                            out_scores):  # pragma: no cover - jitted
     """:func:`_int8_topk_rescored` for one query, without the parallel launch."""
     _int8_rescored_row(queries[0], codes, scales, docs, kk, out_ids[0], out_scores[0])
 
@@ -286,7 +287,8 @@ def rescore_rows(q: np.ndarray, docs: np.ndarray, rows: np.ndarray) -> np.ndarra
     scan's re-scoring and the exact scan (the same score a document gets from either scan; what a
     shard of :mod:`skillsight_fast.cluster` returns for its rows)."""
     ensure_compiled()  # a cold cache: compile the whole set, once per install
-    x = docs if docs.dtype == np.float32 and docs.flags.c_contiguous else np.ascontiguousarray(docs, np.float32)
+    x = (docs if docs.dtype == np.float32 and docs.flags.c_contiguous
+         else np.ascontiguousarray(docs, np.float32))
     r = np.ascontiguousarray(rows, np.int64)
     if r.size and (r.min() < 0 or r.max() >= x.shape[0]):
         raise ValueError("rows out of range")
@@ -346,7 +348,8 @@ def dense_topk_int8(
             with parallel_launch():
                 _int8_topk(q, c, s, ids, scores)
         return ids, scores
-    x = docs if docs.dtype == np.float32 and docs.flags.c_contiguous else np.ascontiguousarray(docs, np.float32)
+    x = (docs if docs.dtype == np.float32 and docs.flags.c_contiguous
+         else np.ascontiguousarray(docs, np.float32))
     if x.shape != c.shape:
         raise ValueError(f"docs {x.shape} do not match codes {c.shape}")
     kk = min(max(k, oversample * k), max(n_docs, 1))

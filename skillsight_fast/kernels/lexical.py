@@ -309,7 +309,8 @@ def score_lexical_all(
 
 
 @njit(**JIT)
-def _matched_terms(hits, q_terms, q_ptr, doc_indptr, doc_terms, out_ptr, out_terms):  # pragma: no cover - jitted
+def _matched_terms(hits, q_terms, q_ptr, doc_indptr, doc_terms, out_ptr,
+                   out_terms):  # pragma: no cover - jitted
     """The query terms each hit contains, in query order, as CSR over the hits (row-major).
 
     hits : int64 (n, k), -1 = padding (no terms). out_ptr : int64 (n k + 1,) with out_ptr[0] = 0,

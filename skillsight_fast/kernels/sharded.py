@@ -1,4 +1,5 @@
-"""Numba kernels of the sharded and streaming builds (skillsight_fast.indexing): renaming term ids row by row, and per-token sums."""
+"""Numba kernels of the sharded and streaming builds (skillsight_fast.indexing): renaming term ids
+row by row, and per-token sums."""
 
 from __future__ import annotations
 

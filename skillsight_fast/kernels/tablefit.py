@@ -32,7 +32,8 @@ def pool_rows(rows: np.ndarray, indptr: np.ndarray, slots: np.ndarray, counts: n
 @nb.njit(cache=True, fastmath=False)
 def pool_rows_backward_into(rows: np.ndarray, indptr: np.ndarray, slots: np.ndarray, counts: np.ndarray,
                             weights: np.ndarray, table: np.ndarray, grad: np.ndarray, g_table: np.ndarray,
-                            g_logw: np.ndarray, mark: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+                            g_logw: np.ndarray,
+                            mark: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
     """Gradients of ``sum_k grad[k] . u[k]`` with respect to ``table`` and to ``log(weights)``,
     accumulated into the zeroed buffers ``g_table`` and ``g_logw``; returns the slots touched (int64,
     each once) and sets ``mark`` on them (the caller's :func:`adam_rows` clears both)."""

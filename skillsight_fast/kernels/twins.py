@@ -48,7 +48,8 @@ __all__ = [
 ]
 
 
-def project_out_background(vectors: np.ndarray, basis: np.ndarray, *, renormalize: bool = False) -> np.ndarray:
+def project_out_background(vectors: np.ndarray, basis: np.ndarray, *,
+                           renormalize: bool = False) -> np.ndarray:
     """``v − B Bᵀ v`` for each row, float32 (n, d): :func:`skillsight_fast.kernels.project_out_background`.
 
     Parameters
@@ -152,7 +153,8 @@ def _sum_columns(values: np.ndarray) -> np.ndarray:
 
 
 def score_lexical_candidates(candidates: np.ndarray, q_terms: np.ndarray, q_ptr: np.ndarray,
-                             doc_indptr: np.ndarray, doc_terms: np.ndarray, weights: np.ndarray) -> np.ndarray:
+                             doc_indptr: np.ndarray, doc_terms: np.ndarray,
+                             weights: np.ndarray) -> np.ndarray:
     """LEC coverage of each candidate: :func:`skillsight_fast.kernels.score_lexical_candidates`.
 
     Returns float32 (n, K) in [0, 1]; 0 on padding and for a query without evidence tokens.
@@ -356,5 +358,6 @@ def transpose_csr(indptr: np.ndarray, indices: np.ndarray, n_cols: int) -> tuple
     rows = np.repeat(np.arange(ptr.shape[0] - 1, dtype=np.int64), np.diff(ptr))
     order = np.lexsort((rows, cols))  # by column, then row
     out_ptr = np.zeros(n_cols + 1, dtype=np.int64)
-    np.cumsum(np.bincount(cols, minlength=n_cols) if cols.size else np.zeros(n_cols, np.int64), out=out_ptr[1:])
+    counts = np.bincount(cols, minlength=n_cols) if cols.size else np.zeros(n_cols, np.int64)
+    np.cumsum(counts, out=out_ptr[1:])
     return out_ptr, rows[order].astype(np.int32)

@@ -1,5 +1,5 @@
-"""Content checks of a loaded index in one pass each (what :mod:`skillsight_fast.engine.validate` runs on large
-arrays; its NumPy functions are the reference and run on small ones).
+"""Content checks of a loaded index in one pass each (what :mod:`skillsight_fast.engine.validate` runs
+on large arrays; its NumPy functions are the reference and run on small ones).
 
 - :func:`check_csr`: CSR offsets from 0 to ``nnz`` never decreasing, every id in ``[0, bound)``, ids
   strictly increasing inside each row, and (optionally) how often each id occurs, in one read of the

@@ -57,7 +57,8 @@ def _run_all(dim: int) -> None:
         cand, s = dense_topk(q, d, 3)
         dense_topk(q[:1], d, 3)
         lex = score_lexical_candidates(cand, qt, qp, indptr, terms, w)
-        score_bm25_candidates(cand, qt, qp, indptr, terms, tf, dl, np.ones(2, np.float32))  # idf: computed, writable
+        # idf: computed, writable
+        score_bm25_candidates(cand, qt, qp, indptr, terms, tf, dl, np.ones(2, np.float32))
         score_lexical_all(qt, qp, post_ptr, post_docs, w, 4)
         matched_terms(cand, qt, qp, indptr, terms)
         rescore_rows(q[0], d, np.array([0, 2], np.int64))

@@ -79,7 +79,8 @@ def read_queries(source: str | os.PathLike[str], limit: int | None = None) -> li
                                            f"got {json.dumps(gold)[:60]}")
                 qid = rec.get("id", f"{path.stem}:{lineno}")
                 if not isinstance(qid, (str, int)) or isinstance(qid, bool):
-                    raise SkillFormatError(f"{path}:{lineno}: 'id' must be a string, got {json.dumps(qid)[:60]}")
+                    raise SkillFormatError(
+                        f"{path}:{lineno}: 'id' must be a string, got {json.dumps(qid)[:60]}")
                 out.append(Task(clean_text(str(qid)), clean_text(rec["text"]),
                                 tuple(clean_text(str(g)) for g in gold)))
                 if limit is not None and len(out) >= limit:

@@ -109,7 +109,8 @@ _FETCH_RUN = re.compile(
 #: (two steps, so the common case, no substitution, costs one cheap search).
 _SUBSTITUTED = re.compile(r"(?:<\(|\$\()\s*(?:curl|wget)\b", _I)
 _RUNS_SUBSTITUTED = re.compile(
-    r"(?:(?<![\w.-])" + _RUNNER + r"\s+(?:-\s+)?|(?<![\w.-])" + _RUNNER + r"\s+-c\s+[\"']?|(?:^|[\s;&|(])(?:source|\.)\s+"
+    r"(?:(?<![\w.-])" + _RUNNER + r"\s+(?:-\s+)?|(?<![\w.-])" + _RUNNER + r"\s+-c\s+[\"']?"
+    r"|(?:^|[\s;&|(])(?:source|\.)\s+"
     r"|\beval\s+[\"']?)$", _I)
 #: Every fetch-and-run form names one of these: texts without any skip the rule (most skills).
 _FETCH_WORDS = re.compile(r"curl|wget|iwr|irm|invoke-|downloadstring", _I)
@@ -182,7 +183,8 @@ def screen_text(text: str) -> list[Finding]:
     raw, text = text, fold(text)
     found: list[Finding] = []
     fetches = _FETCH_WORDS.search(text) is not None
-    for rule, pattern in (("injection", _INJECTION), ("injection", _ROLE_MARKER), ("fetch-and-run", _FETCH_RUN)):
+    rules = (("injection", _INJECTION), ("injection", _ROLE_MARKER), ("fetch-and-run", _FETCH_RUN))
+    for rule, pattern in rules:
         m = pattern.search(text) if fetches or pattern is not _FETCH_RUN else None
         if m and not any(f.rule == rule for f in found):
             found.append(Finding(rule, _excerpt(text, m), _line(text, m.start())))
@@ -208,7 +210,8 @@ def screen_text(text: str) -> list[Finding]:
         m = pattern.search(raw)
         if m:
             n = len(pattern.findall(raw))
-            found.append(Finding("hidden-unicode", f"{n} x {what} ({_excerpt(raw, m)})", _line(raw, m.start())))
+            found.append(Finding("hidden-unicode", f"{n} x {what} ({_excerpt(raw, m)})",
+                                 _line(raw, m.start())))
     return found
 
 

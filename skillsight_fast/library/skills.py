@@ -218,7 +218,9 @@ def front_matter_fields(meta: dict[str, Any]) -> dict[str, Any]:
     --------
     >>> front_matter_fields({"tags": "pdf, documents", "when_to_use": "When a PDF is given.",
     ...                      "metadata": {"triggers": ["merge pdf"]}, "risk": "low"})
-    {'tags': ('pdf', 'documents'), 'when_to_use': 'When a PDF is given.', 'triggers': ('merge pdf',), 'examples': ()}
+    ... # doctest: +NORMALIZE_WHITESPACE
+    {'tags': ('pdf', 'documents'), 'when_to_use': 'When a PDF is given.', 'triggers': ('merge pdf',),
+     'examples': ()}
     """
     out: dict[str, Any] = {}
     for field_name, keys in FRONT_MATTER_KEYS.items():

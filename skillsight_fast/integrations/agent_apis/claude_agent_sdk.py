@@ -103,7 +103,8 @@ def prompt_hook(index: Any, *, k: int = 3, budget: float = 5.0,
     loaded.engine = "numpy"
     find_skills(loaded, ["warm up"], 1, abstention=None, collapse=False)
 
-    async def skillsight_prompt_hook(input_data: Any, tool_use_id: Any = None, context: Any = None) -> dict[str, Any]:
+    async def skillsight_prompt_hook(input_data: Any, tool_use_id: Any = None,
+                                     context: Any = None) -> dict[str, Any]:
         try:
             if not isinstance(input_data, dict) or input_data.get("hook_event_name", EVENT) != EVENT:
                 return {}

@@ -49,7 +49,8 @@ SEARCH_TOOL_NAME = "search_tools"
 TOOL_PARAM_KEYS = frozenset({"name", "description", "input_schema", "type", "cache_control", "defer_loading",
                              "strict", "input_examples", "allowed_callers", "eager_input_streaming"})
 #: The text of a search result with no tool (the API expects content in a tool_result).
-NOTHING_FITS = "No tool fits this search. Continue without one, or search again describing the task differently."
+NOTHING_FITS = ("No tool fits this search. Continue without one, or search again describing the task "
+                "differently.")
 
 
 def _field(obj: Any, name: str) -> Any:

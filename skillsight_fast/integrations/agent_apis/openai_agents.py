@@ -18,7 +18,8 @@ Examples
 >>> items = [{"role": "user", "content": "What's the weather in Paris?"}]
 >>> reply = await model.get_response(None, items, ModelSettings(), tools, None, [],
 ...                                  ModelTracing.DISABLED)                       # doctest: +SKIP
->>> items += [o.model_dump(exclude_none=True) for o in reply.output] + search.answer_response(reply)  # doctest: +SKIP
+>>> items += ([o.model_dump(exclude_none=True) for o in reply.output]
+...           + search.answer_response(reply))                                       # doctest: +SKIP
 """
 
 from __future__ import annotations
