@@ -36,12 +36,6 @@ def _heap_replace_root(scores, ids, score, idx):  # pragma: no cover - jitted
     ids[pos] = idx
 
 
-@njit(inline="always", **JIT)
-def _heap_better(scores, ids, score, idx):  # pragma: no cover - jitted
-    """True when (score, idx) beats the heap minimum: higher score, or equal score and lower id."""
-    return score > scores[0] or (score == scores[0] and idx < ids[0] and ids[0] >= 0)
-
-
 @njit(**JIT)
 def _heap_sort_desc(scores, ids):  # pragma: no cover - jitted
     """Sort a heap in place, best first (score descending, id ascending); padding stays last."""

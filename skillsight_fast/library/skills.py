@@ -363,14 +363,6 @@ def is_dataset_folder(path: Path) -> bool:
     return (path / "meta.json").is_file() and (path / "corpus.jsonl.gz").is_file()
 
 
-def read_dataset(path: Path, report: LoadReport, *, strict: bool = False) -> None:
-    """Append a dataset's corpus, plus its distractor pool minus the excluded ids.
-
-    The pool named by ``meta.distractors`` is looked up as a sibling folder.
-    """
-    report.skills.extend(iter_dataset_skills(path, report, strict=strict))
-
-
 def iter_dataset_skills(path: Path, report: LoadReport, *, strict: bool = False) -> Iterator[Skill]:
     """A dataset's corpus, then its distractor pool minus the excluded ids, one skill at a time."""
     meta_path = path / "meta.json"
