@@ -21,7 +21,8 @@ def _library():
     long_desc = "Convert images between formats. " + "Supports many options and flags. " * 50
     return [
         Skill("pdf", "pdf", "Merge and split PDF files with pypdf.", "pypdf merge split pages pdf documents"),
-        Skill("copy/pdf", "PDF", "Merge and split PDF files with pypdf.", "pypdf merge split pages pdf documents."),
+        Skill("copy/pdf", "PDF", "Merge and split PDF files with pypdf.",
+              "pypdf merge split pages pdf documents."),
         # two skills whose descriptions say the same thing: each finds the other first or second
         Skill("csv-a", "csv-cleaner", "Clean tabular files: dedupe rows, fix columns.", "rows columns"),
         Skill("csv-b", "table-fixer", "Clean tabular files: dedupe rows, fix columns!", "columns rows"),
@@ -43,7 +44,8 @@ def test_doctor_finds_each_kind_of_problem(index):
     assert s["n_skills"] == 7
     # duplicate names: pdf and PDF, one group; copies do not count against self-retrieval
     assert report.duplicate_names == [{"name": "pdf", "ids": ["pdf", "copy/pdf"]}]
-    assert "pdf" not in {x["id"] for x in report.not_self} and "copy/pdf" not in {x["id"] for x in report.not_self}
+    not_self = {x["id"] for x in report.not_self}
+    assert "pdf" not in not_self and "copy/pdf" not in not_self
     # csv-a / csv-b: near-identical descriptions; one loses its own description to the other
     lost = [x for x in report.not_self if x["id"] in ("csv-a", "csv-b")]
     assert len(report.not_self) == 1 and lost[0]["rank"] == 2 and lost[0]["above"] == [
@@ -54,7 +56,8 @@ def test_doctor_finds_each_kind_of_problem(index):
     over = {t["id"]: t["over"] for t in report.too_long}
     assert "agent-skills-spec" in over["img"] and len(index.skills[5].description) > SPEC_DESCRIPTION_CHARS
     assert over["docker"] == ["claude-code"]
-    assert next(t for t in report.too_long if t["id"] == "docker")["listing_chars"] > CLAUDE_CODE_LISTING_CHARS
+    docker = next(t for t in report.too_long if t["id"] == "docker")
+    assert docker["listing_chars"] > CLAUDE_CODE_LISTING_CHARS
     assert s["listing_chars"] == sum(len(m.description) + (len(m.when_to_use) + 1 if m.when_to_use else 0)
                                      for m in index.skills)
     text = format_report(report)
@@ -73,7 +76,8 @@ def test_doctor_cli_json_and_text(index, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(SkillIndex, "load", classmethod(load))
     assert main(["doctor", "-i", str(tmp_path / "idx"), "--json", "-k", "3"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["summary"]["duplicate_name_groups"] == 1 and out["duplicate_names"][0]["ids"] == ["pdf", "copy/pdf"]
+    assert out["summary"]["duplicate_name_groups"] == 1
+    assert out["duplicate_names"][0]["ids"] == ["pdf", "copy/pdf"]
     assert {"not_self", "confusable", "near_identical", "too_long"} <= set(out)
     assert main(["doctor", "-i", str(tmp_path / "idx")]) == 0
     assert "self-retrieval" in capsys.readouterr().out

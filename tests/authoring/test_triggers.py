@@ -24,7 +24,8 @@ BUNDLED = Path(__file__).resolve().parents[2] / "data" / "triggers" / "skillsben
 @pytest.fixture
 def index():
     return SkillIndex.build([
-        Skill("lib:mesh-analysis", "mesh-analysis", "Analyse STL meshes: volume and components.", "stl mesh volume"),
+        Skill("lib:mesh-analysis", "mesh-analysis", "Analyse STL meshes: volume and components.",
+              "stl mesh volume"),
         Skill("lib:pdf@task1", "pdf", "Merge and split PDF files.", "pypdf merge split pages"),
         Skill("lib:pdf@task2", "pdf", "Merge and split PDF files.", "pypdf merge split pages"),
         Skill("lib:csv", "csv", "Clean CSV files.", "csv columns rows dedupe"),
@@ -37,14 +38,16 @@ def _write(path, items):
 
 
 def test_reads_the_skill_creator_format(tmp_path):
-    f = _write(tmp_path / "mesh-analysis.json", [{"query": "stl volume", "should_trigger": True},
-                                                  {"query": "clean csv", "should_trigger": False, "note": "ignored"}])
+    f = _write(tmp_path / "mesh-analysis.json",
+               [{"query": "stl volume", "should_trigger": True},
+                {"query": "clean csv", "should_trigger": False, "note": "ignored"}])
     cases = read_triggers(f)
     assert [(c.skill, c.query, c.should_trigger) for c in cases] == [
         ("mesh-analysis", "stl volume", True), ("mesh-analysis", "clean csv", False)]
     assert read_triggers(f, "other")[0].skill == "other"
     assert len(read_triggers(tmp_path)) == 2  # a folder: one file per skill, named after it
-    for bad in ([{"query": "", "should_trigger": True}], [{"query": "x", "should_trigger": "yes"}], {"a": 1}, [3]):
+    for bad in ([{"query": "", "should_trigger": True}], [{"query": "x", "should_trigger": "yes"}],
+                {"a": 1}, [3]):
         with pytest.raises(TriggerFileError):
             read_triggers(_write(tmp_path / "bad.json", bad))
     (tmp_path / "broken.json").write_text("[{")
@@ -96,8 +99,8 @@ def test_cli_eval_triggers(index, tmp_path, capsys, monkeypatch):
     f = _write(tmp_path / "t.json", [{"query": "stl mesh volume", "should_trigger": True},
                                       {"query": "clean csv columns", "should_trigger": False}])
     out = tmp_path / "r.json"
-    assert main(["-c", "skill=lib:mesh-analysis", "-c", "k=1", "-c", "bootstrap=100", "eval", "--triggers", str(f),
-                 "-i", str(tmp_path / "idx"), "--json", str(out)]) == 0
+    assert main(["-c", "skill=lib:mesh-analysis", "-c", "k=1", "-c", "bootstrap=100", "eval",
+                 "--triggers", str(f), "-i", str(tmp_path / "idx"), "--json", str(out)]) == 0
     assert "lib:mesh-analysis" in capsys.readouterr().out
     assert json.loads(out.read_text())["overall"]["pass_rate"] == 1.0
     assert main(["eval", "--triggers", str(f), "-i", str(tmp_path / "idx")]) == 1  # skill "t" unknown

@@ -135,7 +135,8 @@ def test_claude_full_round_through_the_sdk_client(teacher):
 
     tools = [
         {"name": "get_weather", "description": "Get the current weather for a city.",
-         "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},
+         "input_schema": {"type": "object", "properties": {"city": {"type": "string"}},
+                          "required": ["city"]}},
         {"name": "convert_currency", "description": "Convert an amount of money between two currencies.",
          "input_schema": {"type": "object", "properties": {"amount": {"type": "number"},
                                                            "source": {"type": "string"},
@@ -152,11 +153,13 @@ def test_claude_full_round_through_the_sdk_client(teacher):
                       "input": {"query": "current weather in a city"}}],
          "stop_reason": "tool_use", "stop_sequence": None, "usage": usage},
         {"id": "msg_02", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
-         "content": [{"type": "tool_use", "id": "toolu_02", "name": "get_weather", "input": {"city": "Paris"}}],
+         "content": [{"type": "tool_use", "id": "toolu_02", "name": "get_weather",
+                      "input": {"city": "Paris"}}],
          "stop_reason": "tool_use", "stop_sequence": None, "usage": usage},
     ]
     transport, seen = _recorder(replies)
-    client = anthropic.Anthropic(api_key="sk-test", max_retries=0, http_client=httpx.Client(transport=transport))
+    client = anthropic.Anthropic(api_key="sk-test", max_retries=0,
+                                 http_client=httpx.Client(transport=transport))
     search = ClaudeToolSearch(k=2, encoder=teacher, abstention=None)
     request_tools = search.tools(tools)
     messages = [{"role": "user", "content": "What's the weather in Paris right now?"}]
@@ -211,8 +214,10 @@ def test_openai_namespaces_and_mcp_servers(teacher):
     crm = {"type": "namespace", "name": "crm", "description": "Customer records.", "tools": [
         {"type": "function", "name": "find_customer", "description": "Find a customer by name or email.",
          "parameters": {"type": "object", "properties": {"query": {"type": "string"}}}},
-        {"type": "function", "name": "update_customer_address", "description": "Change a customer's postal address.",
-         "parameters": {"type": "object", "properties": {"id": {"type": "string"}, "address": {"type": "string"}}}},
+        {"type": "function", "name": "update_customer_address",
+         "description": "Change a customer's postal address.",
+         "parameters": {"type": "object",
+                        "properties": {"id": {"type": "string"}, "address": {"type": "string"}}}},
     ]}
     tools = [crm,
              {"type": "function", "name": "get_weather", "description": "Get the current weather for a city.",
@@ -238,7 +243,8 @@ def test_openai_full_round_through_the_sdk_client(teacher):
     from skillsight_fast.integrations.agent_apis.openai_api import OpenAIToolSearch
 
     tools = [{"type": "function", "name": "get_weather", "description": "Get the current weather for a city.",
-              "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+             "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                            "required": ["city"]},
               "strict": True},
              {"type": "function", "name": "convert_currency", "strict": None,
               "description": "Convert an amount of money between two currencies.",
@@ -257,7 +263,8 @@ def test_openai_full_round_through_the_sdk_client(teacher):
         response("resp_1", [{"type": "tool_search_call", "id": "tsc_1", "call_id": "call_ts1",
                              "execution": "client", "status": "completed",
                              "arguments": {"query": "weather in a city"}}]),
-        response("resp_2", [{"type": "function_call", "id": "fc_1", "call_id": "call_f1", "name": "get_weather",
+        response("resp_2", [{"type": "function_call", "id": "fc_1", "call_id": "call_f1",
+                             "name": "get_weather",
                              "arguments": "{\"city\": \"Paris\"}", "status": "completed"}]),
     ]
     transport, seen = _recorder(replies)
@@ -294,7 +301,8 @@ def test_bfcl_adapters_return_exactly_the_engines_top_hits(bfcl_search):
         want = reference_hits(index, task, k)
         got_claude = [b["tool_name"] for b in claude.answer({"id": "t", "input": {"query": task}})["content"]
                       if b["type"] == "tool_reference"]
-        got_openai = [t["name"] for t in search.answer({"call_id": "c", "arguments": {"query": task}})["tools"]]
+        got_openai = [t["name"]
+                      for t in search.answer({"call_id": "c", "arguments": {"query": task}})["tools"]]
         assert got_claude == want, task
         assert got_openai == want, task
         answered += bool(want)

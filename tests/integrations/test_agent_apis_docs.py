@@ -72,7 +72,8 @@ def _response(output):
             "model": "gpt-5.4", "output": output, "parallel_tool_calls": True, "tool_choice": "auto",
             "tools": [], "error": None, "incomplete_details": None, "instructions": None, "metadata": {},
             "usage": {"input_tokens": 300, "output_tokens": 20, "total_tokens": 320,
-                      "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}}
+                      "input_tokens_details": {"cached_tokens": 0},
+                      "output_tokens_details": {"reasoning_tokens": 0}}}
 
 
 OPENAI_REPLIES = [

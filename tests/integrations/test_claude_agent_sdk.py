@@ -42,7 +42,8 @@ def skill_index(tmp_path_factory, teacher):
 
 
 def _payload(prompt):
-    return {"session_id": "s1", "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp", "permission_mode": "default",
+    return {"session_id": "s1", "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp",
+            "permission_mode": "default",
             "hook_event_name": "UserPromptSubmit", "prompt": prompt}
 
 
@@ -62,8 +63,9 @@ def test_prompt_hook_answers_as_the_command_line_hook(skill_index):
         if got:  # the SDK's TypedDicts (typing.TypedDict: pydantic cannot validate them on 3.11)
             assert set(got) <= set(sdk.types.SyncHookJSONOutput.__annotations__)
             specific = sdk.types.UserPromptSubmitHookSpecificOutput
-            assert specific.__required_keys__ <= set(got["hookSpecificOutput"]) <= set(specific.__annotations__)
-            assert got["hookSpecificOutput"]["additionalContext"].startswith("Skills from the local skill library")
+            hook_output = got["hookSpecificOutput"]
+            assert specific.__required_keys__ <= set(hook_output) <= set(specific.__annotations__)
+            assert hook_output["additionalContext"].startswith("Skills from the local skill library")
             answered += 1
     assert answered >= len(tasks) // 2
     assert asyncio.run(hook(_payload(OFF_TOPIC), None, {"signal": None})) == {}

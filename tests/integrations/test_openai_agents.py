@@ -19,7 +19,8 @@ def _response(rid, output):
             "tools": [], "error": None, "incomplete_details": None, "instructions": None, "metadata": {},
             "temperature": 1.0, "top_p": 1.0,
             "usage": {"input_tokens": 300, "output_tokens": 20, "total_tokens": 320,
-                      "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}}
+                      "input_tokens_details": {"cached_tokens": 0},
+                      "output_tokens_details": {"reasoning_tokens": 0}}}
 
 
 def test_agents_sdk_round_with_client_tool_search(teacher):
@@ -50,7 +51,8 @@ def test_agents_sdk_round_with_client_tool_search(teacher):
         _response("resp_1", [{"type": "tool_search_call", "id": "tsc_1", "call_id": "call_ts1",
                               "execution": "client", "status": "completed",
                               "arguments": {"query": "weather forecast for a city"}}]),
-        _response("resp_2", [{"type": "function_call", "id": "fc_1", "call_id": "call_f1", "name": "get_weather",
+        _response("resp_2", [{"type": "function_call", "id": "fc_1", "call_id": "call_f1",
+                              "name": "get_weather",
                               "arguments": "{\"city\": \"Paris\"}", "status": "completed"}]),
     ]
     seen: list[dict] = []
@@ -69,10 +71,12 @@ def test_agents_sdk_round_with_client_tool_search(teacher):
 
     async def loop():
         items: list = [{"role": "user", "content": "What's the weather in Paris?"}]
-        first = await model.get_response(None, items, agents.ModelSettings(), tools, None, [], ModelTracing.DISABLED)
+        first = await model.get_response(None, items, agents.ModelSettings(), tools, None, [],
+                                         ModelTracing.DISABLED)
         outputs = search.answer_response(first.output)
         items += [o.model_dump(exclude_none=True) for o in first.output] + outputs
-        second = await model.get_response(None, items, agents.ModelSettings(), tools, None, [], ModelTracing.DISABLED)
+        second = await model.get_response(None, items, agents.ModelSettings(), tools, None, [],
+                                          ModelTracing.DISABLED)
         return outputs, second
 
     outputs, second = asyncio.run(loop())

@@ -25,7 +25,8 @@ SEARCH = (
 def run(cache: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "NUMBA_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT), "NUMBA_DEBUG_CACHE": "1"}
     env.pop("NUMBA_DISABLE_JIT", None)
-    proc = subprocess.run(list(args), capture_output=True, text=True, env=env, timeout=1200, check=False, cwd=ROOT)
+    proc = subprocess.run(list(args), capture_output=True, text=True, env=env, timeout=1200, check=False,
+                          cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc
 

@@ -118,7 +118,8 @@ def projection_case(draw):
     seed = draw(st.integers(0, 2**31 - 1))
     v = draw(f32((n, d)))
     rng = np.random.default_rng(seed)
-    basis = np.linalg.qr(rng.standard_normal((d, r)))[0].T.astype(np.float32) if r else np.zeros((0, d), np.float32)
+    basis = (np.linalg.qr(rng.standard_normal((d, r)))[0].T.astype(np.float32) if r
+             else np.zeros((0, d), np.float32))
     return v, basis
 
 

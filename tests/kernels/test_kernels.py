@@ -164,7 +164,8 @@ def test_dense_topk_float64_and_noncontiguous_inputs(rng):
 
 # ---------------------------------------------------------------- lexical
 def random_lexicon(rng, n_docs, vocab):
-    sets = [set(rng.choice(vocab, size=rng.integers(0, vocab + 1), replace=False).tolist()) for _ in range(n_docs)]
+    sets = [set(rng.choice(vocab, size=rng.integers(0, vocab + 1), replace=False).tolist())
+            for _ in range(n_docs)]
     lex = Lexicon.from_token_sets([{f"t{t}" for t in s} for s in sets])
     ids = [{lex.term_ids[f"t{t}"] for t in s} for s in sets]
     return lex, ids
@@ -203,7 +204,8 @@ def test_lexical_no_evidence_tokens_scores_zero(rng):
     w = np.ones(len(lex.vocab), np.float32)
     ptr = np.zeros(3, np.int64)
     cand = np.arange(10, dtype=np.int64).reshape(2, 5) % 5
-    assert (score_lexical_candidates(cand, np.zeros(0, np.int32), ptr, lex.doc_indptr, lex.doc_terms, w) == 0).all()
+    none = np.zeros(0, np.int32)
+    assert (score_lexical_candidates(cand, none, ptr, lex.doc_indptr, lex.doc_terms, w) == 0).all()
     assert (score_lexical_all(np.zeros(0, np.int32), ptr, lex.post_indptr, lex.post_docs, w, 5) == 0).all()
 
 
@@ -415,12 +417,14 @@ def test_merge_candidates_skips_duplicates_within_b():
     assert merge_candidates(a, b).tolist() == [[4, 7, 2, -1, -1, -1, -1]]
 
 
-@pytest.mark.parametrize("n_rows,n_cols,density", [(0, 3, 0.5), (1, 1, 1.0), (7, 5, 0.0), (40, 30, 0.2), (13, 200, 0.05)])
+@pytest.mark.parametrize("n_rows,n_cols,density",
+                         [(0, 3, 0.5), (1, 1, 1.0), (7, 5, 0.0), (40, 30, 0.2), (13, 200, 0.05)])
 def test_transpose_csr_matches_reference(rng, n_rows, n_cols, density):
     dense = rng.random((n_rows, n_cols)) < density
     indptr = np.zeros(n_rows + 1, np.int64)
     np.cumsum(dense.sum(1), out=indptr[1:])
-    indices = np.concatenate([np.flatnonzero(r) for r in dense]).astype(np.int32) if n_rows else np.zeros(0, np.int32)
+    indices = (np.concatenate([np.flatnonzero(r) for r in dense]).astype(np.int32) if n_rows
+               else np.zeros(0, np.int32))
     ptr, rows = transpose_csr(indptr, indices, n_cols)
     ref_ptr, ref_rows = ref.transpose_csr(indptr, indices, n_cols)
     np.testing.assert_array_equal(ptr, ref_ptr)
@@ -441,7 +445,8 @@ def test_matched_terms_against_set_intersection():
     indptr = np.zeros(n_docs + 1, np.int64)
     indptr[1:] = np.cumsum([r.size for r in rows])
     doc_terms = np.concatenate(rows)
-    queries = [rng.permutation(vocab)[:15].astype(np.int32), np.zeros(0, np.int32), rng.permutation(vocab)[:3]]
+    queries = [rng.permutation(vocab)[:15].astype(np.int32), np.zeros(0, np.int32),
+               rng.permutation(vocab)[:3]]
     q_ptr = np.zeros(len(queries) + 1, np.int64)
     q_ptr[1:] = np.cumsum([q.size for q in queries])
     q_terms = np.concatenate(queries).astype(np.int32)
@@ -455,8 +460,8 @@ def test_matched_terms_against_set_intersection():
         for c, j in enumerate(hits[i]):
             want = [t for t in q.tolist() if j >= 0 and t in set(rows[j].tolist())]  # query order
             assert terms[ptr[i * 7 + c] : ptr[i * 7 + c + 1]].tolist() == want
-    ptr, terms = matched_terms(np.zeros((0, 3), np.int64), np.zeros(0, np.int32), np.zeros(1, np.int64), indptr,
-                               doc_terms)
+    ptr, terms = matched_terms(np.zeros((0, 3), np.int64), np.zeros(0, np.int32), np.zeros(1, np.int64),
+                               indptr, doc_terms)
     assert ptr.tolist() == [0] and terms.size == 0
     with pytest.raises(ValueError):
         matched_terms(np.array([[n_docs]]), q_terms[:2], np.array([0, 2]), indptr, doc_terms)

@@ -65,7 +65,8 @@ def test_binary_scan_equals_the_reference_exactly(rng, d, n_docs, k, oversample,
     assert (scales == 1).all() and (qs == 1).all()  # the premise: every score is exact
     bits = pack_signs(docs)
     ids, scores = dense_topk_binary(q, bits, codes, scales, docs, k, rerank=rerank, oversample=oversample)
-    ref_ids, ref_scores = ref.binary_topk_rescored(q, bits, codes, scales, qc, qs, docs, k, oversample, rerank)
+    ref_ids, ref_scores = ref.binary_topk_rescored(q, bits, codes, scales, qc, qs, docs, k, oversample,
+                                                   rerank)
     np.testing.assert_array_equal(ids, ref_ids)
     np.testing.assert_array_equal(scores, ref_scores.astype(np.float32))
 
@@ -119,8 +120,8 @@ def test_binary_scan_pads_and_refuses_bad_input(rng):
     ids, _ = dense_topk_binary(np.zeros((0, 2), np.float32), bits, codes, scales, docs, 2, rerank=4)
     assert ids.shape == (0, 2)
     empty = np.zeros((0, 2), np.float32)
-    ids, _ = dense_topk_binary(np.ones((1, 2), np.float32), pack_signs(empty), *quantize_int8(empty), empty, 2,
-                               rerank=4)
+    ids, _ = dense_topk_binary(np.ones((1, 2), np.float32), pack_signs(empty), *quantize_int8(empty),
+                               empty, 2, rerank=4)
     assert ids.tolist() == [[-1, -1]]
     for bad in ({"k": 0}, {"rerank": 0}, {"oversample": 0}):
         with pytest.raises(ValueError):

@@ -175,7 +175,9 @@ def test_int8_dots_portable_and_vnni_paths_agree(rng):
         codes = rng.integers(-127, 128, (700, d)).astype(np.int8)
         codes[0] = 127
         codes[1] = -127
-        for qc in (rng.integers(-127, 128, d).astype(np.int8), np.full(d, 127, np.int8), np.full(d, -127, np.int8)):
+        extremes = (rng.integers(-127, 128, d).astype(np.int8), np.full(d, 127, np.int8),
+                    np.full(d, -127, np.int8))
+        for qc in extremes:
             out = np.empty(700 - 3, np.int32)
             _int8_dots(qc, codes, 3, 700, out)
             np.testing.assert_array_equal(out, codes[3:].astype(np.int64) @ qc.astype(np.int64))

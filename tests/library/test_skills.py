@@ -23,7 +23,8 @@ def test_tree_ids_are_relative_paths(tmp_path):
 
 
 def test_yaml_front_matter_with_quotes_and_lists():
-    name, desc, body = parse_skill_md('---\nname: "x: y"\ndescription: >\n  folded\n  text\ntags: [a, b]\n---\nbody')
+    name, desc, body = parse_skill_md(
+        '---\nname: "x: y"\ndescription: >\n  folded\n  text\ntags: [a, b]\n---\nbody')
     assert (name, desc, body) == ("x: y", "folded text", "body")
 
 
@@ -33,7 +34,8 @@ def test_yaml_front_matter_with_quotes_and_lists():
         ("# no front matter\n", "no YAML front matter"),
         ("---\nname: x\ndescription: y\n", "not closed"),
         ("---\nname: [unclosed\ndescription: y\n---\n", "invalid YAML"),
-        ("---\nname: x\ndescription: Use it: to merge\n---\n", "a ': ' inside an unquoted value; quote the value"),
+        ("---\nname: x\ndescription: Use it: to merge\n---\n",
+         "a ': ' inside an unquoted value; quote the value"),
         ("---\ndescription: y\n---\n", "'name'"),
         ("---\nname: x\ndescription: 3\n---\n", "'description'"),
         ("---\n- a\n- b\n---\n", "not a mapping"),

@@ -21,7 +21,8 @@ from skillsight_fast.library.skills import MAX_FIELD_CHARS, load_skills
 
 def _skill(folder: Path, name: str, description: str = "Merge PDF files.") -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {description}\n---\nMerge pdf pages.\n")
+    (folder / "SKILL.md").write_text(
+        f"---\nname: {name}\ndescription: {description}\n---\nMerge pdf pages.\n")
     return folder / "SKILL.md"
 
 
@@ -45,7 +46,8 @@ def test_an_over_long_name_in_a_jsonl_record_is_skipped(tmp_path):
 
 def test_the_rest_of_a_library_with_an_over_long_name_is_indexed(tmp_path):
     lib = tmp_path / "lib"
-    for name, desc in [("pdf", "Merge PDF files."), ("csv", "Clean CSV tables."), ("mesh", "STL mesh volume."),
+    for name, desc in [("pdf", "Merge PDF files."), ("csv", "Clean CSV tables."),
+                       ("mesh", "STL mesh volume."),
                        ("email", "Draft polite emails."), ("x" * 120_000, "Merge files.")]:
         _skill(lib / name[:10], name, desc)
     report = load_skills([lib])
