@@ -1,9 +1,10 @@
 """What the Claude and OpenAI tool-search adapters add to the engine's search, and whether they
 return exactly its hits.
 
-    python bench/agent_api_overhead.py                         # 500 bfcl tools, 200 tasks, overhead
-    python bench/agent_api_overhead.py --exact --json          # + every bfcl and metatool task, exact
-                                                               #   equality; writes results/bench/agent_api_overhead.json
+    python bench/agent_api_overhead.py                  # 500 bfcl tools, 200 tasks, overhead
+    python bench/agent_api_overhead.py --exact --json   # + every bfcl and metatool task, exact
+                                                        #   equality; writes
+                                                        #   results/bench/agent_api_overhead.json
 
 Overhead (500 bfcl function tools, one index shared by both adapters, the bundled model):
 
@@ -200,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     encoder = load_encoder("all-MiniLM-L6-v2")
     out: dict = {"machine": {"cpu": cpu_name(), "cores": os.cpu_count(), "load_before": os.getloadavg(),
                              "python": platform.python_version(),
-                             "versions": {m: version(m) for m in ("anthropic", "openai", "numpy", "onnxruntime")}}}
+                             "versions": {m: version(m)
+                                          for m in ("anthropic", "openai", "numpy", "onnxruntime")}}}
     out["overhead"] = overhead(encoder, args.k, args.tasks, args.tools, args.reps)
     print(json.dumps(out["overhead"], indent=1))
     if args.exact:

@@ -15,7 +15,8 @@ separately on real skills (``encoder``).
 
 Run (each step appends to --out, default results/bench/build_scale.json)::
 
-    python bench/build_scale.py stream --sizes 100000 1000000 --static ~/.cache/skillsight-fast/static/all-MiniLM-L6-v2-static
+    python bench/build_scale.py stream --sizes 100000 1000000 \\
+        --static ~/.cache/skillsight-fast/static/all-MiniLM-L6-v2-static
     python bench/build_scale.py memory --size 100000 --static DIR      # in-memory build, for comparison
     python bench/build_scale.py ray --size 5000 --chunk 1000 --workers 1 2 --static DIR
     python bench/build_scale.py ray-transformer --size 96 --chunk 16 --workers 1 2
@@ -52,7 +53,8 @@ def unigram() -> tuple[np.ndarray, np.ndarray]:
     with gzip.open(POOL, "rt", encoding="utf-8") as fh:
         for line in fh:
             r = json.loads(line)
-            counts.update(re.findall(r"[a-z][a-z0-9_]{1,20}", f"{r['name']} {r['description']} {r['body']}".lower()))
+            text = f"{r['name']} {r['description']} {r['body']}".lower()
+            counts.update(re.findall(r"[a-z][a-z0-9_]{1,20}", text))
     words = np.array(sorted(counts), dtype=object)
     p = np.array([counts[w] for w in words], np.float64)
     return words, p / p.sum()
@@ -87,7 +89,8 @@ def run_cli(args: list[str]) -> dict:
     RssAnon / RssFile seen in /proc every 0.2 s (file-backed pages are the memory-mapped
     embeddings and page cache, which the kernel can drop).
     """
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path}
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "skillsight_fast.cli", *args, "--json", "-q"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
@@ -204,8 +207,10 @@ def cmd_ray_transformer(a: argparse.Namespace) -> None:
     from skillsight_fast.models import load_encoder
 
     src = real_skills(a.size)
-    res = _ray_rates(a.size, a.workers, functools.partial(load_encoder, DEFAULT_MODEL, threads=1), src, a.chunk)
-    save(a.out, f"ray_transformer_{a.size}", {**res, "encoder": DEFAULT_MODEL, "texts": "real skills (skill_pool)"})
+    factory = functools.partial(load_encoder, DEFAULT_MODEL, threads=1)
+    res = _ray_rates(a.size, a.workers, factory, src, a.chunk)
+    save(a.out, f"ray_transformer_{a.size}",
+         {**res, "encoder": DEFAULT_MODEL, "texts": "real skills (skill_pool)"})
 
 
 def real_skills(n: int) -> Path:

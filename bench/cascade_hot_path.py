@@ -32,7 +32,8 @@ def main() -> None:
     if not base.cascade.on:
         raise SystemExit(f"{args.index} is not a cascade index "
                          f"(built with --query-encoder {base.config.query_encoder})")
-    index = SkillIndex(dataclasses.replace(base.state, cascade=dataclasses.replace(base.cascade, fallback_below=-10.0)))
+    always = dataclasses.replace(base.cascade, fallback_below=-10.0)
+    index = SkillIndex(dataclasses.replace(base.state, cascade=always))
     for _ in range(50):  # warm: kernels loaded, tables paged in
         index.search([TASK], k=5)
     times = []

@@ -63,11 +63,13 @@ def main() -> int:
     vectors = single.encode(tasks)
     ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
     out: dict[str, Any] = {"index": args.index, "n_skills": len(single), "scan": single.scan.kind,
-                           "machine": {"cpus": os.cpu_count(), "load_average": list(os.getloadavg())}, "runs": []}
+                           "machine": {"cpus": os.cpu_count(), "load_average": list(os.getloadavg())},
+                           "runs": []}
     try:
         for shards in args.shards:
             t0 = time.perf_counter()
-            sharded = ShardedIndex.connect(args.index, shards, cpus_per_shard=args.cpus / max(shards, 1) * 0.99)
+            sharded = ShardedIndex.connect(args.index, shards,
+                                           cpus_per_shard=args.cpus / max(shards, 1) * 0.99)
             start_s = time.perf_counter() - t0
             try:
                 for i in range(20):  # equal to the single index, then warm
@@ -100,7 +102,8 @@ def main() -> int:
                 done = [0] * args.clients
                 stop = time.perf_counter() + args.seconds
 
-                def client(c: int, stop: float = stop, sharded: Any = sharded, done: list[int] = done) -> None:
+                def client(c: int, stop: float = stop, sharded: Any = sharded,
+                           done: list[int] = done) -> None:
                     r = c
                     while time.perf_counter() < stop:
                         i = r % len(tasks)
@@ -130,7 +133,8 @@ def main() -> int:
                 info = sharded.shard_info()
                 run = {"shards": shards, "start_s": round(start_s, 2), "latency_ms": pct(ms),
                        "update_keep_s": round(keep_s, 2), "update_reopen_s": round(reopen_s, 2),
-                       "roundtrip_ms": pct(parts["roundtrip"]), "shard_first_round_ms": pct(parts["shard_first_round"]),
+                       "roundtrip_ms": pct(parts["roundtrip"]),
+                       "shard_first_round_ms": pct(parts["shard_first_round"]),
                        "rows_per_shard": int(np.ceil(len(single) / shards)),
                        "throughput_qps": round(qps, 2), "clients": args.clients,
                        "shard_rss_anon_mb": [round(s["rss"]["anon"] / 2**20, 1) for s in info],

@@ -68,7 +68,8 @@ def main() -> int:
         th.join()
         during = [ms for t, ms in lat if t0 - 0.5 <= t <= t1]
         before = [ms for t, ms in lat if t < t0 - 0.5]
-        print(json.dumps({"shards": args.shards, "max_concurrency": args.concurrency, "swap_s": round(t1 - t0, 2),
+        print(json.dumps({"shards": args.shards, "max_concurrency": args.concurrency,
+                          "swap_s": round(t1 - t0, 2),
                           "before_p50_ms": round(float(np.median(before)), 1), "during_n": len(during),
                           "during_p50_ms": round(float(np.median(during)), 1) if during else None,
                           "during_max_ms": round(max(during), 1) if during else None}))

@@ -55,8 +55,8 @@ def main() -> int:
         for tier in ("transformer", "static-mapped", "static"):
             folder = Path(args.out) / tier
             if not (folder / "manifest.json").is_file():
-                subprocess.run([*base, "-c", f"query-encoder={tier}", "index", args.tiers, "-o", str(folder), "-q"],
-                               check=True)
+                subprocess.run([*base, "-c", f"query-encoder={tier}", "index", args.tiers, "-o", str(folder),
+                                "-q"], check=True)
             indexes[tier] = str(folder)
     if not indexes:
         ap.error("give -i DIR or --tiers SOURCE")
@@ -105,8 +105,9 @@ def main() -> int:
     else:
         for label, r in out["indexes"].items():
             loaded = [m for m in ("onnxruntime", "numba") if r[f"{m}_imported"]]
+            imported = " and ".join(loaded) + " imported" if loaded else "no onnxruntime, no numba"
             print(f"{label}: median {r['median_s']} s (CPU {r['cpu_median_s']} s) over {args.runs} runs "
-                  f"{r['runs_s']} ({' and '.join(loaded) + ' imported' if loaded else 'no onnxruntime, no numba'})")
+                  f"{r['runs_s']} ({imported})")
         print(f"load {out['load_before']} -> {out['load_after']}")
     return 0
 

@@ -51,9 +51,11 @@ class Corpus:
         n_vocab = int(20_000 * (n_docs / 3_434) ** 0.6)
         indptr, terms = _zipf_sets(rng, n_docs, n_vocab, 150)
         post_ptr, post_docs = transpose_csr(indptr, terms, n_vocab)
-        # term frequencies as the default (BM25) index stores them; their values do not change the kernels' cost
+        # term frequencies as the default (BM25) index stores them; their values do not change the
+        # kernels' cost
         lexicon = Lexicon([f"t{i}" for i in range(n_vocab)], indptr, terms, post_ptr, post_docs,
-                          rng.integers(1, 4, terms.shape[0]).astype(np.uint16), np.diff(indptr).astype(np.int32))
+                         rng.integers(1, 4, terms.shape[0]).astype(np.uint16),
+                         np.diff(indptr).astype(np.int32))
         # the public build path, with the synthetic background and the default's decisions kept
         self.index = SkillIndex.from_embeddings(
             [SkillMeta(f"s{i}", f"s{i}", "", "", "") for i in range(n_docs)], emb, lexicon=lexicon,
@@ -63,7 +65,8 @@ class Corpus:
         self.generic = self.index.lexical.generic
         self.weights = self.index.lexical.weights
         self.lexicon = lexicon
-        self.queries = emb[rng.integers(0, n_docs, 64)] + 0.05 * rng.standard_normal((64, DIM)).astype(np.float32)
+        noise = 0.05 * rng.standard_normal((64, DIM)).astype(np.float32)
+        self.queries = emb[rng.integers(0, n_docs, 64)] + noise
         self.queries /= np.linalg.norm(self.queries, axis=1, keepdims=True)
         self.texts = [" ".join(f"t{t}" for t in rng.integers(0, n_vocab, 60)) for _ in range(64)]
         self.q_terms, self.q_ptr = lexicon.query_terms(self.texts, self.generic)

@@ -68,7 +68,8 @@ def write_library(root: Path) -> tuple[Path, Path, list[dict]]:
         meta = yaml.safe_dump({"name": doc["name"], "description": doc["description"]}, sort_keys=False,
                               allow_unicode=True, width=1_000_000)
         (folder / "SKILL.md").write_text(f"---\n{meta}---\n{doc['body']}", encoding="utf-8")
-    rows = [{"id": t["id"], "text": t["text"], "gold": [g.split(":", 1)[1] for g in t["gold"]]} for t in tasks]
+    rows = [{"id": t["id"], "text": t["text"], "gold": [g.split(":", 1)[1] for g in t["gold"]]}
+            for t in tasks]
     labelled = root / "labelled.jsonl"
     labelled.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return lib, labelled, rows
@@ -81,7 +82,8 @@ def host_json(prompt: str) -> bytes:
 
 
 def prompts_of(rows: list[dict], n: int) -> list[str]:
-    off = [line.strip() for line in (ROOT / "data" / "offtopic_queries.txt").read_text(encoding="utf-8").splitlines()
+    text = (ROOT / "data" / "offtopic_queries.txt").read_text(encoding="utf-8")
+    off = [line.strip() for line in text.splitlines()
            if line.strip() and not line.startswith("#")]
     n_off = n // 5
     return [r["text"] for r in rows[: n - n_off]] + off[:n_off]
@@ -100,7 +102,8 @@ def summary(xs: list[float]) -> dict[str, float]:
             "min_ms": round(1000 * xs[0], 1), "max_ms": round(1000 * xs[-1], 1)}
 
 
-def hook_series(idx: Path, prompts: list[str], env: dict[str, str], extra: list[str]) -> tuple[dict, list[bytes]]:
+def hook_series(idx: Path, prompts: list[str], env: dict[str, str],
+                extra: list[str]) -> tuple[dict, list[bytes]]:
     """Wall times of one hook process per prompt, and what each printed."""
     cmd = [*CLI, "hook", "claude-code", "-i", str(idx), *extra]
     times, outputs = [], []
@@ -115,7 +118,8 @@ def hook_series(idx: Path, prompts: list[str], env: dict[str, str], extra: list[
 
 def start_http(idx: Path, env: dict[str, str], *extra: str,
                settings: tuple[str, ...] | list[str] = ()) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([*CLI, *settings, "serve", "--http", "-i", str(idx), "--port", "0", "--json", *extra],
+    proc = subprocess.Popen([*CLI, *settings, "serve", "--http", "-i", str(idx), "--port", "0", "--json",
+                             *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     line = proc.stdout.readline()
     if not line:
@@ -170,7 +174,8 @@ def bench_mcp(idx: Path, runs: int, env: dict[str, str]) -> dict:
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     params = StdioServerParameters(command=sys.executable,
-                                   args=["-m", "skillsight_fast.cli", "serve", "--mcp", "-i", str(idx), "-q"], env=env)
+                                   args=["-m", "skillsight_fast.cli", "serve", "--mcp", "-i", str(idx), "-q"],
+                                   env=env)
 
     async def once() -> tuple[float, float]:
         t0 = time.perf_counter()
@@ -245,7 +250,8 @@ def cpu() -> dict[str, object]:
                 break
     except OSError:
         pass
-    return {"model": model, "logical_cpus": os.cpu_count(), "machine": platform.machine(), "os": platform.platform()}
+    return {"model": model, "logical_cpus": os.cpu_count(), "machine": platform.machine(),
+            "os": platform.platform()}
 
 
 def main() -> int:
@@ -272,8 +278,10 @@ def main() -> int:
         prompts = prompts_of(rows, args.prompts)
         load_before = os.getloadavg()
         out = {
-            "library": {"skills": sum(1 for _ in lib.glob("*/SKILL.md")), "source": "data/skillsbench as SKILL.md folders",
-                        "calibration": {"signal": calibration["signal"], "threshold": calibration["threshold"]},
+            "library": {"skills": sum(1 for _ in lib.glob("*/SKILL.md")),
+                        "source": "data/skillsbench as SKILL.md folders",
+                        "calibration": {"signal": calibration["signal"],
+                                        "threshold": calibration["threshold"]},
                         "index_and_calibrate_s": round(setup_s, 1)},
             "prompts": {"n": len(prompts), "skillsbench_tasks": len(prompts) - args.prompts // 5,
                         "offtopic": args.prompts // 5},
@@ -289,11 +297,13 @@ def main() -> int:
     Path(args.output).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
     h = out["hook"]
     print(f"hook cold p50 {h['cold']['p50_ms']} ms, warm p50 {h['warm']['p50_ms']} ms "
-          f"(python start {h['python_startup']['p50_ms']} ms, hook without search {h['hook_no_search']['p50_ms']} ms, "
+          f"(python start {h['python_startup']['p50_ms']} ms, "
+          f"hook without search {h['hook_no_search']['p50_ms']} ms, "
           f"server search {h['server_search_only']['p50_ms']} ms); MCP initialize p50 "
           f"{out['mcp_startup']['initialize']['p50_ms']} ms, first find_skills "
           f"{out['mcp_startup']['first_find_skills']['p50_ms']} ms; watch write->first hit p50 "
-          f"{out['watch']['write_to_first_hit']['p50_ms']} ms; load {out['load_before'][0]} -> {out['load_after'][0]}")
+          f"{out['watch']['write_to_first_hit']['p50_ms']} ms; "
+          f"load {out['load_before'][0]} -> {out['load_after'][0]}")
     print(f"wrote {args.output}")
     return 0
 

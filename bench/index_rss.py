@@ -53,7 +53,8 @@ def write_library(folder: Path, n_files: int, n_bytes: int) -> Path:
     for i in range(n_files):
         skill = folder / f"huge-{i}"
         skill.mkdir(parents=True)
-        head = f"---\nname: huge-{i}\ndescription: A very long skill number {i} made of real skill text.\n---\n"
+        head = (f"---\nname: huge-{i}\ndescription: A very long skill number {i} made of real skill "
+                "text.\n---\n")
         (skill / "SKILL.md").write_text(head + real_text(n_bytes - len(head), i), encoding="utf-8")
     return folder
 
@@ -101,13 +102,16 @@ def main(argv: list[str] | None = None) -> int:
         base = Path(tmp)
         small = base / "small"
         (small / "tiny").mkdir(parents=True)
-        (small / "tiny" / "SKILL.md").write_text("---\nname: tiny\ndescription: Merge PDF files.\n---\nUse pypdf.\n")
+        (small / "tiny" / "SKILL.md").write_text(
+            "---\nname: tiny\ndescription: Merge PDF files.\n---\nUse pypdf.\n")
         one = write_library(base / "one", 1, n_bytes)
         many = write_library(base / "many", args.files, n_bytes)
         cases = [
-            ("index: 1 small skill (model load + build)", cli + ["index", str(small), "-o", str(base / "i0"), "-q"]),
+            ("index: 1 small skill (model load + build)",
+             cli + ["index", str(small), "-o", str(base / "i0"), "-q"]),
             (f"index: 1 skill of {args.mb} MB", cli + ["index", str(one), "-o", str(base / "i1"), "-q"]),
-            (f"index: {args.files} skills of {args.mb} MB", cli + ["index", str(many), "-o", str(base / "i4"), "-q"]),
+            (f"index: {args.files} skills of {args.mb} MB",
+             cli + ["index", str(many), "-o", str(base / "i4"), "-q"]),
         ]
         for name, cmd in cases:
             rows.append({"case": name} | peak_rss(cmd))

@@ -39,7 +39,8 @@ def main() -> None:
     for name, texts in (("docs", docs), ("tasks", tasks)):
         a, b = fp32.encode(texts), int8.encode(texts)
         cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
-        out[f"cosine_{name}"] = {"mean": round(float(cos.mean()), 4), "p01": round(float(np.quantile(cos, 0.01)), 4),
+        out[f"cosine_{name}"] = {"mean": round(float(cos.mean()), 4),
+                                 "p01": round(float(np.quantile(cos, 0.01)), 4),
                                  "min": round(float(cos.min()), 4)}
         if name == "docs":
             d32, d8 = a, b

@@ -80,8 +80,8 @@ async def first_search(cfg: Path, cache: Path, errlog) -> float:
 
     cmd = StdioServerParameters(
         command=sys.executable, env={"PYTHONPATH": str(ROOT)},
-        args=["-m", "skillsight_fast.cli", "-c", f"index-cache={cache}", "serve", "--mcp", "--proxy", str(cfg),
-              "-q"])
+        args=["-m", "skillsight_fast.cli", "-c", f"index-cache={cache}", "serve", "--mcp", "--proxy",
+              str(cfg), "-q"])
     t0 = time.perf_counter()
     async with stdio_client(cmd, errlog=errlog) as (r, w), ClientSession(r, w) as px:
         await px.initialize()
@@ -172,7 +172,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--warm", type=int, default=20)
-    ap.add_argument("--json", action="store_true", help="print JSON and write results/bench/proxy_latency.json")
+    ap.add_argument("--json", action="store_true",
+                    help="print JSON and write results/bench/proxy_latency.json")
     ap.add_argument("--starts", type=int, default=3, help="restarts timed with a filled index cache")
     ap.add_argument("--start-only", action="store_true", help="time the starts only (no latency loops)")
     args = ap.parse_args()

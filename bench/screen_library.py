@@ -5,7 +5,7 @@ of a rule in benign context: an installer one-liner, a security skill quoting an
 library and per rule, the flagged skills with their reasons, and, with ``--compare FILE`` (an older
 ``screen.py``), which skills the change flags newly or no longer.
 
-    python bench/screen_library.py                        # data/skillsbench, data/skill_pool, data/personal/skills
+    python bench/screen_library.py     # data/skillsbench, data/skill_pool, data/personal/skills
     git show 4fe5e3d:skillsight_fast/library/screen.py > /tmp/screen_v1.py   # the rules before issue 41
     python bench/screen_library.py --compare /tmp/screen_v1.py --json results/bench/screen_library.json
 """
@@ -56,7 +56,8 @@ def main() -> None:
         rules = Counter(reason.split(":", 1)[0] for r in flagged.values() for reason in r)
         entry = {"skills": len(skills), "flagged": len(flagged), "rate": round(len(flagged) / len(skills), 5),
                  "reasons": dict(rules), "seconds": round(seconds, 2), "flagged_skills": flagged}
-        line = (f"{lib}: {len(flagged)} of {len(skills)} skills flagged ({100 * len(flagged) / len(skills):.2f} %), "
+        rate = 100 * len(flagged) / len(skills)
+        line = (f"{lib}: {len(flagged)} of {len(skills)} skills flagged ({rate:.2f} %), "
                 f"{dict(rules)}, {seconds:.1f} s")
         if old is not None:
             before = {s.id for s in skills if old.screen_skill(s)}

@@ -14,7 +14,8 @@ bench/build_synthetic.py), one after the other:
    scan + lexical + fusion, what docs/LARGE.md calls scoring) and the whole ``find_skills`` (encoder,
    search, evidence, hit records, collapse), so the served latency can be read against them.
 
-    python bench/serve_latency.py -i /tmp/idx-26k -i /tmp/idx-100k -i /tmp/idx-1m --json results/bench/serve_latency.json
+    python bench/serve_latency.py -i /tmp/idx-26k -i /tmp/idx-100k -i /tmp/idx-1m \\
+        --json results/bench/serve_latency.json
 
 One request at a time (latency, not throughput; bench/load_test.py measures throughput). The HTTP
 searches made while the server verifies the index after its first answer (sha256 of every file and
@@ -45,7 +46,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def tasks() -> list[str]:
     from skillsight_fast.lab.evaluation.datasets import load_dataset
 
-    return [q.text if hasattr(q, "text") else str(q) for q in load_dataset(ROOT / "data" / "skillsbench").queries]
+    queries = load_dataset(ROOT / "data" / "skillsbench").queries
+    return [q.text if hasattr(q, "text") else str(q) for q in queries]
 
 
 def pct(ms: list[float]) -> dict[str, float]:
@@ -76,7 +78,8 @@ sys.exit(main(sys.argv[2:]))
 def http_run(index: str, queries: list[str], n: int, lookup: str | None = None) -> dict[str, Any]:
     t0 = time.perf_counter()
     serve = ["-c", "mmap=true", "serve", "--http", "-i", index, "--port", "0", "--json", "-q"]
-    head = [sys.executable, "-c", LOOKUP_SERVER, lookup] if lookup else [sys.executable, "-m", "skillsight_fast.cli"]
+    head = ([sys.executable, "-c", LOOKUP_SERVER, lookup] if lookup
+            else [sys.executable, "-m", "skillsight_fast.cli"])
     proc = subprocess.Popen([*head, *serve], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=_env())
     try:
@@ -131,7 +134,8 @@ def mcp_run(index: str, queries: list[str], n: int, settle: float = 0.0) -> dict
 
     async def go() -> dict[str, Any]:
         params = StdioServerParameters(command=sys.executable, env=_env(),
-                                       args=["-m", "skillsight_fast.cli", "-c", "mmap=true", "serve", "--mcp", "-i", index, "-q"])
+                                       args=["-m", "skillsight_fast.cli", "-c", "mmap=true", "serve",
+                                             "--mcp", "-i", index, "-q"])
         t0 = time.perf_counter()
         async with stdio_client(params) as (read, write), mcp.ClientSession(read, write) as session:
             await session.initialize()
@@ -199,8 +203,9 @@ def main() -> int:
     p.add_argument("--requests", type=int, default=200)
     p.add_argument("--skip-mcp", action="store_true")
     p.add_argument("--lookup-model", metavar="PATH",
-                   help="also time find_skills in process with this static (model2vec) task encoder in place of "
-                        "the transformer: the latency of a lookup tier (static, fitted) on the same index; its "
+                   help="also time find_skills in process with this static (model2vec) task encoder in "
+                        "place of the transformer: the latency of a lookup tier (static, fitted) on the "
+                        "same index; its "
                         "answers mean nothing unless the index was built for that tier")
     p.add_argument("--words", type=int, default=0,
                    help="cut each task to its first N words (0: as written; the skillsbench tasks are long: "
@@ -212,7 +217,8 @@ def main() -> int:
         queries = [" ".join(q.split()[: args.words]) for q in queries]
     out: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                                        "load_average": list(os.getloadavg())}, "words": args.words,
-                           "command": "python bench/serve_latency.py " + " ".join(sys.argv[1:]), "indexes": []}
+                           "command": "python bench/serve_latency.py " + " ".join(sys.argv[1:]),
+                           "indexes": []}
     for index in args.index:
         row: dict[str, Any] = {"index": index, "load_before": list(os.getloadavg())}
         row["http"] = http_run(index, queries, args.requests)
@@ -225,10 +231,12 @@ def main() -> int:
         row["load_after"] = list(os.getloadavg())
         out["indexes"].append(row)
         print(json.dumps({k: row[k] for k in ("index", "n_skills", "scan", "load_lazy_s")}), flush=True)
-        print(f"  http  ready {row['http']['ready_s']} s  p50 {row['http']['p50']} ms  p99 {row['http']['p99']} ms"
-              f"  (verified at {row['http']['verified_s']} s; during it: {row['http']['during_verification']})")
+        http = row["http"]
+        print(f"  http  ready {http['ready_s']} s  p50 {http['p50']} ms  p99 {http['p99']} ms"
+              f"  (verified at {http['verified_s']} s; during it: {http['during_verification']})")
         if "mcp" in row:
-            print(f"  mcp   ready {row['mcp']['ready_s']} s  p50 {row['mcp']['p50']} ms  p99 {row['mcp']['p99']} ms")
+            mcp = row["mcp"]
+            print(f"  mcp   ready {mcp['ready_s']} s  p50 {mcp['p50']} ms  p99 {mcp['p99']} ms")
         for key in ("encoder", "scoring", "find_skills"):
             print(f"  {key:12s} p50 {row[key]['p50']} ms  p99 {row[key]['p99']} ms")
         if "http_lookup_tier" in row:
@@ -236,7 +244,8 @@ def main() -> int:
             print(f"  http with the lookup encoder  p50 {hl['p50']} ms  p99 {hl['p99']} ms")
         if "lookup_tier" in row:
             lt = row["lookup_tier"]
-            print(f"  lookup tier  encoder p50 {lt['encoder']['p50']} ms  find_skills p50 {lt['find_skills']['p50']} ms")
+            print(f"  lookup tier  encoder p50 {lt['encoder']['p50']} ms  "
+                  f"find_skills p50 {lt['find_skills']['p50']} ms")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     return 0

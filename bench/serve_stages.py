@@ -62,19 +62,22 @@ def main() -> int:
         with single_thread():
             qp = timed("remove_background", lambda: index.remove_background(v))
             terms, ptr = timed("evidence_tokens", lambda: index.evidence_tokens(q))
-            cand, sd = timed("dense_scan", lambda: index.dense_candidates(qp, max(index.decisions.candidates, depth)))
+            cand, sd = timed("dense_scan",
+                             lambda: index.dense_candidates(qp, max(index.decisions.candidates, depth)))
             sl = timed("lexical", lambda: index.lexical_scores(cand, terms, ptr))
             ids, _, _ = timed("fuse", lambda: index.fuse(cand, sd, sl, depth))
             timed("hit_cosines", lambda: hit_cosines(index.dense.embeddings, v, ids))
-            timed("skill_ids", lambda: [[index.skills[j].id if j >= 0 else None for j in row] for row in ids.tolist()])
+            timed("skill_ids",
+                  lambda: [[index.skills[j].id if j >= 0 else None for j in row] for row in ids.tolist()])
             timed("evidence", lambda: index._evidence(ids, terms, ptr))
             timed("search_vectors", lambda: index.search_vectors(v, q, depth))
         ans = timed("find_skills", lambda: find_skills(index, q, 5))
         timed("answer_json", lambda: json.dumps(ans[0].to_dict(digits=6)))
     times["find_skills_minus_encode_search"] = list(
         np.asarray(times["find_skills"]) - np.asarray(times["encode"]) - np.asarray(times["search_vectors"]))
-    out = {"index": args.index, "scan": index.scan.kind, "n": args.n, "code": sys.modules["skillsight_fast"].__file__,
-           "load": [load0, os.getloadavg()], "p50_ms": {k: round(float(np.median(v)), 3) for k, v in times.items()}}
+    out = {"index": args.index, "scan": index.scan.kind, "n": args.n,
+           "code": sys.modules["skillsight_fast"].__file__, "load": [load0, os.getloadavg()],
+           "p50_ms": {k: round(float(np.median(v)), 3) for k, v in times.items()}}
     print(json.dumps(out))
     if args.json:
         with open(args.json, "a", encoding="utf-8") as fh:

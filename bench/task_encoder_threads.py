@@ -49,9 +49,11 @@ def main() -> int:
     out["load_after"] = list(os.getloadavg())
     for name, ms in times.items():
         a = np.asarray(ms)
-        out["arms"][name] = {"p50": round(float(np.median(a)), 2), "p99": round(float(np.percentile(a, 99)), 2),
+        out["arms"][name] = {"p50": round(float(np.median(a)), 2),
+                             "p99": round(float(np.percentile(a, 99)), 2),
                              "min": round(float(a.min()), 2), "n": int(a.size)}
-    out["tokens"] = {name: {"median": float(np.median(v)), "max": int(max(v))} for name, v in n_tokens.items()}
+    out["tokens"] = {name: {"median": float(np.median(v)), "max": int(max(v))}
+                     for name, v in n_tokens.items()}
     print(json.dumps(out, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")

@@ -76,8 +76,8 @@ def test_bm25_candidates_one_query(benchmark, corpus, one_thread):
     record_machine(benchmark, corpus)
     cand, qt = _one_query_candidates(corpus)
     lex = corpus.lexicon
-    benchmark(score_bm25_candidates, cand, qt, np.array([0, qt.size]), lex.doc_indptr, lex.doc_terms, lex.doc_tf,
-              lex.doc_len, corpus.weights)
+    benchmark(score_bm25_candidates, cand, qt, np.array([0, qt.size]), lex.doc_indptr, lex.doc_terms,
+              lex.doc_tf, lex.doc_len, corpus.weights)
 
 
 @pytest.mark.benchmark(group="fusion")

@@ -1,6 +1,7 @@
 """The tool-search table of docs/TOOLS.md: R@k and Completeness@k at depth, with paired intervals.
 
-    PYTHONPATH=. python bench/tool_depth_table.py   # prints Markdown, writes results/bench/tool_depth_table.json
+    PYTHONPATH=. python bench/tool_depth_table.py   # prints Markdown, writes
+                                                    # results/bench/tool_depth_table.json
 
 For each tool dataset (bfcl, metatool's fixed 2,000-task subset, gorilla_hf): the index of a tool
 catalogue (``tools.catalog.tool_index_config()``: the default with the BM25 side over every task

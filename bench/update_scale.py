@@ -93,7 +93,8 @@ def main() -> int:
     new = list(skills)
     for j in changed.tolist():
         s = skills[j]
-        new[j] = Skill(id=s.id, name=s.name, description=s.description, body=s.body + "\nchanged: now also csv",
+        new[j] = Skill(id=s.id, name=s.name, description=s.description,
+                       body=s.body + "\nchanged: now also csv",
                        path=s.path)
     enc2 = CountingEncoder(args.dim)
     prof = cProfile.Profile() if args.profile else None
@@ -107,12 +108,14 @@ def main() -> int:
     # the result must equal a full rebuild with the same encoder
     full = SkillIndex.build(new, CountingEncoder(args.dim), IndexConfig(model="hash-test", scan=args.scan))
     upd = SkillIndex.load(tmp / "idx")
-    same = bool(np.array_equal(full.dense.embeddings, upd.dense.embeddings) and full.lexical.lexicon.vocab == upd.lexical.lexicon.vocab
+    same = bool(np.array_equal(full.dense.embeddings, upd.dense.embeddings)
+                and full.lexical.lexicon.vocab == upd.lexical.lexicon.vocab
                 and np.array_equal(full.lexical.lexicon.doc_terms, upd.lexical.lexicon.doc_terms)
                 and np.array_equal(full.lexical.lexicon.post_docs, upd.lexical.lexicon.post_docs)
                 and np.allclose(full.dense.embeddings_perp, upd.dense.embeddings_perp, atol=1e-5))
     result = {"n_skills": args.size, "changed": len(changed), "scan": args.scan, "encoded": report.encoded,
-              "encoder_texts": enc2.texts, "encoder_s": round(enc2.seconds, 2), "update_s": round(update_s, 2),
+             "encoder_texts": enc2.texts, "encoder_s": round(enc2.seconds, 2),
+             "update_s": round(update_s, 2),
               "phases_s": report.to_dict().get("phases", {}), "first_build_s": round(build_s, 1),
               "equals_full_rebuild": same}
     print(json.dumps(result, indent=1))
