@@ -19,11 +19,12 @@ def pytest_configure(config):
 @pytest.fixture(scope="session")
 def teacher():
     """The bundled all-MiniLM-L6-v2 encoder (fp32), loaded once per run; skips when its package is absent."""
+    from skillsight_fast.errors import ModelNotFoundError
     from skillsight_fast.models import load_encoder
 
     try:
         return load_encoder("all-MiniLM-L6-v2")
-    except Exception as exc:  # weights package not installed
+    except ModelNotFoundError as exc:  # weights package not installed
         pytest.skip(f"bundled model unavailable: {exc}")
 
 

@@ -105,7 +105,8 @@ def test_readme_python_example_runs_on_the_small_library_and_writes_nothing_here
     assert "data/personal" in code and "tempfile" in code
     (tmp_path / "data").symlink_to(ROOT / "data")  # run from a folder that sees the repository's data/
     code += "\nprint(result.skill_ids[0][0], len(index))\n"
-    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)},
                          capture_output=True, text=True, timeout=600, check=False)
     assert run.returncode == 0, run.stderr
     top, n = run.stdout.split()

@@ -32,11 +32,10 @@ def test_atomic_write_replaces_and_sets_mode(tmp_path: Path) -> None:
 def test_atomic_output_failure_keeps_the_old_file(tmp_path: Path) -> None:
     target = tmp_path / "model.onnx"
     target.write_bytes(b"old")
-    with pytest.raises(RuntimeError, match="writer died"):
-        with atomic_output(target, suffix=".onnx") as tmp:
-            assert tmp.parent == tmp_path and tmp.name.endswith(".onnx")
-            tmp.write_bytes(b"half")
-            raise RuntimeError("writer died")
+    with pytest.raises(RuntimeError, match="writer died"), atomic_output(target, suffix=".onnx") as tmp:
+        assert tmp.parent == tmp_path and tmp.name.endswith(".onnx")
+        tmp.write_bytes(b"half")
+        raise RuntimeError("writer died")
     assert target.read_bytes() == b"old"
     assert os.listdir(tmp_path) == ["model.onnx"]
 

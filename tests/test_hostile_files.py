@@ -160,14 +160,16 @@ def surfaces(tmp: Path, idx: Path) -> dict[str, tuple[Path, bool, list[str]]]:
             idx / "calibration.json",
             False,
             _api(
-                f"from skillsight_fast.engine.abstention import resolve_abstention\nresolve_abstention({str(idx)!r})"
+                "from skillsight_fast.engine.abstention import resolve_abstention\n"
+                f"resolve_abstention({str(idx)!r})"
             ),
         ),
         "queries": (
             tmp / "queries.jsonl",
             False,
             _api(
-                f"from skillsight_fast.library.queries import read_queries\nread_queries({str(tmp / 'queries.jsonl')!r})"
+                "from skillsight_fast.library.queries import read_queries\n"
+                f"read_queries({str(tmp / 'queries.jsonl')!r})"
             ),
         ),
         "triggers": (
@@ -182,7 +184,8 @@ def surfaces(tmp: Path, idx: Path) -> dict[str, tuple[Path, bool, list[str]]]:
             tmp / "idx2" / "manifest.json",
             False,
             _api(
-                f"from pathlib import Path\nfrom skillsight_fast.engine.io import read_manifest\nread_manifest(Path({str(tmp / 'idx2')!r}))"
+                "from pathlib import Path\nfrom skillsight_fast.engine.io import read_manifest\n"
+                f"read_manifest(Path({str(tmp / 'idx2')!r}))"
             ),
         ),
         "endpoint-record": (

@@ -86,8 +86,8 @@ def test_two_quantizations_of_one_model_at_once_both_succeed(tmp_path):
 
 
 def test_a_killed_stream_build_leaves_nothing_behind_after_the_next_build(tmp_path):
-    from skillsight_fast.indexing.stream import StreamBuilder
     from skillsight_fast.config import IndexConfig
+    from skillsight_fast.indexing.stream import StreamBuilder
 
     code = (
         "import os, sys; from skillsight_fast.indexing.stream import StreamBuilder; "

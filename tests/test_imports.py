@@ -18,7 +18,8 @@ def _imports():
              *(ROOT / "experiments").glob("*.py")]
     for path in files:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("skillsight_fast"):
+            if (isinstance(node, ast.ImportFrom) and node.level == 0
+                    and (node.module or "").startswith("skillsight_fast")):
                 yield path.relative_to(ROOT), node
 
 

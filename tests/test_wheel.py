@@ -50,8 +50,8 @@ def installed(tmp_path_factory) -> dict[str, Path]:
     # the dependencies come from this environment, after the venv's own site-packages
     deps = [p for p in [*site.getsitepackages(), sysconfig.get_path("purelib")] if Path(p).is_dir()]
     (purelib / "zz_test_dependencies.pth").write_text("\n".join(dict.fromkeys(deps)) + "\n")
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--no-index", "-q",
-                    str(wheel)], check=True, capture_output=True, text=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--no-index",
+                    "-q", str(wheel)], check=True, capture_output=True, text=True, timeout=300)
     outside = work / "elsewhere"
     outside.mkdir()
     return {"python": py, "script": env_dir / "bin" / "skillsight", "cwd": outside, "purelib": purelib,
@@ -59,7 +59,7 @@ def installed(tmp_path_factory) -> dict[str, Path]:
 
 
 def run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120,
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120, check=False,
                           env={"PATH": "/usr/bin:/bin", "HOME": str(cwd)})
 
 
@@ -118,8 +118,8 @@ def test_index_and_search_work_from_the_wheel_alone(installed, tmp_path):
         (skills / name).mkdir(parents=True)
         (skills / name / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {desc}\n---\nBody.\n")
     where = run([str(installed["python"]), "-c",
-                 "from skillsight_fast.models import find_model_dir; "
-                 "print(find_model_dir('all-MiniLM-L6-v2'))"], home)
+                 ("from skillsight_fast.models import find_model_dir; "
+                  "print(find_model_dir('all-MiniLM-L6-v2'))")], home)
     assert where.returncode == 0, where.stderr
     assert Path(where.stdout.strip()).is_relative_to(installed["purelib"])
     out = run([str(installed["script"]), "index", str(skills), "-o", str(home / "idx")], home)

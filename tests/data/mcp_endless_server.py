@@ -31,7 +31,8 @@ def send(msg):
 
 def page(cursor):
     start = int(cursor or 0)
-    tools = [{"name": f"tool_{start + i}", "description": " ".join(WORDS[(start + i + j) % 10] for j in range(1400)),
+    tools = [{"name": f"tool_{start + i}",
+              "description": " ".join(WORDS[(start + i + j) % 10] for j in range(1400)),
               "inputSchema": {"type": "object"}} for i in range(512)]
     return {"tools": ([ECHO] if not start else []) + tools, "nextCursor": str(start + 512)}
 

@@ -57,5 +57,6 @@ def toy_skills(n_extra: int = 0, seed: int = 0) -> list[Skill]:
     vocab = " ".join(TOPICS.values()).split()
     for i in range(n_extra):
         words = " ".join(rng.choice(vocab, size=8))
-        skills.append(Skill(id=f"extra-{i}", name=f"extra {i}", description="Generic helper.", body=BOILER + words))
+        skills.append(Skill(id=f"extra-{i}", name=f"extra {i}", description="Generic helper.",
+                            body=BOILER + words))
     return skills

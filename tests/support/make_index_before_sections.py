@@ -21,8 +21,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 DATA = HERE.parent / "data"
 
-from skillsight_fast import IndexConfig, SkillIndex, load_skills
-from skillsight_fast.config import FALLBACK_BELOW, LOOKUP_MIN_PIECES
+from skillsight_fast import IndexConfig, SkillIndex, load_skills  # noqa: E402
+from skillsight_fast.config import FALLBACK_BELOW, LOOKUP_MIN_PIECES  # noqa: E402
 
 #: Short tasks (the transformer directly) and long ones (the lookup first, maybe the fallback).
 QUERIES = [
@@ -32,16 +32,16 @@ QUERIES = [
     ("I have a big folder of server logs from last night's outage and I need to figure out which service "
      "started failing first, group the errors by type, count them per minute, and find the first stack trace "
      "that shows up before everything else goes wrong, then write a short summary for the incident report"),
-    ("our team keeps writing commit messages like 'fix' and 'stuff' and I want a convention: a short imperative "
-     "subject line under seventy two characters, a blank line, then a body that explains why the change was "
-     "made, and maybe a hook that checks it before every commit so nobody forgets the rule again"),
+    ("our team keeps writing commit messages like 'fix' and 'stuff' and I want a convention: a short "
+     "imperative subject line under seventy two characters, a blank line, then a body that explains why the "
+     "change was made, and maybe a hook that checks it before every commit so nobody forgets the rule again"),
     ("please translate this customer email from German into English, keep the polite tone and the formatting "
      "of the list of order numbers, and then draft a short reply in German thanking them and saying the "
      "replacement parts ship on Monday with tracking numbers sent by email"),
-    ("I need help with something at work, there are a lot of things going on and my manager wants a summary of "
-     "everything that happened this week across all the projects, including the meetings, the decisions that "
-     "were taken, and what is still open, written so that someone new to the team can follow it without asking "
-     "anybody"),  # long, and the lookup is unsure: the transformer answers again
+    ("I need help with something at work, there are a lot of things going on and my manager wants a summary "
+     "of everything that happened this week across all the projects, including the meetings, the decisions "
+     "that were taken, and what is still open, written so that someone new to the team can follow it without "
+     "asking anybody"),  # long, and the lookup is unsure: the transformer answers again
 ]
 
 
@@ -60,7 +60,8 @@ def main() -> None:
     res = index.search(QUERIES, k=10)
     expected = {"queries": QUERIES, "skill_ids": res.skill_ids, "scores": res.scores.tolist(),
                 "evidence": res.evidence, "config": index.config.to_dict()}
-    (DATA / "index_before_sections.expected.json").write_text(json.dumps(expected, indent=1, ensure_ascii=False))
+    (DATA / "index_before_sections.expected.json").write_text(
+        json.dumps(expected, indent=1, ensure_ascii=False))
 
 
 if __name__ == "__main__":

@@ -15,9 +15,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 DATA = HERE.parent / "data"
 
-from fakes import HashEncoder, toy_skills
+from fakes import HashEncoder, toy_skills  # noqa: E402
 
-from skillsight_fast import IndexConfig, SkillIndex
+from skillsight_fast import IndexConfig, SkillIndex  # noqa: E402
 
 QUERIES = ["compute the volume of an stl mesh", "resize png thumbnails", "merge pdf pages"]
 

@@ -54,8 +54,8 @@ def _docs_csr(docs):
     ptr = np.zeros(len(rows) + 1, np.int64)
     ptr[1:] = np.cumsum([len(r) for r in rows])
     terms = np.array([t for r in rows for t in r], np.int32)
-    tf = np.array([d[t] for d, r in zip(docs, rows) for t in r], np.uint16) if docs and isinstance(docs[0], dict) \
-        else None
+    tf = (np.array([d[t] for d, r in zip(docs, rows) for t in r], np.uint16)
+          if docs and isinstance(docs[0], dict) else None)
     return ptr, terms, tf
 
 
@@ -98,7 +98,8 @@ def fuse_topk(candidates, s_dense, s_lex, k, **kw):
 
 
 def fuse(candidates, s_dense, s_lex, mode="eq15", weight=1.0, rrf_k=60.0):
-    """Fused score per candidate (NaN on padding): the twin's top-k over every candidate, put back in place."""
+    """Fused score per candidate (NaN on padding): the twin's top-k over every candidate, put back in
+    place."""
     cand = np.asarray(candidates, np.int64)
     out = np.full(cand.shape, np.nan)
     if cand.shape[1] == 0:
@@ -188,7 +189,8 @@ def search_pipeline(queries, texts, k, *, embeddings, basis, renormalize, vocab,
         cand = np.array([m + [-1] * (width - len(m)) for m in merged], np.int64)
     s_dense = np.where(cand >= 0, np.einsum("id,ikd->ik", q_perp, d_perp[np.maximum(cand, 0)]), -np.inf)
     if side == "bm25":
-        scored = evidence_terms(texts, vocab, stop, min_len, max_len) if lexical_evidence == "all" else evidence
+        scored = (evidence_terms(texts, vocab, stop, min_len, max_len) if lexical_evidence == "all"
+                  else evidence)
         s_lex = score_bm25_candidates(cand, scored, doc_tf, doc_len, bm25_idf, k1, b, avgdl)
     else:
         s_lex = score_lexical_candidates(cand, evidence, doc_terms, lec_w)

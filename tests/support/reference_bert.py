@@ -24,8 +24,7 @@ def load_reference(model_dir: str | Path) -> tuple[dict, dict[str, np.ndarray]]:
     cfg = json.loads((model_dir / "config.json").read_text())
     weights: dict[str, np.ndarray] = {}
     for name, value in load_file(str(model_dir / "model.safetensors")).items():
-        if name.startswith("bert."):
-            name = name[5:]
+        name = name.removeprefix("bert.")
         if "LayerNorm" in name:
             name = name.replace("gamma", "weight").replace("beta", "bias")
         weights[name] = value.astype(np.float64)
