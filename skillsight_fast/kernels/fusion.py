@@ -84,7 +84,8 @@ def _fuse_topk(
             if mode == 0:
                 if std_l > 0.0:
                     z = (y - mean_l) / std_l
-                    z = max(z, 0.0)
+                    if z < 0.0:  # noqa: PLR1730 - a branch in the kernel: NaN stays NaN, the type stays
+                        z = 0.0
                     scale = std_d if std_d > 0.0 else 1.0
                     f = x + weight * z * scale
                 else:
