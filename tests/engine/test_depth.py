@@ -1,0 +1,91 @@
+"""engine.depth: the fused head, then RRF of the dense and lexical lists."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from skillsight_fast.engine.depth import head_then_rrf, rrf_order
+
+
+def reference(fused, dense, lexical, k, head, rrf_k=60.0):
+    """Obviously correct: score every id by Σ 1/(rrf_k + rank), sort, prepend the head."""
+    out = []
+    for f, d, l in zip(fused, dense, lexical):
+        kept = []
+        for j in f:
+            if len(kept) >= min(head, k):
+                break
+            if j >= 0 and j not in kept:
+                kept.append(int(j))
+        score, ranks = {}, []
+        for lst in (d, l):
+            r = {}
+            for pos, j in enumerate(lst):
+                if j >= 0 and j not in r:
+                    r[int(j)] = pos + 1
+            ranks.append(r)
+            for j, rank in r.items():
+                score[j] = score.get(j, 0.0) + 1.0 / (rrf_k + rank)
+        big = 10 ** 9
+        order = sorted(score, key=lambda j: (-score[j], ranks[0].get(j, big), ranks[1].get(j, big), j))
+        kept += [j for j in order if j not in kept]
+        row = kept[:k] + [-1] * max(0, k - len(kept))
+        out.append(row)
+    return np.array(out, np.int64).reshape(len(out), k)
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("head", [0, 1, 3, 10])
+@pytest.mark.parametrize("k", [1, 5, 12, 40])
+def test_matches_the_reference_on_random_lists(seed, head, k):
+    rng = np.random.default_rng(seed)
+    n, n_docs = 4, 30
+
+    def lists(depth):
+        out = np.full((n, depth), -1, np.int64)
+        for i in range(n):
+            m = int(rng.integers(0, depth + 1))
+            out[i, :m] = rng.choice(n_docs, m, replace=False)
+        return out
+
+    fused, dense, lexical = lists(15), lists(20), lists(8)
+    got = head_then_rrf(fused, dense, lexical, k, head)
+    assert np.array_equal(got, reference(fused, dense, lexical, k, head))
+    for row in got:  # each id at most once, padding only at the end
+        valid = row[row >= 0]
+        assert len(set(valid.tolist())) == valid.size
+        assert (row[valid.size:] == -1).all()
+
+
+def test_head_kept_and_the_rest_by_rrf():
+    # 7 is first in both lists, so RRF puts it right after the fused head
+    got = head_then_rrf(np.array([[3, 5, 7]]), np.array([[7, 5, 1]]), np.array([[7, 2, 5]]), k=5, head=2)
+    assert got.tolist() == [[3, 5, 7, 2, 1]]  # 2 is second in one list (1/62), 1 third (1/63)
+    tie = head_then_rrf(np.array([[9]]), np.array([[1, 8]]), np.array([[2, 8]]), k=3, head=0)
+    assert tie.tolist() == [[8, 1, 2]]  # 1 and 2 tie on score: 1 has the better dense rank
+
+
+def test_head_at_least_k_is_the_fused_ranking():
+    fused = np.array([[4, 2, 9, -1]])
+    assert head_then_rrf(fused, np.array([[1]]), np.array([[2]]), k=3, head=10).tolist() == [[4, 2, 9]]
+
+
+def test_empty_rows_and_short_union_are_padded():
+    got = head_then_rrf(np.full((2, 3), -1), np.array([[-1, -1], [6, -1]]), np.full((2, 1), -1), k=3, head=1)
+    assert got.tolist() == [[-1, -1, -1], [6, -1, -1]]
+
+
+def test_rrf_order_counts_a_repeated_id_once():
+    ids, scores = rrf_order([np.array([2, 2, 3]), np.array([-1])], rrf_k=0.0)
+    assert ids.tolist() == [2, 3] and scores.tolist() == [1.0, 1 / 3]
+
+
+def test_bad_arguments_are_refused():
+    one = np.array([[1]])
+    with pytest.raises(ValueError, match="rows differ"):
+        head_then_rrf(one, np.array([[1], [2]]), one, k=1, head=0)
+    with pytest.raises(ValueError, match=">= 0"):
+        head_then_rrf(one, one, one, k=-1, head=0)
+    with pytest.raises(ValueError, match="rrf_k"):
+        rrf_order([np.array([1])], rrf_k=-1.0)
