@@ -76,7 +76,7 @@ def example_values(obj: Any) -> list[str]:
     elif isinstance(obj, list):
         for v in obj:
             out += example_values(v)
-    return [v for v in out if v and v.strip().upper() != "N/A"]
+    return [v for v in out if v and v.strip().upper() not in ("N/A", "NULL", "NONE", '""', "[]", "{}")]
 
 
 def variant(ds: Dataset, name: str) -> tuple[Dataset, list[int]]:
@@ -90,10 +90,16 @@ def variant(ds: Dataset, name: str) -> tuple[Dataset, list[int]]:
         except (json.JSONDecodeError, TypeError):
             docs.append(d)
             continue
-        body = json.dumps(strip_examples(rec), indent=1, ensure_ascii=False) if isinstance(rec, (dict, list)) else d.body
-        if body != d.body and example_values(rec):
+        if not isinstance(rec, (dict, list)) or not example_values(rec):
+            docs.append(d)
+            continue
+        # written as the dataset writes its bodies (bfcl: indent 1, sorted keys; gorilla_hf: one line),
+        # so the only difference is the example values
+        pretty = d.body.startswith("{\n")
+        body = json.dumps(strip_examples(rec), ensure_ascii=False, indent=1 if pretty else None, sort_keys=pretty)
+        if body != d.body:
             changed.append(i)
-        docs.append(dataclasses.replace(d, body=body if example_values(rec) else d.body))
+        docs.append(dataclasses.replace(d, body=body))
     return dataclasses.replace(ds, docs=docs), changed
 
 
