@@ -30,7 +30,9 @@ Adoption rule (declared before the run)
     1. Fit set for tool catalogues: bfcl. A variant qualifies when it is not worse than the best
        baseline and not worse than ``shipped``. The skill fit sets (skillsbench, sra_theoremqa) are
        run and reported (not worse than ``shipped``?), but the change is scoped to tool catalogues
-       (the issue asks the skill datasets unchanged), so they do not enter the choice.
+       (the issue asks the skill datasets unchanged), so they do not enter the choice; they run
+       only with ``--skills`` (amended 08:34, before any run: the machine's load made their
+       encoding the longest part).
     2. If ``shipped`` qualifies and no other variant does, nothing changes. Among qualifying
        variants other than ``shipped`` the one with the highest bfcl mean of R@20 and R@50 wins; a
        simpler one (order above) whose bfcl R@50 interval against the winner contains 0 takes its
@@ -174,11 +176,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--metatool-repo", help="a clone of HowieHwong/MetaTool (for metatool_multi)")
     ap.add_argument("--out", default=str(ROOT / "results" / "tool_depth_continuation.json"))
+    ap.add_argument("--skills", action="store_true", help="also run the skill fit sets (reported only)")
     args = ap.parse_args()
+    skills = FIT_SKILLS if args.skills else ()
     res: dict[str, Any] = {"variants": VARIANTS, "head": HEAD, "fit": {}, "confirm": {}, "means": {},
                            "curve_losses_vs_rrf": {}, "datasets": {}}
     runs: dict[str, Any] = {}
-    for n in FIT_TOOLS + FIT_SKILLS:
+    for n in FIT_TOOLS + skills:
         runs[n] = run_dataset(n, VARIANTS, args.metatool_repo)
         print("\n".join(table(n, runs[n]["per"])), flush=True)
     bfcl = runs["bfcl"]["per"]
@@ -188,13 +192,13 @@ def main() -> int:
                "vs_shipped": not_worse(bfcl[v], bfcl["shipped"], DEPTH_RULE_METRICS)}
         rec["pass"] = rec["vs_best_baseline"]["pass"] and rec["vs_shipped"]["pass"]
         rec["skills_vs_shipped"] = {n: not_worse(runs[n]["per"][v], runs[n]["per"]["shipped"], DEPTH_RULE_METRICS)
-                                    for n in FIT_SKILLS}
+                                    for n in skills}
         rule[v] = rec
         print(f"{v:<16} qualifies={rec['pass']}  bfcl vs best: " + "  ".join(
             f"{m} {fmt_diff(rec['vs_best_baseline'][m])} ({rec['vs_best_baseline'][m]['best']})"
             for m in DEPTH_RULE_METRICS), flush=True)
         print(f"{'':<16} vs shipped: " + "  ".join(f"{m} {fmt_diff(rec['vs_shipped'][m])}" for m in DEPTH_RULE_METRICS))
-        for n in FIT_SKILLS:
+        for n in skills:
             r = rec["skills_vs_shipped"][n]
             print(f"{'':<16} {n} vs shipped: " + "  ".join(f"{m} {fmt_diff(r[m])}" for m in DEPTH_RULE_METRICS))
     res["fit"]["rule"] = rule
