@@ -73,3 +73,23 @@ def test_a_fake_encoder_settles_on_the_transformer(tmp_path, monkeypatch):
     index = ctx.index(shipped_config(ds))
     assert np.array_equal(ctx.shipped_vectors(index), ctx.task_vectors(index.config))
     assert ctx.notes["cascade"]["lookup_answers"] == 0.0
+
+
+def test_recall_curve_and_the_depths_where_it_loses():
+    from skillsight_fast.lab.evaluation.tool_search import curve_losses, depth_metrics, recall_curve
+
+    ranked = np.full((2, 50), -1, np.int64)
+    ranked[0, [0, 4]] = [1, 2]  # task 0: its two tools at ranks 1 and 5
+    ranked[1, 2] = 5  # task 1: its tool at rank 3
+    gold = [frozenset({1, 2}), frozenset({5})]
+    curve = recall_curve(ranked, gold)
+    assert curve.shape == (2, 50)
+    assert curve[0, :5].tolist() == [0.5, 0.5, 0.5, 0.5, 1.0] and curve[1, :3].tolist() == [0.0, 0.0, 1.0]
+    m = depth_metrics(ranked, gold)
+    assert m["R@3"].tolist() == [0.5, 1.0] and m["C@3"].tolist() == [0.0, 1.0] and m["C@50"].tolist() == [1.0, 1.0]
+    rng = np.random.default_rng(0)
+    good = (rng.random((300, 50)) < 0.8).astype(float)
+    worse = good.copy()
+    worse[:, 20:] = 0.0  # loses from depth 21 on
+    assert curve_losses(worse, good, n_boot=300) == list(range(21, 51))
+    assert curve_losses(good, good, n_boot=300) == []
