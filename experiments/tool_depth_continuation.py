@@ -81,7 +81,7 @@ from skillsight_fast.lab.evaluation.tool_search import (
     recall_curve,
     rule_check,
 )
-from skillsight_fast.metrics import DEPTH, bootstrap_diff
+from skillsight_fast.metrics import DEPTH, bootstrap_diff, bootstrap_mean
 
 FIT_TOOLS, FIT_SKILLS = ("bfcl",), ("skillsbench", "sra_theoremqa")
 CONFIRM = ("metatool", "gorilla_hf", "metatool_multi")
@@ -233,7 +233,8 @@ def main() -> int:
     print(f"adopted for tool catalogues: {res['adopted']}", flush=True)
     for n, r in runs.items():
         res["datasets"][n] = {k: r[k] for k in ("n_tasks", "n_docs", "multi", "cascade", "candidates")}
-        res["means"][n] = {m: {k: float(v[k].mean()) for k in TABLE_METRICS} for m, v in r["per"].items()}
+        res["means"][n] = {m: {k: [float(v[k].mean()), *bootstrap_mean(v[k])] for k in TABLE_METRICS}
+                           for m, v in r["per"].items()}
         res["curve_losses_vs_rrf"][n] = {m: curve_losses(c, r["curves"]["rrf"]) for m, c in r["curves"].items()
                                          if m not in RULE_BASELINES}
         print(f"  {n}: depths where R@k is significantly below RRF: {res['curve_losses_vs_rrf'][n]}")
@@ -244,8 +245,26 @@ def main() -> int:
         for n, r in runs.items()}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=1) + "\n", encoding="utf-8")
+    print(markdown(res))
     print(f"wrote {args.out}")
     return 0
+
+
+def markdown(res: dict[str, Any]) -> str:
+    """The depth tables of docs/TOOLS.md from the result JSON (means with 95 % intervals, then the
+    paired differences of each SkillSight row to RRF)."""
+    cols = ("R@3", "R@5", "R@10", "R@20", "R@50", "C@10", "nDCG@10")
+    out: list[str] = []
+    for n, means in res["means"].items():
+        d = res["datasets"][n]
+        out += [f"\n**{n}** ({d['n_docs']:,} tools, {d['n_tasks']:,} tasks, {d['multi']} needing several tools)\n",
+                "| method | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
+        for m, v in means.items():
+            out.append(f"| {m} | " + " | ".join(f"{100 * v[c][0]:.1f} [{100 * v[c][1]:.1f}, {100 * v[c][2]:.1f}]"
+                                                 for c in cols) + " |")
+        for m, p in res["paired_vs_baselines"][n].items():
+            out.append(f"| Δ {m} − rrf | " + " | ".join(fmt_diff(p["rrf"][c]) for c in cols) + " |")
+    return "\n".join(out)
 
 
 if __name__ == "__main__":
