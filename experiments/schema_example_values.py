@@ -23,6 +23,13 @@ Probes (the "weigh less" check, on every tool dataset with schemas)
     Wilson 95 % intervals. Example values weigh less than name and purpose when the example
     probes' share is below the purpose probes' share.
 
+Real MCP servers (added 08:46, before any run; reported, not part of the rule)
+    The 15 tools of the reference servers mcp-server-time, mcp-server-git and mcp-server-fetch, read
+    live as ``skillsight index --mcp`` reads them, built both ways with the tool catalogue's config
+    (a real build: the cascade settles as shipped); the 24 on-topic prompts of
+    data/abstention/mcp_reference_prompts.jsonl asked with ``find_skills`` (k = 1, no abstention):
+    right-first both ways, and the first hit of "what time is it in Tokyo".
+
 Adoption rule (declared before the run)
     Fit set bfcl, confirm set gorilla_hf. ``schema-no-examples`` becomes the tool text of tool
     catalogues if on bfcl it is not significantly worse than ``schema`` on R@10, nDCG@10, R@20, R@50
@@ -120,6 +127,39 @@ def top1_share(ds: Dataset) -> dict[str, Any]:
     return {"share": hits / max(1, len(ds.queries)), "ci": wilson(hits, len(ds.queries)), "n": len(ds.queries)}
 
 
+def mcp_check() -> dict[str, Any]:
+    """Right-first of the reference servers' on-topic prompts with the schema as is and without examples."""
+    from skillsight_fast import SkillIndex
+    from skillsight_fast.agents.find import find_skills
+    from skillsight_fast.lab.evaluation.abstention import read_prompts
+    from skillsight_fast.models import load_encoder
+    from skillsight_fast.tools import catalog
+    from skillsight_fast.tools.catalog import parse_server_arg, tool_index_config
+    from skillsight_fast.tools.mcp_source import read_mcp_tools
+
+    servers = [parse_server_arg(a) for a in ("time=mcp-server-time --local-timezone UTC", "git=mcp-server-git",
+                                             "fetch=mcp-server-fetch")]
+    prompts = [(p, g) for p, g in read_prompts(ROOT / "data" / "abstention" / "mcp_reference_prompts.jsonl") if g]
+    enc = load_encoder()
+    out: dict[str, Any] = {"n_prompts": len(prompts)}
+    original = catalog.tool_body
+    for v in ("schema", "schema-no-examples"):
+        if v == "schema-no-examples":
+            catalog.tool_body = lambda schema, text=catalog.DEFAULT_TOOL_TEXT: original(strip_examples(schema), text)
+        try:  # catalog.tool_skill looks tool_body up at call time
+            skills = read_mcp_tools(servers)
+        finally:
+            catalog.tool_body = original
+        index = SkillIndex.build(skills, enc, tool_index_config())
+        answers = find_skills(index, [p for p, _ in prompts], 1, abstention=None, pins=[])
+        right = sum(bool(a.hits) and a.hits[0].id in g for a, (_, g) in zip(answers, prompts))
+        tokyo = find_skills(index, ["what time is it in Tokyo"], 2, abstention=None, pins=[])[0]
+        out[v] = {"right_first": right / len(prompts), "right_first_ci": wilson(right, len(prompts)),
+                  "tokyo_top": [(h.id, round(float(h.score), 3)) for h in tokyo.hits],
+                  "n_tools": len(skills)}
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=str(ROOT / "results" / "schema_example_values.json"))
@@ -144,6 +184,12 @@ def main() -> int:
         res[name] = {"tools_with_examples": len(rows), "n_tools": len(base.docs), "n_tasks": len(base.queries),
                      "means": {v: {m: float(x[m].mean()) for m in x} for v, x in per.items()},
                      "no_examples_vs_schema": diff, "probes": probe}
+    try:
+        res["mcp_reference"] = mcp_check()
+        print(f"mcp reference servers: {res['mcp_reference']}", flush=True)
+    except Exception as exc:  # servers not installed: reported, the rule does not read it
+        res["mcp_reference"] = {"error": f"{type(exc).__name__}: {exc}"}
+        print(f"mcp reference servers not run: {exc}", flush=True)
     fit, conf = res["bfcl"], res["gorilla_hf"]
     adopt = (fit["no_examples_vs_schema"]["pass"] and conf["no_examples_vs_schema"]["pass"]
              and fit["probes"]["schema-no-examples"]["example"]["share"] < fit["probes"]["schema"]["example"]["share"])
