@@ -18,6 +18,9 @@ import numpy as np
 
 #: RRF's constant (Cormack, Clarke and Büttcher 2009), used by every RRF in this project.
 RRF_K = 60.0
+#: Positions kept from the fused ranking before the RRF continuation (the depth of the headline
+#: metrics and of the first lists an agent reads; not fitted, experiments/tool_depth_continuation.py).
+DEPTH_HEAD = 10
 
 
 def rrf_order(lists: list[np.ndarray], rrf_k: float = RRF_K) -> tuple[np.ndarray, np.ndarray]:
@@ -109,3 +112,37 @@ def head_then_rrf(fused: np.ndarray, dense: np.ndarray, lexical: np.ndarray, k: 
                     seen.add(j)
         out[i, : len(kept)] = kept
     return out
+
+
+def continue_positions(fused_pos: np.ndarray, s_dense: np.ndarray, s_lex: np.ndarray, k: int,
+                       head: int = DEPTH_HEAD, rrf_k: float = RRF_K) -> np.ndarray:
+    """:func:`head_then_rrf` over one search's candidate set, in positions of its candidate rows.
+
+    What a search has at its last stage: the fused order of the candidates, their s⊥ and their
+    lexical scores. The dense list is the candidates by s⊥, the lexical list those with a lexical
+    score above 0 by that score (ties: the earlier column first).
+
+    Parameters
+    ----------
+    fused_pos : int64 (n, m)
+        Columns of the candidate rows in fused order, best first (``-1`` padding), at least ``head`` deep.
+    s_dense, s_lex : float32 (n, K)
+        s⊥ (``-inf`` on padding) and the lexical score of each candidate column.
+    k, head, rrf_k
+        As :func:`head_then_rrf`.
+
+    Returns
+    -------
+    int64 (n, k)
+        Columns of the candidate rows, best first, ``-1`` padding.
+    """
+    s_dense = np.asarray(s_dense, np.float64)
+    s_lex = np.asarray(s_lex, np.float64)
+    valid = np.isfinite(s_dense)
+    cols = np.broadcast_to(np.arange(s_dense.shape[1], dtype=np.int64), s_dense.shape)
+    d_order = np.argsort(-np.where(valid, s_dense, -np.inf), axis=1, kind="stable")
+    dense = np.where(np.take_along_axis(valid, d_order, axis=1), np.take_along_axis(cols, d_order, axis=1), -1)
+    has_lex = valid & (s_lex > 0)
+    l_order = np.argsort(-np.where(has_lex, s_lex, -np.inf), axis=1, kind="stable")
+    lexical = np.where(np.take_along_axis(has_lex, l_order, axis=1), np.take_along_axis(cols, l_order, axis=1), -1)
+    return head_then_rrf(fused_pos, dense, lexical, k, head, rrf_k)

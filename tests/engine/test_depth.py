@@ -89,3 +89,16 @@ def test_bad_arguments_are_refused():
         head_then_rrf(one, one, one, k=-1, head=0)
     with pytest.raises(ValueError, match="rrf_k"):
         rrf_order([np.array([1])], rrf_k=-1.0)
+
+
+def test_continue_positions_reads_the_candidate_rows():
+    from skillsight_fast.engine.depth import continue_positions
+
+    s_dense = np.array([[0.9, 0.8, 0.7, 0.6, -np.inf]], np.float32)
+    s_lex = np.array([[0.0, 0.0, 2.0, 1.0, 5.0]], np.float32)  # column 4 is padding: never returned
+    fused = np.array([[2, 0, 1, 3, -1]])
+    got = continue_positions(fused, s_dense, s_lex, k=5, head=1)
+    # after the head (column 2): column 3 (dense 4th, lexical 2nd: 1/64 + 1/62), then column 0 (dense
+    # 1st only: 1/61), then column 1 (1/62)
+    assert got.tolist() == [[2, 3, 0, 1, -1]]
+    assert continue_positions(fused, s_dense, s_lex, k=3, head=10).tolist() == [[2, 0, 1]]
