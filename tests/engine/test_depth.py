@@ -127,3 +127,31 @@ def test_reorder_columns_carries_every_hit_field():
     assert out.ids.tolist() == [[7, 9, -1]] and out.skill_ids == [["s7", "s9", None]]
     assert out.scores[0, :2].tolist() == [3.0, 1.0] and out.scores[0, 2] == -np.inf
     assert out.evidence == [[["a"], ["b"], []]] and np.isnan(out.dense[0, 2]) and out.cosine[0, 1] == 0.3
+
+
+def test_the_hook_at_the_last_stage_gives_the_continuation_of_the_lists():
+    """What the one-line hook in SkillIndex._search_vectors would do (fuse every candidate, continue past
+    the head, reorder the result) equals head_then_rrf over the s⊥ and lexical orders of the candidates."""
+    from fakes import HashEncoder, toy_skills
+
+    from skillsight_fast import IndexConfig, SkillIndex
+    from skillsight_fast.engine.depth import continue_positions, reorder_columns
+
+    enc = HashEncoder(dim=64)
+    index = SkillIndex.build(toy_skills(n_extra=60, seed=2), enc, IndexConfig(lexical_evidence="all"))
+    texts = ["merge pdf pages and extract tables", "resize png images", "deploy docker compose"]
+    vectors = enc.encode(texts)
+    d = index.decisions
+    q = index.remove_background(vectors)
+    cand, s_dense = index.dense_candidates(q, d.candidates)
+    terms, ptr = index.evidence_tokens(texts, exclude=index._no_generic)
+    s_lex = index.lexical_scores(cand, terms, ptr)
+    k = 20
+    full, pos = index.fused_result(cand, s_dense, s_lex, cand.shape[1], d, vectors)
+    hooked = reorder_columns(full, pos, continue_positions(pos, s_dense, s_lex, k))
+    assert np.array_equal(hooked.ids[:, :10], index.search_vectors(vectors, texts, 10, explain=False).ids)
+    order = np.argsort(-np.where(cand >= 0, s_dense, -np.inf), axis=1, kind="stable")
+    dense = np.take_along_axis(cand, order, axis=1)
+    lo = np.argsort(-np.where(cand >= 0, s_lex, -np.inf), axis=1, kind="stable")
+    lexical = np.where(np.take_along_axis(s_lex, lo, axis=1) > 0, np.take_along_axis(cand, lo, axis=1), -1)
+    assert np.array_equal(hooked.ids, head_then_rrf(full.ids, dense, lexical, k, 10))
