@@ -135,7 +135,7 @@ def run(name: str, enc: Any) -> dict[str, Any]:
     best_on = index.search_vectors(tasks, texts, 1, explain=False).cosine[:, 0]
     off_vec = index.encode(off_eval)
     best_off = index.search_vectors(off_vec, off_eval, 1, explain=False).cosine[:, 0]
-    t = float(np.sort(best_off)[int(math.ceil(0.95 * best_off.size)) - 1]) + 1e-6 if best_off.size else math.nan
+    t = float(np.sort(best_off)[math.ceil(0.95 * best_off.size) - 1]) + 1e-6 if best_off.size else math.nan
     out["oracle"] = {"threshold": t, "offtopic_silent": float(np.mean(best_off < t)),
                      "answerable_silenced": float(np.mean(best_on < t)),
                      "feasible": bool(np.mean(best_on < t) <= 0.05)}

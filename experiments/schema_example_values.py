@@ -54,11 +54,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from skillsight_fast.errors import SkillsightError
 from skillsight_fast.lab.evaluation.abstention import wilson
 from skillsight_fast.lab.evaluation.datasets import Dataset, EvalQuery, load_dataset
 from skillsight_fast.lab.evaluation.methods import METHODS, EvalContext
@@ -187,7 +186,7 @@ def main() -> int:
     try:
         res["mcp_reference"] = mcp_check()
         print(f"mcp reference servers: {res['mcp_reference']}", flush=True)
-    except Exception as exc:  # servers not installed: reported, the rule does not read it
+    except (OSError, SkillsightError) as exc:  # servers not installed: reported, the rule does not read it
         res["mcp_reference"] = {"error": f"{type(exc).__name__}: {exc}"}
         print(f"mcp reference servers not run: {exc}", flush=True)
     fit, conf = res["bfcl"], res["gorilla_hf"]

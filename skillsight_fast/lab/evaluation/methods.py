@@ -527,8 +527,8 @@ def _splade_docs(ctx: EvalContext, enc: Any) -> Any:
 
     import scipy.sparse as sp
 
-    from skillsight_fast.lab.evaluation.cache import save_npy
     from skillsight_fast.files import atomic_write_bytes, sha256_text
+    from skillsight_fast.lab.evaluation.cache import save_npy
 
     folder = ctx.cache / "eval" / f"splade-{enc.checksum[:12]}"
     store: dict[str, Any] = {}

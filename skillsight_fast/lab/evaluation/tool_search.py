@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from skillsight_fast.lab.evaluation.datasets import Dataset
-from skillsight_fast.metrics import bootstrap_diff, bootstrap_mean, completeness_at_k, hit_at_k
 from skillsight_fast.library.skills import Skill
+from skillsight_fast.metrics import bootstrap_diff, bootstrap_mean, completeness_at_k, hit_at_k
 from skillsight_fast.tools.catalog import TOOL_TEXTS, tool_body
 
 #: Methods compared (names of :mod:`skillsight_fast.lab.evaluation.methods`).

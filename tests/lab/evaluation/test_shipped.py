@@ -28,7 +28,7 @@ def _dataset(tmp_path, monkeypatch, kind):
     (folder / "meta.json").write_text(json.dumps({"name": f"tiny-{kind}", "kind": kind, "distractors": None}))
     monkeypatch.setenv("SKILLSIGHT_CACHE", str(tmp_path / "cache"))
     enc = HashEncoder(dim=64)
-    import skillsight_fast.lab.evaluation.methods as methods
+    from skillsight_fast.lab.evaluation import methods
 
     monkeypatch.setattr(methods, "load_encoder", lambda *a, **k: enc)
     from skillsight_fast.lab.evaluation.datasets import load_dataset
