@@ -45,8 +45,23 @@ Adoption rule (declared before the run)
     Reported for every variant, not part of the rule: the depths k in 1..50 at which its R@k is
     significantly below RRF's (the "every depth" of the issue).
 
-Result
-    (filled in after the run)
+Result (08:46-09:18 UTC, 5 Dec 2026, load 17-23 on two cores; results/tool_depth_continuation.json)
+    Adopted by the rule: ``head10+rrf-cand``, for tool catalogues. On bfcl what ships fails the
+    criterion (R@50 -0.5 [-0.9, -0.1] against RRF); ``head10+rrf-cand`` passes it (R@50 -0.3
+    [-0.7, +0.0], R@20 +0.6 [+0.1, +1.2], nDCG@10 -0.2 [-0.9, +0.6], R@10 +1.7 [+0.7, +2.6], C@10
+    +1.5 [+0.5, +2.6], all against RRF) and is not worse than shipped (R@20 +0.7 [+0.2, +1.2], R@50
+    +0.1 [-0.2, +0.4]; positions 1-10 identical). ``head10+rrf`` (past the candidate set) is
+    better at depth (R@20 +0.9 [+0.3, +1.4], R@50 +0.3 [-0.0, +0.7] vs shipped) but its R@50 interval
+    against the simpler one contains 0, so the simpler one takes its place, as declared.
+    ``rrf-index`` fails (nDCG@10 -0.7 [-1.3, -0.1] vs RRF). Confirm sets: the chosen variant passes
+    the criterion on metatool (best baseline dense), gorilla_hf (RRF) and metatool_multi (dense), so
+    it is adopted. Disclosed: on the confirm sets it is *below* shipped at depth 20 (point estimates
+    metatool 85.6 vs 87.2, gorilla_hf 56.7 vs 57.9, metatool_multi 85.6 vs 86.3; the rule compared
+    the confirm sets with the baselines only), where BM25 is weak (metatool BM25 R@10 51.6), so the
+    RRF continuation promotes weak lexical matches. "Every depth": depths k in 1..50 where R@k is
+    significantly below RRF's on bfcl: shipped 1, 2, 32, 34-37, 46-50; head10+rrf-cand 1, 2, 35-40,
+    48; head10+rrf 1, 2; none on the other sets. k = 1, 2 is the fused head (R@1/R@2), which no
+    variant here changes.
 
 Run
     PYTHONPATH=. nice python experiments/tool_depth_continuation.py --metatool-repo PATH/TO/MetaTool
