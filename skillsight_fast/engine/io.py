@@ -221,9 +221,9 @@ def _carry_static_model(config: IndexConfig, folder: Path, files: dict[str, str]
     another index (an edit of one would change them all), and the copies get the index's mode.
     A transformer-only config (no ``query_model``) is returned unchanged.
     """
-    if not config.query_model:
+    if not config.encoder.query_model:
         return config
-    src = Path(config.query_model)
+    src = Path(config.encoder.query_model)
     dest = folder / STATIC_MODEL_DIR
     dest.mkdir()
     for f in sorted(src.iterdir()):
@@ -234,7 +234,7 @@ def _carry_static_model(config: IndexConfig, folder: Path, files: dict[str, str]
             files[f"{STATIC_MODEL_DIR}/{f.name}"] = sha256_file(dest / f.name)
     fsync_dir(dest)
     changes: dict[str, Any] = {"query_model": STATIC_MODEL_DIR}
-    if config.model and Path(config.model).expanduser().absolute() == src.expanduser().absolute():
+    if config.encoder.model and Path(config.encoder.model).expanduser().absolute() == src.expanduser().absolute():
         changes["model"] = STATIC_MODEL_DIR  # the static tier encodes the skills with it too
     return config.replace(**changes)
 
@@ -243,9 +243,9 @@ def _resolve_static_model(config: IndexConfig, directory: Path) -> IndexConfig:
     """The loaded config with its static model's folder made absolute: the index's own copy; for an
     index from before the copy, the recorded folder, or else the folder of the same name in this
     user's cache (the model's checksum, kept in the manifest, is checked when it loads)."""
-    if not config.query_model:
+    if not config.encoder.query_model:
         return config
-    recorded = Path(config.query_model)
+    recorded = Path(config.encoder.query_model)
     if not recorded.is_absolute():
         folder = str(directory.absolute() / recorded)
     elif recorded.is_dir():
@@ -255,7 +255,7 @@ def _resolve_static_model(config: IndexConfig, directory: Path) -> IndexConfig:
 
         folder = str(cache_root() / "static" / recorded.name)
     changes: dict[str, Any] = {"query_model": folder}
-    if config.model == config.query_model:
+    if config.encoder.model == config.encoder.query_model:
         changes["model"] = folder
     return config.replace(**changes)
 def _save_strings(state: IndexState, folder: Path) -> dict[str, Any]:

@@ -86,7 +86,7 @@ def test_an_index_works_for_another_user_after_the_builders_cache_is_gone(teache
         other.mkdir()
         got = search_as_another_user(moved, tasks, other)
         loaded = SkillIndex.load(moved)
-        assert Path(loaded.config.query_model) == moved.absolute() / STATIC_MODEL_DIR
+        assert Path(loaded.config.encoder.query_model) == moved.absolute() / STATIC_MODEL_DIR
         np.testing.assert_allclose(loaded.encode(tasks), index.encode(tasks), atol=1e-6)
     finally:
         shutil.move(str(cache_copy), builder_home / ".cache")  # ... for this test only
