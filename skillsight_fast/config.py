@@ -1,4 +1,5 @@
-"""Index configuration: one frozen dataclass, serialised into the index manifest."""
+"""Index configuration: a frozen dataclass in sections (analyzer, background, encoder, scoring, scan),
+serialised into the index manifest as flat keys."""
 
 from __future__ import annotations
 
