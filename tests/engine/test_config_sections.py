@@ -62,12 +62,12 @@ def test_replace_takes_flat_keywords_and_keeps_the_rest() -> None:
 
 
 @pytest.mark.parametrize("bad, match", [
-    (dict(nope=1), "unknown IndexConfig fields"),
-    (dict(fusion="max"), "fusion"),
-    (dict(scan="hnsw"), "scan"),
-    (dict(ivf_nlist=0), "scan parameter nlist"),
-    (dict(min_token_len=5, max_token_len=4), "min_token_len"),
-    (dict(query_encoder="static", query_int8=True), "transformer tier only"),
+    ({"nope": 1}, "unknown IndexConfig fields"),
+    ({"fusion": "max"}, "fusion"),
+    ({"scan": "hnsw"}, "scan"),
+    ({"ivf_nlist": 0}, "scan parameter nlist"),
+    ({"min_token_len": 5, "max_token_len": 4}, "min_token_len"),
+    ({"query_encoder": "static", "query_int8": True}, "transformer tier only"),
 ])
 def test_bad_fields_are_refused_by_name(bad: dict, match: str) -> None:
     with pytest.raises((TypeError, ValueError), match=match):
@@ -97,14 +97,14 @@ def test_manifest_keeps_the_flat_keys_and_round_trips() -> None:
 
 # the rules the *_side properties applied before settled() decided them (docs/ADAPTIVE.md), written out
 @pytest.mark.parametrize("given, can_fit, tier, lexical, document_vector, query_int8", [
-    (dict(), True, "fitted", "bm25", "text+namedesc", None),
-    (dict(), False, "transformer", "bm25", "text+namedesc", True),
-    (dict(adaptive=False), True, "transformer", "lec", "text", False),
-    (dict(int8=True), True, "transformer", "bm25", "text+namedesc", True),
-    (dict(query_int8=False), True, "transformer", "bm25", "text+namedesc", False),
-    (dict(adaptive=False, query_int8=True), False, "transformer", "lec", "text", True),
-    (dict(query_encoder="static-mapped"), True, "static-mapped", "bm25", "text+namedesc", None),
-    (dict(adaptive=False, lexical="bm25", document_vector="text+namedesc"), True, "transformer", "bm25",
+    ({}, True, "fitted", "bm25", "text+namedesc", None),
+    ({}, False, "transformer", "bm25", "text+namedesc", True),
+    ({"adaptive": False}, True, "transformer", "lec", "text", False),
+    ({"int8": True}, True, "transformer", "bm25", "text+namedesc", True),
+    ({"query_int8": False}, True, "transformer", "bm25", "text+namedesc", False),
+    ({"adaptive": False, "query_int8": True}, False, "transformer", "lec", "text", True),
+    ({"query_encoder": "static-mapped"}, True, "static-mapped", "bm25", "text+namedesc", None),
+    ({"adaptive": False, "lexical": "bm25", "document_vector": "text+namedesc"}, True, "transformer", "bm25",
      "text+namedesc", False),
 ])
 def test_settled_decides_every_adaptive_none_field(given, can_fit, tier, lexical, document_vector,
