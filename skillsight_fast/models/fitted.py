@@ -321,7 +321,7 @@ def fit_query_table(bags: Bags, targets: np.ndarray, prior: np.ndarray, basis: n
     cands = cand_vecs = None
     if needs_docs:
         docs = np.ascontiguousarray(docs_perp, np.float32)
-        cands = teacher_candidates(targets, docs, basis, owner, config.scoring.candidates)
+        cands = teacher_candidates(targets, docs, basis, owner, config.candidates)
         cand_vecs = docs
     rng = np.random.default_rng(config.seed)
     lam = config.prior / max(n, 1)
