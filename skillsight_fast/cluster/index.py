@@ -487,7 +487,7 @@ def _same_statistics(old: Any, new: Any) -> bool:
     return (old.scan.kind == new.scan.kind
             and getattr(old.scan, "oversample", None) == getattr(new.scan, "oversample", None)
             and old.decisions.document_vector == new.decisions.document_vector
-            and old.config.renormalize == new.config.renormalize
+            and old.config.background.renormalize == new.config.background.renormalize
             and np.array_equal(old.dense.basis, new.dense.basis)
             and all(np.array_equal(a[key], b[key]) for key in ("weights", "bm25_idf"))
             and a["avgdl"] == b["avgdl"]

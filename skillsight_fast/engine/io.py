@@ -289,14 +289,14 @@ def _refer_static_model(config: IndexConfig, ref: dict[str, Any]) -> IndexConfig
     folder outside the cache is copied there once, by content), with the sha256 of each of its
     files recorded in ``ref`` (the manifest's ``shared.static_model``): the index stores no copy.
     A transformer-only config (no ``query_model``) is returned unchanged."""
-    if not config.query_model:
+    if not config.encoder.query_model:
         return config
-    src = Path(config.query_model).expanduser().absolute()
+    src = Path(config.encoder.query_model).expanduser().absolute()
     folder = _in_static_cache(src)
     names = sorted(f.name for f in folder.iterdir() if f.is_file() and not f.name.startswith("."))
     ref.update({"folder": folder.name, "files": {name: sha256_file(folder / name) for name in names}})
     changes: dict[str, Any] = {"query_model": folder.name}
-    if config.model and Path(config.model).expanduser().absolute() == src:
+    if config.encoder.model and Path(config.encoder.model).expanduser().absolute() == src:
         changes["model"] = folder.name  # the static tier encodes the skills with it too
     return config.replace(**changes)
 
@@ -357,9 +357,9 @@ def _resolve_static_model(config: IndexConfig, directory: Path) -> IndexConfig:
     copy (an index saved with one); for an older index, the recorded folder, or else the folder of
     the same name in this user's cache (the model's checksum, kept in the manifest, is checked when
     it loads)."""
-    if not config.query_model:
+    if not config.encoder.query_model:
         return config
-    recorded = Path(config.query_model)
+    recorded = Path(config.encoder.query_model)
     if not recorded.is_absolute():
         folder = str(directory.absolute() / recorded)
     elif recorded.is_dir():
@@ -369,7 +369,7 @@ def _resolve_static_model(config: IndexConfig, directory: Path) -> IndexConfig:
 
         folder = str(cache_root() / "static" / recorded.name)
     changes: dict[str, Any] = {"query_model": folder}
-    if config.model == config.query_model:
+    if config.encoder.model == config.encoder.query_model:
         changes["model"] = folder
     return config.replace(**changes)
 def _save_strings(state: IndexState, folder: Path) -> dict[str, Any]:
@@ -589,7 +589,7 @@ def _load_once(directory: Path, *, mmap: bool, verify: bool | str) -> tuple[Inde
         config = IndexConfig.from_dict(manifest["config"])
         if "static_model" in shared:  # the static model of the user's cache, by checksum
             folder = str(_check_static_model(directory, shared["static_model"], verify is True))
-            config = config.replace(query_model=folder, **({"model": folder} if config.model == config.query_model
+            config = config.replace(query_model=folder, **({"model": folder} if config.encoder.model == config.encoder.query_model
                                                            else {}))
         # the cascade: its own section, or (an index saved before it left the build config) the config's keys
         cascade = Cascade.from_dict(manifest["cascade"] if "cascade" in manifest else

@@ -43,7 +43,7 @@ class Shard:
         Round-1 statistics over ``vocab``.
     namedesc : float32 (n, d) or None
         Embeddings of each skill's name + description, when the config's document vector is
-        ``text+namedesc`` (``IndexConfig.document_vector_side``).
+        ``text+namedesc`` (``IndexConfig.settled(...).encoder.document_vector``).
     """
 
     metas: list[SkillMeta]
@@ -80,7 +80,7 @@ def encode_shard(skills: Sequence[Skill], encoder: Encoder, config: IndexConfig)
     from skillsight_fast.library.screen import screen_skill
 
     texts = [s.text for s in skills]
-    lex = Lexicon.build(texts, config.min_token_len, config.max_token_len)
+    lex = Lexicon.build(texts, config.analyzer.min_token_len, config.analyzer.max_token_len)
     emb = np.ascontiguousarray(encoder.encode(texts), dtype=np.float32)
     if emb.ndim != 2 or emb.shape[0] != len(texts):
         raise EmbeddingError(f"embeddings {emb.shape} do not match {len(texts)} skills")
@@ -89,7 +89,7 @@ def encode_shard(skills: Sequence[Skill], encoder: Encoder, config: IndexConfig)
         raise EmbeddingError(f"{bad} document embeddings contain NaN or infinity")
     assert lex.doc_tf is not None and lex.doc_len is not None
     namedesc = None
-    if config.document_vector_side == "text+namedesc":
+    if config.settled(can_fit=False).encoder.document_vector == "text+namedesc":
         namedesc = np.ascontiguousarray(encoder.encode([namedesc_text(s.name, s.description) for s in skills]),
                                         dtype=np.float32)
         if namedesc.shape != emb.shape or not np.isfinite(namedesc).all():

@@ -287,9 +287,9 @@ class StreamBuilder:
         remap_sort_rows(doc_indptr, doc_terms, doc_tf, rank)
         post_indptr, post_docs = transpose_csr(doc_indptr, doc_terms, len(stats.vocab))
         lexicon = Lexicon(stats.vocab, doc_indptr, doc_terms, post_indptr, post_docs, doc_tf, doc_len)
-        lexical, _ = LexicalState.build(lexicon, beta=config.beta, otsu_weighted=config.otsu_weighted)
+        lexical, _ = LexicalState.build(lexicon, beta=config.scoring.beta, otsu_weighted=config.background.otsu_weighted)
         terms = select_background_terms(stats.df, lexical.idf, lexical.generic,
-                                        config.background_tokens, config.seed)
+                                        config.background.tokens, config.seed)
 
         # round 2 over blocks of the mapped embeddings: g_t = Σ_{d ∋ t} d / df(t), and Rule 1's g
         slot = np.full(len(stats.vocab), -1, np.int32)
@@ -301,7 +301,7 @@ class StreamBuilder:
                                           lexical.generic, terms.size))
         df_t = np.maximum(stats.df[terms], 1).astype(np.float64)[:, None]
         directions = (tok.sums / df_t).astype(np.float32)  # float32 as token_directions returns
-        bg = background_from_directions(directions, stats.mean, max_rank=config.max_rank, rank=config.rank)
+        bg = background_from_directions(directions, stats.mean, max_rank=config.background.max_rank, rank=config.background.rank)
         if config.adaptive:
             decisions, basis, rule_stats = decide_from_statistics(
                 tok.generic_share, stats.background_energy(bg.basis), bg.basis, config)

@@ -210,7 +210,7 @@ class ToolProxy:
         config = IndexConfig()
         try:
             self.ranking.encoder = await anyio.to_thread.run_sync(
-                lambda: load_encoder(config.model, int8=config.int8))
+                lambda: load_encoder(config.encoder.model, int8=config.encoder.int8))
         except Exception as exc:  # no model package, broken model: searches say so, calls still work
             self.ranking.encoder_error = detail(exc)
             logger.error("tool proxy: cannot load the encoder: %s", self.ranking.encoder_error)

@@ -162,7 +162,7 @@ class ToolRanking:
         from skillsight_fast.config import IndexConfig
         from skillsight_fast.models.registry import get_spec
 
-        spec = get_spec(IndexConfig().model)
+        spec = get_spec(IndexConfig().encoder.model)
         return (spec.name, spec.sha256) if spec is not None else None
 
     def _servers_pointer(self) -> Any:

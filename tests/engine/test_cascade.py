@@ -186,8 +186,8 @@ def test_cascade_flags_that_cannot_apply_are_refused(tmp_path: Path, capsys) -> 
     assert main(["index", str(src), "-o", str(tmp_path / "x"), "--lookup-min-pieces", "-3"]) == 1
     assert "--lookup-min-pieces" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
-    assert IndexConfig().settled(can_fit=True).query_encoder == "fitted"  # auto: the cascade's lookup tier
-    assert IndexConfig().settled(can_fit=False).query_encoder == "transformer"
+    assert IndexConfig().settled(can_fit=True).encoder.query_encoder == "fitted"  # auto: the cascade's lookup tier
+    assert IndexConfig().settled(can_fit=False).encoder.query_encoder == "transformer"
     assert DEFAULT_CASCADE == Cascade(FALLBACK_BELOW, 64)
 
 

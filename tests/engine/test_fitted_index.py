@@ -83,11 +83,11 @@ def test_fitted_index_saves_loads_and_update_keeps_the_table(teacher, real, buil
     assert len(report.removed) == 3
     again = SkillIndex.load(tmp_path / "idx")
     np.testing.assert_array_equal(again.dense.query_table, table)
-    assert again.config.query_encoder == "fitted" and len(again) == len(skills) - 3
+    assert again.config.encoder.query_encoder == "fitted" and len(again) == len(skills) - 3
 
     with pytest.raises(SkillsightError, match="fitted"):
         SkillIndex.from_embeddings(skills, index.dense.embeddings, IndexConfig(query_encoder="fitted",
-                                                                          query_model=index.config.query_model))
+                                                                          query_model=index.config.encoder.query_model))
 
 
 @pytest.mark.model
@@ -208,7 +208,7 @@ def test_bench_view_searches_like_a_fitted_index(teacher, real, built) -> None:
                        fitted=(index.dense.query_table_ids, index.dense.query_table))
     assert "fitted" in views and "contextual" not in views
     np.testing.assert_allclose(views["fitted"].encode(tasks), index.encode(tasks), atol=1e-6)
-    assert views["fitted"].config.query_encoder == "fitted" and base.dense.query_table is None
+    assert views["fitted"].config.encoder.query_encoder == "fitted" and base.dense.query_table is None
     # with the int8 task encoder, the default's cascade: the fitted view plus the transformer fallback
     from skillsight_fast import SkillIndex as Index
     from skillsight_fast.config import FALLBACK_BELOW, LOOKUP_MIN_PIECES

@@ -133,12 +133,12 @@ def default_tier(n_docs: int, config: Any = None) -> tuple[str, str]:
 
     # settled as an in-memory build with the transformer settles it (auto: the lookup-first cascade)
     cfg = (config if config is not None else IndexConfig()).settled(can_fit=True)
-    name = cfg.query_encoder
+    name = cfg.encoder.query_encoder
     if name == "transformer":
-        name = "transformer-int8" if cfg.query_int8_side else "transformer"
-    elif name == "fitted" and (config is None or config.query_encoder == "auto"):  # auto's lookup tier: the cascade
+        name = "transformer-int8" if cfg.encoder.query_int8 else "transformer"
+    elif name == "fitted" and (config is None or config.encoder.query_encoder == "auto"):  # auto's lookup tier: the cascade
         name = "cascade"
-    return name, resolve_scan(cfg.scan, n_docs)
+    return name, resolve_scan(cfg.scan.kind, n_docs)
 
 
 def add_default_tier(entries: list[dict[str, Any]], config: Any = None) -> None:
@@ -269,7 +269,7 @@ def run_benchmark(
     texts = list(query_texts)
     # the float32 transformer is the reference arm (encode, end_to_end); int8 tasks are a tier
     st = base.state
-    if st.config.query_encoder in MAPPED_TIERS:  # a lookup tier's index (the cascade): its transformer arrays
+    if st.config.encoder.query_encoder in MAPPED_TIERS:  # a lookup tier's index (the cascade): its transformer arrays
         st = dataclasses.replace(
             st, config=st.config.replace(query_encoder="transformer", query_model=None), cascade=NO_CASCADE,
             dense=dataclasses.replace(st.dense, query_map=None, query_table=None, query_table_ids=None))

@@ -87,7 +87,7 @@ class EvalContext:
         True: every dense method's task vectors come from the dynamically int8-quantised graph of
         ``model`` while the documents keep the encoder ``int8`` says (float32 by default); False:
         all from the float32 graph. None (default): each SkillSight configuration gets the task
-        vectors an index of it searches with (``IndexConfig.query_int8_side``: int8 for the
+        vectors an index of it searches with (``IndexConfig.settled(...).encoder.query_int8``: int8 for the
         default, float32 for the paper's), the baselines float32. Only with
         ``query_encoder="transformer"``.
     shipped : bool
@@ -192,7 +192,7 @@ class EvalContext:
         from skillsight_fast.config import IndexConfig
 
         config = config or IndexConfig()
-        return self.int8_query_emb if config.query_int8_side else self.query_emb
+        return self.int8_query_emb if config.settled(can_fit=False).encoder.query_int8 else self.query_emb
 
     @cached_property
     def long_tasks(self) -> np.ndarray:
@@ -371,7 +371,8 @@ class EvalContext:
             return self._indexes[config]
         # the text+namedesc document vector needs the name + description vectors (cached like the
         # documents'); callers passing their own document vectors get the text vector only
-        namedesc = self.namedesc_emb if embeddings is None and config.document_vector_side == "text+namedesc" else None
+        namedesc = self.namedesc_emb if embeddings is None and (
+            config.settled(can_fit=False).encoder.document_vector == "text+namedesc") else None
         index = SkillIndex.from_embeddings(
             self.dataset.docs, self.doc_emb if embeddings is None else embeddings, config,
             lexicon=self.lexicon, model_id=self.enc.model_id, model_checksum="", namedesc=namedesc,

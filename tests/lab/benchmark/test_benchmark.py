@@ -138,7 +138,7 @@ def test_bench_times_the_static_tiers_with_the_int8_scan(tiny_index):
     task = "merge pdf pages and extract tables"
     for name in ("static-mapped", "static"):
         v8 = views[f"{name}+int8"]
-        assert v8.scan is scan8 and v8.config.scan == "int8" and v8.config.query_encoder == name
+        assert v8.scan is scan8 and v8.config.scan.kind == "int8" and v8.config.encoder.query_encoder == name
         assert v8.dense.embeddings_perp is base.dense.embeddings_perp
         np.testing.assert_allclose(v8.encode([task]), views[name].encode([task]))
         # a tiny library: every document survives the int8 scan, so the results are the exact scan's
@@ -179,7 +179,7 @@ def test_bench_times_the_int8_task_tier_beside_the_float32_reference():
     ds = load_dataset(Path(__file__).parents[3] / "data" / "skillsbench", limit=2)
     skills = ds.docs[::300]
     base = SkillIndex.build(skills, fp32, IndexConfig(query_encoder="transformer"))
-    assert base.config.query_int8_side  # the default: int8 tasks
+    assert base.config.encoder.query_int8  # the default: int8 tasks
     tasks = list(ds.query_texts)
     views = tier_views(base, int8_encoder=int8)
     assert set(views) == {"transformer-int8"}
