@@ -171,9 +171,9 @@ class Upstream:
                     wrap_read=lambda stream: _WatchedStream(stream, gone), die_with_parent=True)
                 with anyio.fail_after(self.proxy.start_timeout):
                     await session.initialize()
-                    tools = await list_all_tools(session)
+                    tools, note = await list_all_tools(session)
                 self._session, self._gone, self._stop = session, gone, stop
-                self._set_tools(tools)
+                self._set_tools(tools, note)
                 self.state = "ready"
                 started = True
                 task_status.started()
@@ -197,10 +197,12 @@ class Upstream:
                     self.state = "down"
                     logger.warning("MCP server %r went away; it is restarted on its next call", self.name)
 
-    def _set_tools(self, tools: Sequence[Any]) -> None:
+    def _set_tools(self, tools: Sequence[Any], note: str = "") -> None:
         cap = guard.MAX_TOOLS_PER_SERVER
-        over = len(tools) > cap
-        self.note = f"lists more than {cap} tools; only its first {cap} are searched" if over else ""
+        if len(tools) > cap and not note:
+            note = f"lists more than {cap} tools"
+        kept = min(len(tools), cap)
+        self.note = f"{note}; only its first {kept} tools are searched" if note else ""
         if self.note:
             logger.warning("MCP server %r %s", self.name, self.note)
         new = {str(t.name): t for t in list(tools)[:cap]}
@@ -221,8 +223,8 @@ class Upstream:
             if session is None:
                 return
             with anyio.fail_after(self.proxy.start_timeout):
-                tools = await list_all_tools(session)
-            self._set_tools(tools)
+                tools, note = await list_all_tools(session)
+            self._set_tools(tools, note)
             logger.info("MCP server %r changed its tools: %d now", self.name, len(tools))
         except Exception as exc:
             logger.warning("MCP server %r: cannot list its changed tools: %s", self.name, detail(exc))

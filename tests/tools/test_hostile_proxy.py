@@ -175,3 +175,79 @@ def _pids_with(marker: str) -> list[int]:
             if marker.encode() in cmd and ") Z " not in stat:
                 out.append(int(d.name))
     return out
+
+
+def test_a_tool_list_that_never_ends_stops_at_the_cap_with_a_note():
+    """H1: 512 tools of ~8 KB and a new nextCursor on every page; reading stops at the tool cap."""
+    from skillsight_fast.tools.guard import MAX_TOOLS_PER_SERVER
+
+    proxy = _proxy(("endless", "endless"), start_timeout=45, first_wait=45)
+
+    async def run():
+        async with proxy.running():
+            await proxy.wait_ready()
+            status = proxy.status()[0]
+            assert status["state"] == "ready", status
+            assert status["tools"] == MAX_TOOLS_PER_SERVER
+            assert "more than 512 tools" in status["note"]
+
+    anyio.run(run)
+
+
+def test_a_tool_list_of_endless_empty_pages_stops_at_the_page_cap():
+    """H1: a new cursor on every empty page; reading stops after MAX_LIST_PAGES pages."""
+    from skillsight_fast.tools.mcp_source import MAX_LIST_PAGES
+
+    proxy = _proxy(("empty", "endless", 1), start_timeout=45, first_wait=45)
+
+    async def run():
+        async with proxy.running():
+            await proxy.wait_ready()
+            status = proxy.status()[0]
+            assert status["state"] == "ready" and status["tools"] == 0, status
+            assert f"more than {MAX_LIST_PAGES} pages" in status["note"]
+
+    anyio.run(run)
+
+
+@pytest.mark.parametrize("mode", ["big", "noline"])
+def test_an_answer_over_the_message_cap_fails_its_call_with_a_message(mode):
+    """M6: a 12 MB answer (or one that never ends its line) fails its call with the cap named,
+    instead of being forwarded whole (or waiting for the call's timeout)."""
+    proxy = _proxy((mode, mode, 12), call_timeout=600)
+
+    async def run():
+        async with proxy.running():
+            await proxy.wait_ready()
+            res = await proxy.call(f"{mode}/big", {})
+            assert res.is_error and "8,388,608-byte limit" in _text(res), _text(res)[:300]
+            if mode == "big":
+                assert _text(await proxy.call(f"{mode}/echo", {"text": "next"})) == "next"
+
+    anyio.run(run)
+
+
+def test_a_server_stderr_is_copied_up_to_its_cap(tmp_path):
+    """L8: 20 MB on a server's stderr: the proxy's log gets at most MAX_STDERR_BYTES and a note."""
+    from skillsight_fast.tools.catalog import ServerConfig
+    from skillsight_fast.tools.mcp_source import MAX_STDERR_BYTES
+    from skillsight_fast.tools.proxy import ToolProxy
+
+    log = tmp_path / "proxy.log"
+    with open(log, "w") as errlog:
+        proxy = ToolProxy([ServerConfig(name="noisy", command=sys.executable, args=(str(HOSTILE), "noisy", "20"))],
+                          encoder=HashEncoder(), errlog=errlog, index_cache=False, abstain=False)
+
+        async def run():
+            async with proxy.running():
+                await proxy.wait_ready()
+                assert proxy.status()[0]["state"] == "ready"
+                assert _text(await proxy.call("noisy/echo", {"text": "ok"})) == "ok"
+
+        anyio.run(run)
+    deadline = time.monotonic() + 30
+    while "rest is dropped" not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    text = log.read_text()
+    assert "rest is dropped" in text
+    assert len(text.encode()) <= MAX_STDERR_BYTES + 300
