@@ -15,7 +15,8 @@
 ``noline N``     answers ``tools/call`` of ``big`` with N MB and no newline, then waits.
 ``noisy N``      writes N MB to its stderr before it answers ``initialize``.
 ``chatty N``     sends ``notifications/tools/list_changed`` after every ``tools/list`` answer (N = 1:
-                 its list changes each time, N = 2: 20,000 notifications at once after the first).
+                 its list changes each time, N = 2: 20,000 notifications at once after the first);
+                 its tool ``listings`` returns how many ``tools/list`` requests it answered.
 
 Every mode also has the tool ``echo`` (returns its ``text`` argument).
 """
@@ -53,7 +54,9 @@ def tools():
                  "inputSchema": {"type": "object"}} for i in range(512)]
     if MODE == "chatty":
         extra = [{"name": f"v{LISTED[0]}", "description": "changes", "inputSchema": {"type": "object"}}]
-        return [ECHO, *(extra if N == 1 else [])]
+        count = {"name": "listings", "description": "How many tools/list requests were answered.",
+                 "inputSchema": {"type": "object"}}
+        return [ECHO, count, *(extra if N == 1 else [])]
     if MODE == "many":
         words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
         return [ECHO] + [
@@ -134,6 +137,8 @@ for line in sys.stdin:
             continue
         if name == "hang":
             time.sleep(3600)
+        if name == "listings":
+            args = {"text": LISTED[0]}
         if name == "big" and MODE in ("big", "noline"):
             head = f'{{"jsonrpc": "2.0", "id": {json.dumps(mid)}, "result": {{"content": [{{"type": "text", "text": "'
             sys.stdout.write(head)
