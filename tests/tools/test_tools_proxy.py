@@ -153,8 +153,10 @@ def test_proxy_reindexes_when_a_server_changes_its_tools():
     from skillsight_fast.tools.proxy import ToolProxy
 
     # no index cache: a remembered index would answer with the tools of an earlier run's listing
+    # first_wait: a loaded machine may take over 5 s to start the SDK server; this test is about
+    # re-indexing, not about the first search's wait
     proxy = ToolProxy([ServerConfig(name="grow", command=sys.executable, args=(str(GROWING),))],
-                      encoder=HashEncoder(), index_cache=False,
+                      encoder=HashEncoder(), index_cache=False, first_wait=120,
                       abstain=False)  # hash vectors: a derived threshold means nothing
 
     async def run():
