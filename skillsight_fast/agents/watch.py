@@ -152,6 +152,7 @@ class LiveIndexWatcher:
         self.missing: list[Path] = []
         #: Times a source was found replaced (a new folder or a swapped symlink) and watched anew.
         self.root_swaps = 0
+        self._watch_error = ""
         service.watch_status = self.status  # read by GET /health
 
     def status(self) -> dict[str, Any]:
@@ -256,32 +257,38 @@ class LiveIndexWatcher:
                     # a watched folder deleted (a copy put in its place may reuse its inode number)
                     return {p for c, p in changes if p in watched and c == watchfiles.Change.deleted}
 
-                for changes in watchfiles.watch(*watched, watch_filter=keep,
-                                                debounce=self.debounce_ms, step=20, stop_event=self._stop,
-                                                raise_interrupt=False, force_polling=self.force_polling,
-                                                yield_on_timeout=True, rust_timeout=FIRST_ROUND_MS):
-                    if self._stop.is_set():
-                        break
-                    now = [_identity(s) for s in self.sources]
-                    deleted = watched_gone(changes or ())
-                    replaced = now != ids or bool(deleted)
-                    if changes or first or pending or replaced:
-                        pending = False
-                        if None not in now and not deleted:
+                try:
+                    for changes in watchfiles.watch(*watched, watch_filter=keep,
+                                                    debounce=self.debounce_ms, step=20, stop_event=self._stop,
+                                                    raise_interrupt=False, force_polling=self.force_polling,
+                                                    yield_on_timeout=True, rust_timeout=FIRST_ROUND_MS):
+                        if self._stop.is_set():
+                            break
+                        now = [_identity(s) for s in self.sources]
+                        deleted = watched_gone(changes or ())
+                        replaced = now != ids or bool(deleted)
+                        if (changes or first or pending) and not replaced:
+                            pending = False
                             self._safe_refresh()
-                    if first:
-                        first = False
-                        self._started.set()
-                    if replaced:  # a root replaced, swapped or gone: watch what the paths name now
-                        if None not in now:
-                            self.root_swaps += 1
-                            logger.warning("watch: %s replaced; watching the new folder", ", ".join(
-                                str(s) for s, old, new in zip(self.sources, ids, now)
-                                if old != new or (old is not None and old[0] in deleted)))
-                        # a deleted root is refreshed once the new watch is live (the rest of a copy
-                        # into its place is then seen)
-                        pending = bool(deleted) or None in now
-                        break
+                        if first:
+                            first = False
+                            self._started.set()
+                        if replaced:  # a root replaced, swapped or gone: watch what the paths name now
+                            if None not in now:
+                                self.root_swaps += 1
+                                logger.warning("watch: %s replaced; watching the new folder", ", ".join(
+                                    str(s) for s, old, new in zip(self.sources, ids, now)
+                                    if old != new or (old is not None and old[0] in deleted)))
+                            # refreshed once the watch of what the path names now is live: nothing
+                            # written between this round and that watch is missed
+                            pending = True
+                            break
+                except (OSError, RuntimeError) as exc:  # a root removed while the watch starts: retry
+                    if str(exc) != self._watch_error:
+                        logger.warning("watch: cannot watch %s (%s); retrying", ", ".join(watched), exc)
+                    self._watch_error, pending = str(exc), True
+                    self._started.set()
+                    self._stop.wait(GONE_POLL_S)
         except Exception:  # pragma: no cover - the watcher dies, the server keeps serving
             logger.exception("watch: stopped watching %s", ", ".join(map(str, self.sources)))
             self.last_error = "the watcher stopped (see the server log)"
