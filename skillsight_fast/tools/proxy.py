@@ -25,7 +25,8 @@ answers one request at a time would otherwise stay stuck behind it); one that fa
 retried after a growing pause (:data:`RETRY_MIN` .. :data:`RETRY_MAX` seconds) and reported in
 results meanwhile. A call cut off by a dying server gets an error result saying so (it is not re-sent:
 it may have run). When a server sends ``notifications/tools/list_changed`` its tools are
-listed again and the index is rebuilt (only new tool texts are encoded). No failure of a downstream
+listed again (coalesced: at most once per two seconds) and the index is rebuilt in the background
+(only new tool texts are encoded). No failure of a downstream
 server ends the proxy.
 
 The three parts: :mod:`skillsight_fast.tools.upstream` (connecting to the servers and listing their
@@ -37,7 +38,14 @@ last built for the same servers while they start (``remembered: true``).
 Bounds (:mod:`skillsight_fast.tools.guard`): a stdio server's answers are parsed by the guard (a
 malformed tool is skipped, not its server; an unreadable answer fails its request at once), each
 server keeps at most :data:`~skillsight_fast.tools.guard.MAX_TOOLS_PER_SERVER` tools (search results
-say so in ``notes``), and on Linux every stdio server is killed when the proxy dies.
+say so in ``notes``), and on Linux every stdio server is killed when the proxy dies. Reading one
+server is bounded too: a stdio message over :data:`~skillsight_fast.tools.guard.MAX_MESSAGE_BYTES`
+fails its request (read in linear time), a tool listing stops at the caps of
+:func:`~skillsight_fast.tools.mcp_source.list_all_tools`, its stderr reaches the log up to
+:data:`~skillsight_fast.tools.mcp_source.MAX_STDERR_BYTES` per start, and ``tools/list_changed``
+costs at most one listing per :data:`~skillsight_fast.tools.upstream.REFRESH_INTERVAL`. A server
+with many new tool texts is encoded in the background (:data:`BACKGROUND_TEXTS`): searches answer
+within :data:`FIRST_SEARCH_WAIT` seconds from the others and name it in ``indexing``.
 """
 
 from __future__ import annotations
