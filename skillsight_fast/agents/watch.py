@@ -253,7 +253,7 @@ class LiveIndexWatcher:
                 # refresh catches what changed while nothing was watching
                 watched = {i[0] for i in ids if i is not None}
 
-                def watched_gone(changes: Any) -> set[str]:
+                def watched_gone(changes: Any, watched: set[str] = watched) -> set[str]:
                     # a watched folder deleted (a copy put in its place may reuse its inode number)
                     return {p for c, p in changes if p in watched and c == watchfiles.Change.deleted}
 

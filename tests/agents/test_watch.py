@@ -252,7 +252,7 @@ def test_a_library_root_replaced_as_a_whole_is_watched_anew(live):
 
 def test_a_symlinked_root_swapped_atomically_is_followed(live):
     """M4: the deploy layout: root -> releases/v1, then root -> releases/v2 by an atomic rename."""
-    service0, lib, tmp = live
+    _, lib, tmp = live
     v1, v2 = tmp / "releases" / "v1", tmp / "releases" / "v2"
     v1.parent.mkdir()
     lib.rename(v1)

@@ -303,8 +303,8 @@ def test_a_big_server_is_encoded_in_the_background_while_searches_answer():
     configs = [ServerConfig(name=name, command=sys.executable, args=(str(HOSTILE), *map(str, args)))
                for name, *args in (("many", "many", 1000), ("small", "malformed"))]
     encoder = _HeldEncoder()
-    proxy = ToolProxy(configs, encoder=encoder, errlog=open(os.devnull, "w"), index_cache=False,
-                      abstain=False, first_wait=60)
+    proxy = ToolProxy(configs, encoder=encoder, errlog=open(os.devnull, "w"),  # noqa: SIM115 - as _proxy
+                      index_cache=False, abstain=False, first_wait=60)
 
     async def run():
         async with proxy.running():
