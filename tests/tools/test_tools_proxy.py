@@ -266,8 +266,10 @@ def test_restarted_proxy_loads_its_index_from_the_cache(tmp_path, caplog):
     cache = tmp_path / "cache"
 
     def start(name: str, encoder: HashEncoder) -> tuple[ToolProxy, dict]:
+        # first_wait: on a loaded machine the time server may take over 5 s to start; a preloaded
+        # index still answers at once
         proxy = ToolProxy([ServerConfig(name=name, command=time_cmd, args=("--local-timezone", "UTC"))],
-                          encoder=encoder, index_cache=cache,
+                          encoder=encoder, index_cache=cache, first_wait=120,
                           abstain=False)  # hash vectors: a derived threshold means nothing
 
         async def run() -> dict:
