@@ -383,7 +383,9 @@ class ToolProxy:
         with anyio.move_on_after(self.first_wait):
             await self._first_index.wait()
         if not self._first_index.is_set() or self._ready.is_set():
-            with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
+            # the encoder is waited for (at most start_timeout) only when nothing is indexed yet
+            wait = deadline if self.ranking.index is not None else anyio.current_time() + self.start_timeout
+            with anyio.move_on_after(max(0.0, wait - anyio.current_time())):
                 await self._encoder_ready.wait()
             if (self._encoder_ready.is_set() and self.ranking.encoder is None
                     and self.ranking.index is None):
