@@ -291,15 +291,17 @@ def _prepare_cache(
         if (tokenizer_dir / name).is_file() and not (target / name).is_file():
             _copy_atomic(tokenizer_dir / name, target / name)
     fp32 = fp32 or target / "model.onnx"
+    q = target / "model.int8.onnx"
     if export_from is not None and not fp32.is_file():
-        # said on stderr (a warning): the first command of a new cache spends seconds here
-        logger.warning("preparing the encoder once: exporting it to ONNX in %s…", target)
+        # said on stderr (a warning): the first command of a new cache spends seconds here. Both graphs
+        # at once, from one read of the weights: every later process (index, search, serve, the hook)
+        # finds them, whichever it needs
+        logger.warning("preparing the encoder once: exporting it to ONNX (float32 and int8) in %s…", target)
         with still("exporting the encoder"):
-            export_bert_onnx(export_from, fp32, source_sha256=sha)
+            export_bert_onnx(export_from, fp32, source_sha256=sha, int8_path=None if q.is_file() else q)
     if not int8:
         return fp32
-    q = target / "model.int8.onnx"
-    if not q.is_file():
+    if not q.is_file():  # a cache from before int8 graphs were exported, or a ready float32 ONNX file
         logger.warning("preparing the encoder once: quantising %s to int8…", fp32.name)
         with still("quantising the encoder"):
             quantize_onnx_int8(fp32, q)
