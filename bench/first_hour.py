@@ -42,15 +42,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TASK = "merge two PDF files into one and add page numbers"
 
-#: (phase that starts, regular expression of the stderr line that starts it); the first match wins.
-MARKERS: tuple[tuple[str, str], ...] = (
-    ("onnx export", r"exporting it to ONNX"),
-    ("static distillation", r"distilling a static encoder"),
-    ("int8 quantisation", r"quantising .* to int8"),
-    ("kernel compile", r"compiling search kernels"),
-    ("document encoding", r"^encoding \d+ skills|encoding \d+ skills:"),
-    ("lookup-table fit", r"fitted tier: \d+ training texts|fitting the query table|fitted tier:"),
-    ("writing", r"index: \d+ skills|writing the index"),
+#: (phase, the stderr line that starts it, a line that ends it): the first start line and the last end
+#: line found (the last start line when no end line is); phases may overlap (the kernel compile runs beside
+#: the build in a thread of its own).
+MARKERS: tuple[tuple[str, str, str], ...] = (
+    ("onnx export", r"exporting it to ONNX", r"exported .* -> |still exporting"),
+    ("static distillation", r"distilling a static encoder", r"saved static model|distilling the static encoder"),
+    ("int8 quantisation", r"quantising .* to int8", r"quantized .* -> |still quantising"),
+    ("kernel compile", r"compiling search kernels", r"compiling search kernels"),
+    ("document encoding", r"^encoding \d+ skills", r"document encoding: \d+ texts|^encoding \d+ skills"),
+    ("training pieces", r"encoding \d+ training pieces", r"fitted tier: \d+ training texts encoded"),
+    ("lookup-table fit", r"fitted tier: \d+ training texts encoded", r"index: \d+ skills"),
+    ("writing", r"index: \d+ skills", r"$^"),
 )
 
 
@@ -86,25 +89,23 @@ def run(cmd: list[str], env: dict[str, str], stdin: bytes | None = None) -> dict
 
 
 def phases(lines: list[tuple[float, str]], total: float) -> list[dict]:
-    """Phases cut at the first line matching each marker (in time order), from 0 to the exit."""
-    starts: list[tuple[float, str]] = [(0.0, "start-up")]
-    for name, pattern in MARKERS:
-        hit = next((t for t, line in lines if re.search(pattern, line)), None)
-        if hit is not None:
-            starts.append((hit, name))
-    starts.sort()
+    """Each phase found, from its first start line to its last end line (the exit for ``writing``)."""
     out = []
-    for i, (t, name) in enumerate(starts):
-        stop = starts[i + 1][0] if i + 1 < len(starts) else total
-        out.append({"phase": name, "from_s": round(t, 2), "seconds": round(stop - t, 2)})
-    return out
+    for name, start, end in MARKERS:
+        begun = next((t for t, line in lines if re.search(start, line)), None)
+        if begun is None:
+            continue
+        ends = [t for t, line in lines if t >= begun and (re.search(end, line) or re.search(start, line))]
+        stop = total if name == "writing" else max(ends, default=begun)
+        out.append({"phase": name, "from_s": round(begun, 2), "seconds": round(stop - begun, 2)})
+    return sorted(out, key=lambda p: p["from_s"])
 
 
 def show(label: str, r: dict) -> None:
     print(f"{label}: {r['seconds']:.1f} s (exit {r['rc']}), longest silence {r['longest_silence_s']:.1f} s "
           f"from {r['silence_starts_at_s']:.1f} s", flush=True)
     for p in r["phases"]:
-        if len(r["phases"]) > 1:
+        if r["phases"]:
             print(f"    {p['phase']:<22} {p['seconds']:7.1f} s  (from {p['from_s']:.1f} s)", flush=True)
 
 
