@@ -174,6 +174,26 @@ def test_batch_order_restored(tiny_encoder: OnnxEncoder) -> None:
     np.testing.assert_allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)
 
 
+def test_tokenize_cuts_long_texts_without_changing_ids(tiny_encoder: OnnxEncoder) -> None:
+    """tokenize() reads only the first characters of a long text when they decide its max_length word
+    pieces, and the ids are those of the whole text (64 pieces here: a 512-character cut)."""
+    rng = np.random.default_rng(0)
+    texts = [" ".join(rng.choice(WORDS, n)) for n in (10, 90, 200, 2000)]
+    texts += [
+        "parquet" * 200 + " date",                      # one long word: [UNK] across the cut
+        "deploy " * 70 + "kubernetes" * 30,             # the cut falls in a long last word
+        "date\n" * 300,                                 # newlines only
+        "a" * 5000,                                      # no whitespace at all
+        "x " * 400 + "é" * 100,                          # accents past the cut
+        "write unit tests " * 31 + "pyth" + "on " * 50,  # a word split by the cut
+    ]
+    full = [np.asarray(e.ids) for e in tiny_encoder._tokenizer.encode_batch(texts)]
+    got = tiny_encoder.tokenize(texts)
+    for i, (a, b) in enumerate(zip(got, full)):
+        assert np.array_equal(a, b), i
+    assert max(map(len, got)) == tiny_encoder.max_length == 64
+
+
 def test_empty_and_bad_input(tiny_encoder: OnnxEncoder) -> None:
     out = tiny_encoder.encode([])
     assert out.shape == (0, 32) and out.dtype == np.float32
