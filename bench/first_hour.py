@@ -20,7 +20,8 @@ Steps, in order, in the same HOME:
 3. ``hook claude-code`` on one prompt without a running server (cold hook).
 4. with ``--bundled``: ``index data/skillsbench`` (3,434 skills) in the same HOME (caches warm).
 
-For each step: wall time, exit code, the longest time stderr stayed silent (from the start to the
+For each step: wall time, the CPU time of the process (user + system: on a loaded machine the
+comparable number), exit code, the longest time stderr stayed silent (from the start to the
 first line, between two lines, from the last line to the exit) and the phases. The load average
 before and after is recorded with the numbers (the machine is shared). Never a test.
 """
@@ -32,6 +33,7 @@ import json
 import os
 import platform
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -64,6 +66,7 @@ def loadavg() -> list[float]:
 def run(cmd: list[str], env: dict[str, str], stdin: bytes | None = None) -> dict:
     """Run ``cmd``; time-stamp each stderr line; the longest silence and the phases from the markers."""
     t0 = time.monotonic()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, cwd=ROOT)
     assert proc.stdin is not None and proc.stderr is not None and proc.stdout is not None
@@ -81,9 +84,11 @@ def run(cmd: list[str], env: dict[str, str], stdin: bytes | None = None) -> dict
     out = proc.stdout.read().decode("utf-8", "replace")
     rc = proc.wait()
     end = time.monotonic()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if end - last > gap:
         gap, gap_at = end - last, last - t0
-    return {"cmd": [Path(cmd[0]).name, *cmd[1:]], "rc": rc, "seconds": round(end - t0, 2),
+    return {"cmd": [Path(cmd[0]).name, *cmd[1:]], "rc": rc, "seconds": round(end - t0, 2), "cpu_s": round(cpu, 2),
             "longest_silence_s": round(gap, 2), "silence_starts_at_s": round(gap_at, 2),
             "phases": phases(lines, end - t0), "stderr": lines, "stdout_tail": out[-400:]}
 
@@ -102,7 +107,7 @@ def phases(lines: list[tuple[float, str]], total: float) -> list[dict]:
 
 
 def show(label: str, r: dict) -> None:
-    print(f"{label}: {r['seconds']:.1f} s (exit {r['rc']}), longest silence {r['longest_silence_s']:.1f} s "
+    print(f"{label}: {r['seconds']:.1f} s, CPU {r['cpu_s']:.1f} s (exit {r['rc']}), longest silence {r['longest_silence_s']:.1f} s "
           f"from {r['silence_starts_at_s']:.1f} s", flush=True)
     for p in r["phases"]:
         if r["phases"]:
