@@ -123,7 +123,7 @@ def per_piece(s, reps: int, floor_rate: float) -> list[dict]:
     rows = []
     for n in LENGTHS:
         feed = feed_of(s, n)
-        sec = median_cpu(lambda: s.run(None, feed), reps if n <= 64 else max(reps // 3, 5))
+        sec = median_cpu(lambda feed=feed: s.run(None, feed), reps if n <= 64 else max(reps // 3, 5))
         rate = MACS_PER_PIECE * n / sec
         rows.append({"pieces": n, "cpu_ms": round(sec * 1e3, 3), "us_per_piece": round(sec / n * 1e6, 1),
                      "gmac_per_s": round(rate / 1e9, 1), "times_floor": round(floor_rate / rate, 2)})
@@ -192,7 +192,7 @@ def main() -> int:
         for t in (1, 2):
             s = session(paths["int8"], threads=t)
             feed = feed_of(s, n)
-            threads[f"{n} pieces, {t} thread(s)"] = round(median_wall(lambda: s.run(None, feed), args.reps) * 1e3, 2)
+            threads[f"{n} pieces, {t} thread(s)"] = round(median_wall(lambda s=s, feed=feed: s.run(None, feed), args.reps) * 1e3, 2)
     print("one task, int8, wall ms:", threads, flush=True)
     report["one_task_wall_ms"] = threads
 
