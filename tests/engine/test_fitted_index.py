@@ -239,3 +239,22 @@ def test_one_pass_gives_the_vectors_and_the_token_sums(teacher, real) -> None:
     ref_sums, ref_counts = token_state_sums(teacher, texts)
     np.testing.assert_array_equal(counts, ref_counts)
     np.testing.assert_allclose(sums, ref_sums, atol=1e-6)
+
+
+@pytest.mark.model
+def test_one_pass_draws_the_wrappers_progress(teacher, real) -> None:
+    """The build's one pass over the skills speaks through the CLI's progress wrapper (it was silent)."""
+    import io
+
+    from skillsight_fast.models.contextual import encode_with_token_sums
+    from skillsight_fast.progress import ProgressEncoder
+
+    skills, _, _ = real
+    texts = [s.text for s in skills[:6]]
+    out = io.StringIO()
+    emb, sums, counts = encode_with_token_sums(ProgressEncoder(teacher, desc="encoding 6 skills", stream=out,
+                                                               lines=False), texts)
+    ref = encode_with_token_sums(teacher, texts)
+    np.testing.assert_array_equal(emb, ref[0])
+    np.testing.assert_array_equal(counts, ref[2])
+    assert "encoding 6 skills 6/6" in out.getvalue()
