@@ -1,7 +1,7 @@
 """The transformer encoder against the machine's multiply-add rate: how far the int8 task encoder is
 from its floor, and what each onnxruntime setting changes.
 
-    python bench/encoder_floor.py                       # writes results/encoder_floor.json
+    python bench/encoder_floor.py                       # writes results/bench/encoder_floor.json
     python bench/encoder_floor.py --reps 60 -o /tmp/floor.json
 
 all-MiniLM-L6-v2 costs 10.6M multiply-adds per word piece in its weight matrices (6 layers of
@@ -138,7 +138,7 @@ def show(label: str, rows: list[dict]) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=40)
-    ap.add_argument("-o", "--output", default=str(ROOT / "results" / "encoder_floor.json"))
+    ap.add_argument("-o", "--output", default=str(ROOT / "results" / "bench" / "encoder_floor.json"))
     args = ap.parse_args()
 
     import onnxruntime as ort

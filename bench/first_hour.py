@@ -2,7 +2,7 @@
 
     python bench/first_hour.py                          # personal library: index, search, hook, one-shot
     python bench/first_hour.py --bundled                # also the bundled 3,434-skill build (minutes)
-    python bench/first_hour.py --skillsight /tmp/venv/bin/skillsight -o results/first_hour.json
+    python bench/first_hour.py --skillsight /tmp/venv/bin/skillsight -o results/bench/first_hour.json
 
 Every command runs as a fresh process under an empty HOME: ``HOME``, ``XDG_CACHE_HOME`` and
 ``NUMBA_CACHE_DIR`` point into one temporary folder, so the first command pays every one-time cost
@@ -120,7 +120,7 @@ def main() -> int:
                     help="the console script to run (default: the one next to this Python)")
     ap.add_argument("--bundled", action="store_true", help="also build the bundled 3,434-skill library")
     ap.add_argument("--keep-cache", metavar="DIR", help="use DIR as the HOME (kept; caches reused)")
-    ap.add_argument("-o", "--output", default=str(ROOT / "results" / "first_hour.json"))
+    ap.add_argument("-o", "--output", default=str(ROOT / "results" / "bench" / "first_hour.json"))
     args = ap.parse_args()
 
     home = Path(args.keep_cache) if args.keep_cache else Path(tempfile.mkdtemp(prefix="skillsight-first-hour-"))
