@@ -207,10 +207,13 @@ def cmd_index(args: argparse.Namespace) -> int:
             cascade = Cascade(args.fallback_below, args.lookup_min_pieces or 0)
     except ValueError as exc:
         raise SkillFormatError(f"bad index settings: {exc}") from None
-    if not args.sources and args.lexical in (None, "bm25") and not args.paper:
+    from skillsight_fast.tools.kind import is_tool_catalogue
+
+    if (not args.sources or is_tool_catalogue(args.sources)) and args.lexical in (None, "bm25") and not args.paper:
         from skillsight_fast.tools.catalog import tool_index_config
 
-        config = tool_index_config(config)  # a catalogue of tools only (--mcp / --openapi)
+        # a catalogue of tools only: --mcp / --openapi, tool JSONL files, dataset folders of kind tools/apis
+        config = tool_index_config(config)
     if streamed:  # auto: no token table in a streamed build (an in-memory build settles it with its encoder)
         config = config.settled(can_fit=False)
     config = resolve_query_encoder(config)  # the static tiers' model folder (distilled once if needed)
