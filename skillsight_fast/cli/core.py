@@ -310,7 +310,8 @@ def _index_streaming(args: argparse.Namespace, config) -> tuple:
 
         factory = functools.partial(load_encoder, config.model, int8=args.int8, threads=1)
         index = ray_build(skills, factory, config, address=None if args.ray == "local" else args.ray,
-                          workers=args.ray_workers, chunk_size=chunk, workdir=workdir, on_chunk=progress)
+                          workers=args.ray_workers, chunk_size=chunk, workdir=workdir, on_chunk=progress,
+                          query_encoder=load_encoder(config.model, int8=args.int8))
     else:
         index = stream_build(skills, load_encoder(config.model, int8=args.int8), config, chunk_size=chunk,
                              workdir=workdir, on_chunk=progress)
