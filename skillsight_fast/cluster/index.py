@@ -55,6 +55,17 @@ logger = logging.getLogger(__name__)
 MAX_CONCURRENCY = 4
 
 
+def _get(ray: Any, refs: list[Any]) -> list[Any]:
+    """``ray.get(refs)``, an actor's error as its own one line (an IndexFormatError of a shard folder)."""
+    try:
+        return list(ray.get(refs))
+    except ray.exceptions.RayTaskError as exc:
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, SkillsightError):
+            raise cause from None
+        raise
+
+
 def shard_ranges(n: int, shards: int) -> list[tuple[int, int]]:
     """``shards`` contiguous row ranges covering ``0..n`` (sizes differ by at most one)."""
     if shards < 1:
@@ -100,7 +111,8 @@ class ShardedIndex:
     """
 
     def __init__(self, directory: str | os.PathLike[str], shards: list[Any], ranges: list[tuple[int, int]],
-                 *, head: Any = None, remote: bool = False, version: int = 0) -> None:
+                 *, head: Any = None, remote: bool = False, version: int = 0,
+                 layout: str | os.PathLike[str] | None = None) -> None:
         from skillsight_fast.engine.index import SkillIndex
 
         self.directory = Path(directory)
@@ -109,6 +121,8 @@ class ShardedIndex:
         self.ranges = ranges
         self.remote = remote
         self.version = version
+        #: The folder of the shard folders the hosts opened (:meth:`from_layout`), or None.
+        self.layout = Path(layout) if layout is not None else None
         #: Per shard: opened from the folder for this version (True) or kept from the previous one.
         self.reopened: list[bool] = [True] * len(shards)
         self._starts = np.asarray([a for a, _ in ranges], np.int64)
@@ -160,6 +174,56 @@ class ShardedIndex:
         # every shard loaded (errors surface here)
         ray.get([h.open.remote(0, str(directory), a, b, stats) for h, (a, b) in zip(handles, ranges)])
         return cls(directory, handles, ranges, head=head, remote=True)
+
+    @classmethod
+    def from_layout(cls, directory: str | os.PathLike[str], layout: str | os.PathLike[str], *,
+                    address: str | None = None, cpus_per_shard: float = 1.0, remote: bool = True,
+                    resources: Sequence[dict[str, float] | None] | None = None) -> ShardedIndex:
+        """Serve the shard folders of ``layout`` (:func:`skillsight_fast.cluster.layout.split_index`):
+        each shard host opens only its own folder and the shared part, checked against their checksums.
+
+        Parameters
+        ----------
+        directory : path
+            The index folder the coordinator reads (records, vocabulary, basis, abstention rule).
+        layout : path
+            The folder holding ``shards.json``, the shard folders and the shared part, at the same path
+            where each shard runs (on the node that holds it, or on storage every node mounts).
+        remote : bool
+            Ray actors (True) or in-process hosts (tests, the reference).
+        resources : list of dict, optional
+            Per shard, the Ray custom resources its actor needs (e.g. ``{"shard-0": 1}`` for the node
+            started with ``ray start --resources '{"shard-0": 1}'``, the node that holds it).
+        """
+        from skillsight_fast.cluster.layout import read_layout
+        from skillsight_fast.engine.index import SkillIndex
+        from skillsight_fast.errors import IndexFormatError
+
+        directory = Path(directory).expanduser().absolute()
+        root = Path(layout).expanduser().absolute()
+        plan = read_layout(root)
+        head = SkillIndex.load(directory, mmap=True, verify="background")
+        if plan["n_skills"] != len(head):
+            raise IndexFormatError(f"{root}: the shards hold {plan['n_skills']} skills, the index {len(head)}")
+        ranges = [(int(e["start"]), int(e["stop"])) for e in plan["shards"]]
+        folders = [str(root / e["folder"]) for e in plan["shards"]]
+        shared = str(root / plan["shared"])
+        if not remote:
+            hosts = [ShardHost() for _ in ranges]
+            for h, f in zip(hosts, folders):
+                h.open_folder(0, f, shared)
+            return cls(directory, hosts, ranges, head=head, layout=root)
+        from skillsight_fast.indexing.ray import import_ray
+
+        ray = import_ray()
+        if not ray.is_initialized():
+            ray.init(address=address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+        handles = [ray.remote(num_cpus=cpus_per_shard, max_concurrency=MAX_CONCURRENCY,
+                              resources=(resources[i] if resources else None) or {},
+                              max_restarts=-1, max_task_retries=0)(ShardHost).remote()
+                   for i in range(len(ranges))]
+        _get(ray, [h.open_folder.remote(0, f, shared) for h, f in zip(handles, folders)])
+        return cls(directory, handles, ranges, head=head, remote=True, layout=root)
 
     def next_version(self, directory: str | os.PathLike[str] | None = None, *, encoder: Any = None,
                      reopen: bool = False) -> ShardedIndex:
