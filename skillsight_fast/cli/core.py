@@ -28,7 +28,7 @@ def _safe(text: str) -> str:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add index, search, info and warmup."""
-    for add in (_add_index, _add_search, _add_info, _add_rescan, _add_warmup):
+    for add in (_add_index, _add_search, _add_info, _add_rescan, _add_warmup, _add_split):
         add(sub)
 
 
@@ -567,4 +567,26 @@ def cmd_warmup(args: argparse.Namespace) -> int:
     if not args.int8 and getattr(encoder, "onnx_path", None) is not None:
         load_encoder(args.model, int8=True).encode(["warm up"])  # the default index's task encoder
     print(f"kernels compiled and encoder {encoder.model_id} ready in {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+def _add_split(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("split", help="write an index's rows as shard folders for serve --ray (docs/LARGE.md)")
+    p.add_argument("-i", "--index", required=True, metavar="DIR")
+    p.add_argument("shards", type=_positive, metavar="N", help="number of shard folders")
+    p.set_defaults(func=cmd_split)
+
+
+def cmd_split(args: argparse.Namespace) -> int:
+    """``skillsight split``: the shard folders of an index in ``IDX/shards`` (serve --ray opens them)."""
+    from pathlib import Path
+
+    from skillsight_fast.cluster.layout import SHARDS_DIR, split_index
+    from skillsight_fast.engine.update import index_write_lock
+
+    t0 = time.perf_counter()
+    with index_write_lock(args.index):  # an update meanwhile would leave the folders behind the index
+        layout = split_index(args.index, Path(args.index) / SHARDS_DIR, args.shards)
+    print(f"{args.index}: {len(layout['shards'])} shard folders of {layout['n_skills']} skills "
+          f"({layout['scan']} scan) in {Path(args.index) / SHARDS_DIR} in {time.perf_counter() - t0:.2f} s")
     return 0

@@ -176,6 +176,18 @@ class ShardedIndex:
         return cls(directory, handles, ranges, head=head, remote=True)
 
     @classmethod
+    def open(cls, directory: str | os.PathLike[str], shards: int, *, address: str | None = None) -> ShardedIndex:
+        """What ``serve --ray`` serves: the shard folders in ``directory/shards`` (``skillsight split``) when
+        they are there and hold the index's rows (:meth:`from_layout`; ``shards`` is then theirs), else
+        ``shards`` row ranges of the index folder (:meth:`connect`)."""
+        from skillsight_fast.cluster.layout import LAYOUT, SHARDS_DIR
+
+        folder = Path(directory).expanduser().absolute() / SHARDS_DIR
+        if (folder / LAYOUT).is_file():
+            return cls.from_layout(directory, folder, address=address)
+        return cls.connect(directory, shards, address=address)
+
+    @classmethod
     def from_layout(cls, directory: str | os.PathLike[str], layout: str | os.PathLike[str], *,
                     address: str | None = None, cpus_per_shard: float = 1.0, remote: bool = True,
                     resources: Sequence[dict[str, float] | None] | None = None) -> ShardedIndex:

@@ -41,6 +41,8 @@ from skillsight_fast.files import atomic_write_bytes, sha256_file
 
 #: The layout's file at the top of a sharded index folder.
 LAYOUT = "shards.json"
+#: The folder under an index folder where ``skillsight split`` writes its shard folders.
+SHARDS_DIR = "shards"
 #: The folder of the library-wide statistics.
 SHARED = "shared"
 #: Format of the layout (bumped on an incompatible change).

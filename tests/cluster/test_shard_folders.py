@@ -104,3 +104,22 @@ def test_a_layout_of_another_index_is_refused(split):
     assert read_layout(other)["n_skills"] == len(small)  # same rows: accepted; a different count is refused
     with pytest.raises(IndexFormatError, match="no shard layout"):
         read_layout(folder)
+
+
+def test_cli_split_writes_the_folders_serve_ray_opens(split, tmp_path, capsys):
+    import shutil
+
+    from skillsight_fast.cli import main
+    from skillsight_fast.cluster.layout import SHARDS_DIR
+
+    folder = tmp_path / "idx"
+    shutil.copytree(split["int8"][0], folder)
+    assert main(["split", "-i", str(folder), "2"]) == 0
+    assert "2 shard folders" in capsys.readouterr().out
+    single = SkillIndex.load(folder, encoder=HashEncoder(dim=48))  # the index still loads, folders and all
+    sharded = ShardedIndex.from_layout(folder, folder / SHARDS_DIR, remote=False)
+    sharded.head.encoder = HashEncoder(dim=48)
+    _same(single.search(QUERIES, k=6), sharded.search(QUERIES, k=6))
+    assert main(["split", "-i", str(tmp_path / "missing"), "2"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err and "\n" not in err and "Traceback" not in err
