@@ -37,6 +37,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,16 @@ from skillsight_fast.engine.result import check_queries, fused_result
 from skillsight_fast.errors import QueryError, SkillsightError
 
 logger = logging.getLogger(__name__)
+
+
+#: Seconds a search waits for a shard's answer before it re-opens the shard and asks again.
+CALL_TIMEOUT_S = 30.0
+#: Seconds a lost shard gets to be restarted by Ray and to re-open its folder.
+RESTART_TIMEOUT_S = 60.0
+
+
+class ShardUnavailableError(SkillsightError):
+    """A shard did not answer, even after it was re-opened on its restarted actor."""
 
 
 #: Calls a shard actor runs at once (threads): searches, and an update opening the next version.
@@ -123,6 +134,8 @@ class ShardedIndex:
         self.version = version
         #: The folder of the shard folders the hosts opened (:meth:`from_layout`), or None.
         self.layout = Path(layout) if layout is not None else None
+        #: Shards re-opened after a lost actor (shard, cause, seconds), oldest first.
+        self.recoveries: list[dict[str, Any]] = []
         #: Per shard: opened from the folder for this version (True) or kept from the previous one.
         self.reopened: list[bool] = [True] * len(shards)
         self._starts = np.asarray([a for a, _ in ranges], np.int64)
@@ -308,13 +321,51 @@ class ShardedIndex:
 
     # ------------------------------------------------------------------ fan-out
     def _call(self, method: str, per_shard: Sequence[tuple[tuple[Any, ...], int]]) -> list[Any]:
-        """Call ``method(*args)`` on the shards ``(args, shard index)`` at once; results in order."""
+        """Call ``method(*args)`` on the shards ``(args, shard index)`` at once; results in order.
+
+        Ray shards opened from their folders (:meth:`from_layout`) recover from a lost actor: a call
+        that fails because its actor died (Ray restarts it, empty) or that does not answer within
+        :data:`CALL_TIMEOUT_S` re-opens that shard's folder on the restarted actor and is made once
+        more; a shard that still fails raises :class:`ShardUnavailableError` (one line), never a hang."""
         if self.remote:
             import ray
 
             calls = [self.shards[s].call.remote(self.version, method, *args) for args, s in per_shard]
-            return list(ray.get(calls))
+            if self.layout is None:
+                return list(ray.get(calls))
+            try:
+                return list(ray.get(calls, timeout=CALL_TIMEOUT_S))
+            except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError, ray.exceptions.GetTimeoutError):
+                return [self._recover(ray, ref, method, args, s) for ref, (args, s) in zip(calls, per_shard)]
         return [self.shards[s].call(self.version, method, *args) for args, s in per_shard]
+
+    def _recover(self, ray: Any, ref: Any, method: str, args: tuple[Any, ...], s: int) -> Any:
+        """The answer of ``ref`` (one shard's call), or, when it failed, the same call again after the
+        shard's folder is re-opened on its (restarted) actor."""
+        try:
+            return ray.get(ref, timeout=CALL_TIMEOUT_S)
+        except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError, ray.exceptions.GetTimeoutError) as exc:
+            first = type(exc).__name__
+        assert self.layout is not None
+        t0 = time.monotonic()
+        try:
+            ray.get(self.shards[s].open_folder.remote(self.version, *self._folder_of(s)), timeout=RESTART_TIMEOUT_S)
+            out = ray.get(self.shards[s].call.remote(self.version, method, *args), timeout=CALL_TIMEOUT_S)
+        except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError, ray.exceptions.GetTimeoutError) as exc:
+            raise ShardUnavailableError(f"shard {s} ({self._folder_of(s)[0]}) did not answer after a restart "
+                                        f"({first}, then {type(exc).__name__})") from None
+        self.recoveries.append({"shard": s, "cause": first, "seconds": round(time.monotonic() - t0, 3)})
+        logger.warning("shard %d re-opened after %s in %.2f s", s, first, time.monotonic() - t0)
+        return out
+
+    def _folder_of(self, s: int) -> tuple[str, str]:
+        """(shard folder, shared part) of shard ``s`` (:meth:`from_layout`)."""
+        from skillsight_fast.cluster.layout import read_layout, shard_folder_name
+
+        assert self.layout is not None
+        plan = read_layout(self.layout)
+        name = plan["shards"][s]["folder"] if s < len(plan["shards"]) else shard_folder_name(s)
+        return str(self.layout / name), str(self.layout / plan["shared"])
 
     def shard_info(self) -> list[dict[str, Any]]:
         """Per shard: rows, scan, array bytes, resident bytes and process."""
