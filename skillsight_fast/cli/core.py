@@ -191,9 +191,9 @@ def cmd_index(args: argparse.Namespace) -> int:
         raise SkillFormatError(f"--lookup-min-pieces must be 0 or more, got {args.lookup_min_pieces}")
     if any(v is not None for v in cascade_flags.values()) and args.query_encoder == "auto" and (
             streamed or args.paper or args.int8 or args.query_int8 is not None):
-        raise SkillFormatError("--fallback-below / --lookup-min-pieces set the cascade, which --stream, --ray, "
-                               "--paper, --int8 and --query-int8 / --no-query-int8 do not build (they build the "
-                               "transformer tier): drop one or the other")
+        raise SkillFormatError("--fallback-below / --lookup-min-pieces set the cascade, which --stream and --ray "
+                               "build with its defaults and --paper, --int8 and --query-int8 / --no-query-int8 do "
+                               "not build (they build the transformer tier): drop one or the other")
     if args.query_int8 is False and args.int8:
         raise SkillFormatError("--no-query-int8 with --int8: an int8 index encodes its tasks with the int8 encoder")
     try:  # IndexConfig and Cascade check their own fields (e.g. --fallback-below's range)
@@ -212,8 +212,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         from skillsight_fast.tools.catalog import tool_index_config
 
         config = tool_index_config(config)  # a catalogue of tools only (--mcp / --openapi)
-    if streamed:  # auto: no token table in a streamed build (an in-memory build settles it with its encoder)
-        config = config.settled(can_fit=False)
+    # auto stays unsettled: every build settles it with its encoder (a streamed or Ray build from the shards'
+    # token sums, skillsight_fast.indexing.stream), so all give the same tier and cascade
     config = resolve_query_encoder(config)  # the static tiers' model folder (distilled once if needed)
     if args.stream or args.ray is not None:
         index, report = _index_streaming(args, config)
