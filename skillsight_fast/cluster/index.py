@@ -34,7 +34,6 @@ reaches the shards through :meth:`ShardedIndex.next_version`.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import time
@@ -44,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from skillsight_fast.cluster.layout import global_stats, shard_ranges
 from skillsight_fast.cluster.shard import LEXICAL_SIDES, ShardHost
 from skillsight_fast.engine.columns import SKILL_FIELDS, StringColumn
 from skillsight_fast.engine.result import check_queries, fused_result
@@ -75,14 +75,6 @@ def _get(ray: Any, refs: list[Any]) -> list[Any]:
         if isinstance(cause, SkillsightError):
             raise cause from None
         raise
-
-
-def shard_ranges(n: int, shards: int) -> list[tuple[int, int]]:
-    """``shards`` contiguous row ranges covering ``0..n`` (sizes differ by at most one)."""
-    if shards < 1:
-        raise SkillsightError("the number of shards must be at least 1")
-    bounds = np.linspace(0, n, shards + 1).round().astype(np.int64)
-    return [(int(a), int(b)) for a, b in itertools.pairwise(bounds.tolist())]
 
 
 class _Rows:
@@ -148,9 +140,7 @@ class ShardedIndex:
     @staticmethod
     def global_stats(head: Any) -> dict[str, Any]:
         """What every shard scores with: the library's LEC weights, BM25 idf and mean length."""
-        idf, avgdl = head.lexical.bm25 if head.lexical.lexicon.has_tf else (np.zeros(0, np.float32), 1.0)
-        return {"weights": np.asarray(head.lexical.weights, np.float32), "bm25_idf": np.asarray(idf, np.float32),
-                "avgdl": float(avgdl)}
+        return global_stats(head)
 
     @classmethod
     def local(cls, directory: str | os.PathLike[str], shards: int) -> ShardedIndex:

@@ -28,6 +28,7 @@ stay in the coordinator's index folder, which the shards never read.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -36,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from skillsight_fast.errors import IndexFormatError
+from skillsight_fast.errors import IndexFormatError, SkillsightError
 from skillsight_fast.files import atomic_write_bytes, sha256_file
 
 #: The layout's file at the top of a sharded index folder.
@@ -47,6 +48,21 @@ SHARDS_DIR = "shards"
 SHARED = "shared"
 #: Format of the layout (bumped on an incompatible change).
 LAYOUT_FORMAT = 1
+
+
+def shard_ranges(n: int, shards: int) -> list[tuple[int, int]]:
+    """``shards`` contiguous row ranges covering ``0..n`` (sizes differ by at most one)."""
+    if shards < 1:
+        raise SkillsightError("the number of shards must be at least 1")
+    bounds = np.linspace(0, n, shards + 1).round().astype(np.int64)
+    return [(int(a), int(b)) for a, b in itertools.pairwise(bounds.tolist())]
+
+
+def global_stats(index: Any) -> dict[str, Any]:
+    """What every shard scores with: the library's LEC weights, BM25 idf and mean document length."""
+    idf, avgdl = index.lexical.bm25 if index.lexical.lexicon.has_tf else (np.zeros(0, np.float32), 1.0)
+    return {"weights": np.asarray(index.lexical.weights, np.float32), "bm25_idf": np.asarray(idf, np.float32),
+            "avgdl": float(avgdl)}
 
 
 def shard_folder_name(i: int) -> str:
@@ -130,8 +146,7 @@ def shard_arrays(index: Any, start: int, stop: int) -> dict[str, np.ndarray]:
 
 
 def write_shared(folder: Path, stats: dict[str, Any]) -> dict[str, Any]:
-    """Write the shared part (:meth:`ShardedIndex.global_stats
-    <skillsight_fast.cluster.index.ShardedIndex.global_stats>`)."""
+    """Write the shared part (:func:`global_stats`)."""
     weights = np.asarray(stats["weights"], np.float32)
     return _write_arrays(folder, {"weights": weights, "bm25_idf": np.asarray(stats["bm25_idf"], np.float32)},
                          {"avgdl": float(stats["avgdl"]), "n_terms": int(weights.shape[0])})
@@ -154,7 +169,6 @@ def split_index(directory: str | os.PathLike[str], output: str | os.PathLike[str
     ``output`` may be the index folder itself (the layout goes next to the index's own files) or a new
     folder. Returns the layout (``shards.json``).
     """
-    from skillsight_fast.cluster.index import ShardedIndex, shard_ranges
     from skillsight_fast.engine.index import SkillIndex
 
     index = SkillIndex.load(Path(directory), mmap=True)
@@ -163,7 +177,7 @@ def split_index(directory: str | os.PathLike[str], output: str | os.PathLike[str
     for old in [*out.glob("shard-[0-9][0-9][0-9]"), out / SHARED]:
         if old.is_dir():
             shutil.rmtree(old)
-    write_shared(out / SHARED, ShardedIndex.global_stats(index))
+    write_shared(out / SHARED, global_stats(index))
     entries = []
     for i, (a, b) in enumerate(shard_ranges(len(index), shards)):
         name = shard_folder_name(i)

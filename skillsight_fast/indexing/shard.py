@@ -131,8 +131,8 @@ def wants_token_sums(config: IndexConfig, encoder: Encoder | None) -> bool:
     return gives_token_states(encoder) and config.settled(can_fit=True).query_encoder in TABLE_TIERS
 
 
-def skill_rows(metas: list[SkillMeta], bodies: "Sequence[str]",
-               cues: list[tuple[tuple[str, ...], tuple[str, ...]]]) -> "SkillRows":
+def skill_rows(metas: list[SkillMeta], bodies: Sequence[str],
+               cues: list[tuple[tuple[str, ...], tuple[str, ...]]]) -> SkillRows:
     """The skills of a build as :class:`Skill` values again, made one at a time (:class:`SkillRows`)."""
     return SkillRows(metas, bodies, cues)
 

@@ -50,7 +50,7 @@ def test_shard_folders_hold_disjoint_rows_covering_the_index(split):
     assert [(e["start"], e["stop"]) for e in plan["shards"]] == shard_ranges(len(single), 3)
     rows = []
     for e in plan["shards"]:
-        meta, arrays = read_folder(layout / e["folder"])
+        _, arrays = read_folder(layout / e["folder"])
         n = e["stop"] - e["start"]
         assert arrays["perp"].shape[0] == arrays["raw"].shape[0] == arrays["codes"].shape[0] == n
         np.testing.assert_array_equal(arrays["perp"], single.dense.embeddings_perp[e["start"]:e["stop"]])
