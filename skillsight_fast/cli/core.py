@@ -571,22 +571,21 @@ def cmd_warmup(args: argparse.Namespace) -> int:
 
 
 def _add_split(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("split", help="write an index's rows as shard folders for serve --ray (docs/LARGE.md)")
+    p = sub.add_parser("split", help="write an index's rows as shard folders (IDX.shards) for serve --ray")
     p.add_argument("-i", "--index", required=True, metavar="DIR")
     p.add_argument("shards", type=_positive, metavar="N", help="number of shard folders")
     p.set_defaults(func=cmd_split)
 
 
 def cmd_split(args: argparse.Namespace) -> int:
-    """``skillsight split``: the shard folders of an index in ``IDX/shards`` (serve --ray opens them)."""
-    from pathlib import Path
-
-    from skillsight_fast.cluster.layout import SHARDS_DIR, split_index
+    """``skillsight split``: the shard folders of an index in ``IDX.shards`` (serve --ray opens them)."""
+    from skillsight_fast.cluster.layout import shards_folder, split_index
     from skillsight_fast.engine.update import index_write_lock
 
     t0 = time.perf_counter()
+    out = shards_folder(args.index)
     with index_write_lock(args.index):  # an update meanwhile would leave the folders behind the index
-        layout = split_index(args.index, Path(args.index) / SHARDS_DIR, args.shards)
+        layout = split_index(args.index, out, args.shards)
     print(f"{args.index}: {len(layout['shards'])} shard folders of {layout['n_skills']} skills "
-          f"({layout['scan']} scan) in {Path(args.index) / SHARDS_DIR} in {time.perf_counter() - t0:.2f} s")
+          f"({layout['scan']} scan) in {out} in {time.perf_counter() - t0:.2f} s")
     return 0

@@ -180,12 +180,12 @@ class ShardedIndex:
 
     @classmethod
     def open(cls, directory: str | os.PathLike[str], shards: int, *, address: str | None = None) -> ShardedIndex:
-        """What ``serve --ray`` serves: the shard folders in ``directory/shards`` (``skillsight split``) when
-        they are there and hold the index's rows (:meth:`from_layout`; ``shards`` is then theirs), else
-        ``shards`` row ranges of the index folder (:meth:`connect`)."""
-        from skillsight_fast.cluster.layout import LAYOUT, SHARDS_DIR
+        """What ``serve --ray`` serves: the shard folders in ``DIR.shards`` (``skillsight split``) when
+        they are there (:meth:`from_layout`; ``shards`` is then theirs), else ``shards`` row ranges of the
+        index folder (:meth:`connect`)."""
+        from skillsight_fast.cluster.layout import LAYOUT, shards_folder
 
-        folder = Path(directory).expanduser().absolute() / SHARDS_DIR
+        folder = shards_folder(directory)
         if (folder / LAYOUT).is_file():
             return cls.from_layout(directory, folder, address=address)
         return cls.connect(directory, shards, address=address)
@@ -271,6 +271,8 @@ class ShardedIndex:
         from skillsight_fast.engine.index import SkillIndex
 
         directory = Path(directory).expanduser().absolute() if directory is not None else self.directory
+        if self.layout is not None:  # shard folders: rewrite the changed ones, re-open only those
+            return self._next_layout_version(directory, encoder)
         head = SkillIndex.load(directory, mmap=True, verify="background")
         enc = encoder if encoder is not None else self.head.encoders.attached
         if enc is not None:
@@ -298,6 +300,42 @@ class ShardedIndex:
         new.reopened = [not kept for kept in keep]
         logger.info("sharded index version %d: %d skills, %d of %d shards re-opened", version, len(head),
                     sum(new.reopened), len(keep))
+        return new
+
+    def _next_layout_version(self, directory: Path, encoder: Any) -> ShardedIndex:
+        """:meth:`next_version` of shards served from their folders: :func:`~skillsight_fast.cluster.layout.
+        refresh_layout` rewrites the folders whose bytes changed, and only those shards re-open them."""
+        from skillsight_fast.cluster.layout import read_layout, refresh_layout
+        from skillsight_fast.engine.index import SkillIndex
+
+        assert self.layout is not None
+        changed, shared_changed = refresh_layout(directory, self.layout)
+        rewritten = set(range(len(self.shards))) if shared_changed else set(changed)
+        head = SkillIndex.load(directory, mmap=True, verify="background")
+        enc = encoder if encoder is not None else self.head.encoders.attached
+        if enc is not None:
+            head.encoder = enc
+        plan = read_layout(self.layout)
+        ranges = [(int(e["start"]), int(e["stop"])) for e in plan["shards"]]
+        version = self.version + 1
+        calls = []
+        for s, h in enumerate(self.shards):
+            folder, shared = self._folder_of(s)
+            if self.remote:
+                calls.append(h.open_folder.remote(version, folder, shared) if s in rewritten
+                             else h.keep.remote(version, self.version))
+            elif s in rewritten:
+                h.open_folder(version, folder, shared)
+            else:
+                h.keep(version, self.version)
+        if calls:
+            import ray
+
+            _get(ray, calls)
+        new = ShardedIndex(directory, self.shards, ranges, head=head, remote=self.remote, version=version,
+                           layout=self.layout)
+        new.reopened = [s in rewritten for s in range(len(self.shards))]
+        logger.info("sharded index version %d: shard folders %s rewritten", version, sorted(rewritten))
         return new
 
     def close(self) -> None:

@@ -42,8 +42,15 @@ from skillsight_fast.files import atomic_write_bytes, sha256_file
 
 #: The layout's file at the top of a sharded index folder.
 LAYOUT = "shards.json"
-#: The folder under an index folder where ``skillsight split`` writes its shard folders.
-SHARDS_DIR = "shards"
+#: Suffix of the folder next to an index folder where ``skillsight split`` writes its shard folders
+#: (``IDX.shards``: beside the index, not in it, since a save or an update swaps the index folder whole).
+SHARDS_SUFFIX = ".shards"
+
+
+def shards_folder(directory: str | os.PathLike[str]) -> Path:
+    """Where ``skillsight split`` puts the shard folders of the index in ``directory``: ``DIR.shards``."""
+    d = Path(directory).expanduser().absolute()
+    return d.parent / (d.name + SHARDS_SUFFIX)
 #: The folder of the library-wide statistics.
 SHARED = "shared"
 #: Format of the layout (bumped on an incompatible change).
@@ -202,3 +209,62 @@ def read_layout(directory: str | os.PathLike[str]) -> dict[str, Any]:
     if any(e["start"] != s for e, s in zip(entries, stops)) or stops[-1] != layout["n_skills"]:
         raise IndexFormatError(f"{path}: the shards' rows do not cover 0..{layout['n_skills']} in order")
     return layout
+
+
+def _npy_sha256(a: np.ndarray) -> str:
+    """The SHA-256 of ``a`` saved as a .npy file (what a manifest records), computed in memory."""
+    import hashlib
+    import io
+
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(a), allow_pickle=False)
+    return hashlib.sha256(buf.getbuffer()).hexdigest()
+
+
+def _unchanged(folder: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> bool:
+    """Whether ``folder`` already holds exactly ``arrays`` with ``meta`` (by its manifest's checksums)."""
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if any(manifest.get(k) != v for k, v in meta.items()) or set(manifest.get("arrays", {})) != set(arrays):
+        return False
+    return all(manifest["arrays"][name]["sha256"] == _npy_sha256(a) for name, a in arrays.items())
+
+
+def refresh_layout(directory: str | os.PathLike[str], output: str | os.PathLike[str]) -> tuple[list[int], bool]:
+    """Bring the shard folders under ``output`` up to the index in ``directory`` after an update,
+    rewriting only the shards whose bytes changed (and the shared part only if it changed).
+
+    The rows keep the layout's shard count, cut by :func:`shard_ranges` over the new size. A shard whose
+    range, rows and statistics are unchanged keeps its folder untouched (not even rewritten); when the
+    library-wide statistics moved (any content change under ``skillsight update``: the background
+    basis moves every row's background-removed vector) every shard is rewritten. Returns the rewritten
+    shards (ascending) and whether the shared part changed (then every shard must re-open it).
+    """
+    from skillsight_fast.engine.index import SkillIndex
+
+    out = Path(output)
+    plan = read_layout(out)
+    index = SkillIndex.load(Path(directory), mmap=True)
+    stats = global_stats(index)
+    shared_arrays = {"weights": np.asarray(stats["weights"], np.float32),
+                     "bm25_idf": np.asarray(stats["bm25_idf"], np.float32)}
+    shared_meta = {"avgdl": float(stats["avgdl"]), "n_terms": int(shared_arrays["weights"].shape[0])}
+    shared_changed = not _unchanged(out / plan["shared"], shared_arrays, shared_meta)
+    if shared_changed:
+        _write_arrays(out / plan["shared"], shared_arrays, shared_meta)
+    rewritten, entries = [], []
+    for i, (a, b) in enumerate(shard_ranges(len(index), len(plan["shards"]))):
+        name = shard_folder_name(i)
+        arrays = shard_arrays(index, a, b)
+        meta = {"start": a, "stop": b, "scan": index.scan.kind, "n_terms": len(index.lexical.lexicon.vocab)}
+        if not _unchanged(out / name, arrays, meta):
+            if (out / name).is_dir():
+                shutil.rmtree(out / name)
+            _write_arrays(out / name, arrays, meta)
+            rewritten.append(i)
+        entries.append({"folder": name, "start": a, "stop": b})
+    layout = {**plan, "n_skills": len(index), "shards": entries, "scan": index.scan.kind}
+    atomic_write_bytes(out / LAYOUT, json.dumps(layout, indent=1).encode("utf-8"))
+    return rewritten, shared_changed

@@ -110,16 +110,56 @@ def test_cli_split_writes_the_folders_serve_ray_opens(split, tmp_path, capsys):
     import shutil
 
     from skillsight_fast.cli import main
-    from skillsight_fast.cluster.layout import SHARDS_DIR
+    from skillsight_fast.cluster.layout import shards_folder
 
     folder = tmp_path / "idx"
     shutil.copytree(split["int8"][0], folder)
     assert main(["split", "-i", str(folder), "2"]) == 0
     assert "2 shard folders" in capsys.readouterr().out
     single = SkillIndex.load(folder, encoder=HashEncoder(dim=48))  # the index still loads, folders and all
-    sharded = ShardedIndex.from_layout(folder, folder / SHARDS_DIR, remote=False)
+    assert shards_folder(folder) == tmp_path / "idx.shards"
+    sharded = ShardedIndex.from_layout(folder, shards_folder(folder), remote=False)
     sharded.head.encoder = HashEncoder(dim=48)
     _same(single.search(QUERIES, k=6), sharded.search(QUERIES, k=6))
     assert main(["split", "-i", str(tmp_path / "missing"), "2"]) == 1
     err = capsys.readouterr().err.strip()
     assert err and "\n" not in err and "Traceback" not in err
+
+
+def test_an_update_holding_the_statistics_rewrites_only_the_changed_shard(split, tmp_path):
+    """Rows of shard 1 re-encoded (their vectors moved) while the library-wide statistics hold (the same
+    lexicon, basis and decisions): only shard 1's folder is rewritten and re-opened, the others' files are
+    untouched, and the sharded index answers as the updated single index."""
+    import shutil
+
+    from skillsight_fast.cluster.layout import refresh_layout
+
+    folder, _ = split["exact"]
+    work = tmp_path / "idx"
+    shutil.copytree(folder, work)
+    split_index(work, tmp_path / "L", 3)
+    sharded = ShardedIndex.from_layout(work, tmp_path / "L", remote=False)
+    sharded.head.encoder = HashEncoder(dim=48)
+    old = SkillIndex.load(work)
+    a, b = read_layout(tmp_path / "L")["shards"][1]["start"], read_layout(tmp_path / "L")["shards"][1]["stop"]
+    emb = np.array(old.dense.embeddings, np.float32)
+    rng = np.random.default_rng(0)
+    emb[a:b] += 0.05 * rng.standard_normal((b - a, emb.shape[1])).astype(np.float32)
+    emb[a:b] /= np.linalg.norm(emb[a:b], axis=1, keepdims=True)
+    new = SkillIndex.from_embeddings(old.skills, emb, old.config, model_id=old.state.model.id,
+                                     model_checksum=old.state.model.checksum, lexicon=old.lexical.lexicon,
+                                     basis=(old.dense.basis, old.dense.singular_values), decisions=old.decisions,
+                                     namedesc=np.array(old.dense.namedesc, np.float32))
+    new.state.bodies = old.state.bodies
+    new.save(work)
+    mtimes = {p: p.stat().st_mtime_ns for p in (tmp_path / "L").rglob("*.npy")}
+    assert refresh_layout(work, tmp_path / "L") == ([1], False)  # nothing left to rewrite: idempotent
+    # reset the folders to the old index and let next_version do it
+    split_index(folder, tmp_path / "L", 3)
+    mtimes = {p: p.stat().st_mtime_ns for p in (tmp_path / "L").rglob("*.npy")}
+    nxt = sharded.next_version(work)
+    assert nxt.reopened == [False, True, False]
+    for p, t in mtimes.items():
+        assert (p.stat().st_mtime_ns == t) == ("shard-001" not in str(p)), p
+    updated = SkillIndex.load(work, encoder=HashEncoder(dim=48))
+    _same(updated.search(QUERIES, k=6), nxt.search(QUERIES, k=6))
