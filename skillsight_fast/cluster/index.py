@@ -56,6 +56,8 @@ logger = logging.getLogger(__name__)
 CALL_TIMEOUT_S = 30.0
 #: Seconds a lost shard gets to be restarted by Ray and to re-open its folder.
 RESTART_TIMEOUT_S = 60.0
+#: Seconds between attempts to reach a shard actor Ray is restarting.
+RESTART_POLL_S = 0.5
 
 
 class ShardUnavailableError(SkillsightError):
@@ -376,12 +378,21 @@ class ShardedIndex:
             first = type(exc).__name__
         assert self.layout is not None
         t0 = time.monotonic()
-        try:
-            ray.get(self.shards[s].open_folder.remote(self.version, *self._folder_of(s)), timeout=RESTART_TIMEOUT_S)
-            out = ray.get(self.shards[s].call.remote(self.version, method, *args), timeout=CALL_TIMEOUT_S)
-        except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError, ray.exceptions.GetTimeoutError) as exc:
-            raise ShardUnavailableError(f"shard {s} ({self._folder_of(s)[0]}) did not answer after a restart "
-                                        f"({first}, then {type(exc).__name__})") from None
+        deadline = t0 + RESTART_TIMEOUT_S
+        folder = self._folder_of(s)
+        while True:  # while Ray restarts the actor, calls fail at once (ActorUnavailableError): retry until the deadline
+            try:
+                ray.get(self.shards[s].open_folder.remote(self.version, *folder),
+                        timeout=max(0.1, deadline - time.monotonic()))
+                out = ray.get(self.shards[s].call.remote(self.version, method, *args), timeout=CALL_TIMEOUT_S)
+                break
+            except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError,
+                    ray.exceptions.GetTimeoutError) as exc:
+                if isinstance(exc, ray.exceptions.RayActorError) and time.monotonic() < deadline:
+                    time.sleep(RESTART_POLL_S)
+                    continue
+                raise ShardUnavailableError(f"shard {s} ({folder[0]}) did not answer after a restart "
+                                            f"({first}, then {type(exc).__name__})") from None
         self.recoveries.append({"shard": s, "cause": first, "seconds": round(time.monotonic() - t0, 3)})
         logger.warning("shard %d re-opened after %s in %.2f s", s, first, time.monotonic() - t0)
         return out
