@@ -47,7 +47,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("-i", "--index", required=True)
     p.add_argument("--shards", type=int, default=4)
-    p.add_argument("--layout", help="where the shard folders go (default INDEX/shards)")
+    p.add_argument("--layout", help="where the shard folders go (default INDEX.shards)")
     p.add_argument("--requests", type=int, default=100)
     p.add_argument("--clients", type=int, default=4)
     p.add_argument("--seconds", type=float, default=15.0)
@@ -59,14 +59,14 @@ def main() -> int:
     from ray.cluster_utils import Cluster
 
     from skillsight_fast.cluster.index import ShardedIndex
-    from skillsight_fast.cluster.layout import split_index
+    from skillsight_fast.cluster.layout import shards_folder, split_index
     from skillsight_fast.engine.index import SkillIndex
     from skillsight_fast.lab.evaluation.datasets import load_dataset
 
     tasks = [q.text for q in load_dataset(ROOT / "data" / "skillsbench").queries]
     single = SkillIndex.load(args.index, mmap=True, verify="lazy")
     vectors = single.encode(tasks)
-    layout = Path(args.layout or Path(args.index) / "shards")
+    layout = Path(args.layout) if args.layout else shards_folder(args.index)
     t0 = time.perf_counter()
     plan = split_index(args.index, layout, args.shards)
     split_s = time.perf_counter() - t0
