@@ -29,7 +29,7 @@ def _safe(text: str) -> str:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add index, search, info and warmup."""
-    for add in (_add_index, _add_search, _add_info, _add_rescan, _add_warmup):
+    for add in (_add_index, _add_search, _add_info, _add_rescan, _add_warmup, _add_split):
         add(sub)
 
 
@@ -190,9 +190,9 @@ def cmd_index(args: argparse.Namespace) -> int:
         raise SkillFormatError(f"--lookup-min-pieces must be 0 or more, got {args.lookup_min_pieces}")
     if any(v is not None for v in cascade_flags.values()) and args.query_encoder == "auto" and (
             streamed or args.paper or args.int8 or args.query_int8 is not None):
-        raise SkillFormatError("--fallback-below / --lookup-min-pieces set the cascade, which --stream, --ray, "
-                               "--paper, --int8 and --query-int8 / --no-query-int8 do not build (they build the "
-                               "transformer tier): drop one or the other")
+        raise SkillFormatError("--fallback-below / --lookup-min-pieces set the cascade, which --stream and --ray "
+                               "build with its defaults and --paper, --int8 and --query-int8 / --no-query-int8 do "
+                               "not build (they build the transformer tier): drop one or the other")
     if args.query_int8 is False and args.int8:
         raise SkillFormatError("--no-query-int8 with --int8: an int8 index encodes its tasks with the int8 encoder")
     try:  # IndexConfig and Cascade check their own fields (e.g. --fallback-below's range)
@@ -214,8 +214,8 @@ def cmd_index(args: argparse.Namespace) -> int:
 
         # a catalogue of tools only: --mcp / --openapi, tool JSONL files, dataset folders of kind tools/apis
         config = tool_index_config(config)
-    if streamed:  # auto: no token table in a streamed build (an in-memory build settles it with its encoder)
-        config = config.settled(can_fit=False)
+    # auto stays unsettled: every build settles it with its encoder (a streamed or Ray build from the shards'
+    # token sums, skillsight_fast.indexing.stream), so all give the same tier and cascade
     config = resolve_query_encoder(config)  # the static tiers' model folder (distilled once if needed)
     if args.stream or args.ray is not None:
         index, report = _index_streaming(args, config)
@@ -312,7 +312,8 @@ def _index_streaming(args: argparse.Namespace, config) -> tuple:
 
         factory = functools.partial(load_encoder, config.encoder.model, int8=args.int8, threads=1)
         index = ray_build(skills, factory, config, address=None if args.ray == "local" else args.ray,
-                          workers=args.ray_workers, chunk_size=chunk, workdir=workdir, on_chunk=progress)
+                          workers=args.ray_workers, chunk_size=chunk, workdir=workdir, on_chunk=progress,
+                          query_encoder=load_encoder(config.encoder.model, int8=args.int8))
     else:
         index = stream_build(skills, load_encoder(config.encoder.model, int8=args.int8), config, chunk_size=chunk,
                              workdir=workdir, on_chunk=progress)
@@ -592,4 +593,25 @@ def cmd_warmup(args: argparse.Namespace) -> int:
     if not args.int8 and getattr(encoder, "onnx_path", None) is not None:
         load_encoder(args.model, int8=True).encode(["warm up"])  # the default index's task encoder
     print(f"kernels compiled and encoder {encoder.model_id} ready in {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+def _add_split(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("split", help="write an index's rows as shard folders (IDX.shards) for serve --ray")
+    p.add_argument("-i", "--index", required=True, metavar="DIR")
+    p.add_argument("shards", type=_positive, metavar="N", help="number of shard folders")
+    p.set_defaults(func=cmd_split)
+
+
+def cmd_split(args: argparse.Namespace) -> int:
+    """``skillsight split``: the shard folders of an index in ``IDX.shards`` (serve --ray opens them)."""
+    from skillsight_fast.cluster.layout import shards_folder, split_index
+    from skillsight_fast.engine.update import index_write_lock
+
+    t0 = time.perf_counter()
+    out = shards_folder(args.index)
+    with index_write_lock(args.index):  # an update meanwhile would leave the folders behind the index
+        layout = split_index(args.index, out, args.shards)
+    print(f"{args.index}: {len(layout['shards'])} shard folders of {layout['n_skills']} skills "
+          f"({layout['scan']} scan) in {out} in {time.perf_counter() - t0:.2f} s")
     return 0

@@ -117,7 +117,7 @@ def test_streamed_build_equals_the_in_memory_build_on_a_real_corpus(paper, tmp_p
             assert ms["arrays"][name]["sha256"] == entry["sha256"], name
     from skillsight_fast.engine.io import read_bodies
 
-    assert read_bodies(tmp_path / "s") == list(whole.bodies)
+    assert read_bodies(tmp_path / "s") == list(whole.state.bodies)
     loaded = SkillIndex.load(tmp_path / "s")
     loaded.encoder = enc
     assert_same_index(loaded, whole, queries("skillsbench")[:20], atol=1e-6)
