@@ -456,9 +456,9 @@ def format_table(report: dict[str, Any]) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     tier_rows = [(e, name, t) for e in report["sizes"] for name, t in (e.get("tiers") or {}).items()]
     if tier_rows:
-        lines += ["", "| skills | dtype | query encoder | encode | long e2e p50 / p90 / mean | short e2e p50 / p90 / mean "
-                  "| Dense + Reranker (MiniLM-L6 fp32 512 1t) / long e2e p50 | Dense + TinyBERT-L-2 (fp32 512 1t) / "
-                  "long e2e p50 |", "|---|---|---|---|---|---|---|---|"]
+        lines += ["", ("| skills | dtype | query encoder | encode | long e2e p50 / p90 / mean | short e2e p50 / p90 / mean "
+                       "| Dense + Reranker (MiniLM-L6 fp32 512 1t) / long e2e p50 | Dense + TinyBERT-L-2 (fp32 512 1t) / "
+                       "long e2e p50 |"), "|---|---|---|---|---|---|---|---|"]
         for e, name, t in tier_rows:
             p = e["p50_ms"]
             if name == "default":
@@ -469,8 +469,8 @@ def format_table(report: dict[str, Any]) -> str:
     base_rows = [(e, name, b) for e in report["sizes"] if e["dtype"] == "float32"
                  for name, b in _baselines(e).items()]
     if base_rows:
-        lines += ["", "| skills | baseline (dense top-100 + reranker) | p50 ms | / default long mean "
-                  "| / default short mean |", "|---|---|---|---|---|"]
+        lines += ["", ("| skills | baseline (dense top-100 + reranker) | p50 ms | / default long mean "
+                       "| / default short mean |"), "|---|---|---|---|---|"]
         for e, name, ms in base_rows:
             d = (e.get("tiers") or {}).get("default") or {}
             lines.append(f"| {e['n_docs']:,} | {name} | {_fmt(ms)} | {_ratio(ms, d.get('end_to_end_mean'))} "

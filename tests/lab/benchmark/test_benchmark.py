@@ -266,8 +266,6 @@ def test_tinybert_reranker_has_the_architecture(tmp_path):
 def test_bench_times_short_tasks_beside_the_long_ones(tiny_index):
     """Short tasks are timed end to end on the tiers of SHORT_TIERS only, with p50, p90 and mean;
     the default copies them, and the table prints both task lengths."""
-    import numpy as np
-
     from skillsight_fast.lab.benchmark.driver import add_default_tier, format_table, tier_views
     from skillsight_fast.lab.benchmark.runner import SHORT_TIERS, bench_size
     from skillsight_fast.models.static import fit_query_map
