@@ -10,14 +10,11 @@ A search is six public stages, each a method over plain arrays (docs/METHOD.md h
 5. :meth:`SkillIndex.lexical_scores`: the lexical side (BM25 or LEC) of each candidate over Q'.
 6. :meth:`SkillIndex.fuse`: fused score of each candidate, final top-k.
 
-:meth:`SkillIndex.search` and :meth:`SkillIndex.search_vectors` run them in that order. Every
-caller that times, evaluates or swaps a stage calls these methods; ``search_vectors`` takes a
-replacement for the candidate or the lexical stage for one call (``dense_stage=``,
-``lexical_stage=``) and per-call values of the query-time knobs, whose defaults are the index's
-:class:`~skillsight_fast.engine.state.Decisions`. Building lives in :mod:`skillsight_fast.engine.build`,
-the lookup-first cascade in :mod:`skillsight_fast.engine.cascade`, the result and the input checks in
-:mod:`skillsight_fast.engine.result`; what every searcher offers (this index and the sharded one) is
-:class:`skillsight_fast.engine.searcher.Searcher`.
+:meth:`SkillIndex.search` and :meth:`SkillIndex.search_vectors` run them in order; ``search_vectors``
+takes a replacement candidate or lexical stage for one call and per-call knobs (defaults: the index's
+:class:`~skillsight_fast.engine.state.Decisions`). Building: :mod:`~skillsight_fast.engine.build`; the
+cascade: :mod:`~skillsight_fast.engine.cascade`; results and input checks: :mod:`~skillsight_fast.engine.result`;
+what every searcher offers: :class:`~skillsight_fast.engine.searcher.Searcher`.
 """
 
 from __future__ import annotations
@@ -31,7 +28,6 @@ import numpy as np
 
 from skillsight_fast import kernels
 from skillsight_fast.config import ENGINES, IndexConfig, ScanConfig
-from skillsight_fast.kernels import twins as numpy_stages
 from skillsight_fast.engine.background import BM25_B, BM25_K1
 from skillsight_fast.engine.cascade import Cascade, cascade_search
 from skillsight_fast.engine.lexical_candidates import add_lexical_candidates
@@ -58,6 +54,7 @@ from skillsight_fast.engine.state import (
     remove_background,
 )
 from skillsight_fast.errors import QueryError, SkillsightError
+from skillsight_fast.kernels import twins as numpy_stages
 from skillsight_fast.library.skills import Skill
 from skillsight_fast.types import Encoder
 

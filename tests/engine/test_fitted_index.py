@@ -171,7 +171,7 @@ def test_a_small_library_searches_with_the_general_table(teacher, real, tmp_path
     assert m["shared"]["general_query_table"]["rows"] == gen_ids.size
     assert sum(p.stat().st_size for p in (tmp_path / "idx").iterdir()) < 5 * 2**20
     # another install's table (another package version) is refused, not used
-    monkeypatch.setattr("skillsight_fast.engine.io._shipped_general_digest", lambda: "0" * 64)
+    monkeypatch.setattr("skillsight_fast.engine.io_shared._shipped_general_digest", lambda: "0" * 64)
     with pytest.raises(IndexFormatError, match="general query table shipped with skillsight-fast .* rebuild"):
         SkillIndex.load(tmp_path / "idx")
 
