@@ -31,7 +31,7 @@ def main() -> None:
     base = SkillIndex.load(args.index)
     if not base.cascade.on:
         raise SystemExit(f"{args.index} is not a cascade index "
-                         f"(built with --query-encoder {base.config.query_encoder})")
+                         f"(built with --query-encoder {base.config.encoder.query_encoder})")
     always = dataclasses.replace(base.cascade, fallback_below=-10.0)
     index = SkillIndex(dataclasses.replace(base.state, cascade=always))
     for _ in range(50):  # warm: kernels loaded, tables paged in

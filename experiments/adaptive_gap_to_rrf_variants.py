@@ -88,7 +88,7 @@ def sbc_off(ctx: EvalContext, short: bool = False) -> list[str]:
     docs = namedesc_emb(ctx) if short else ctx.doc_emb
     idx = ctx.index(IndexConfig(), embeddings=docs) if short else ctx.index(IndexConfig())
     assert idx.decisions.lexical == "bm25"
-    kc = min(len(idx), idx.config.candidates)
+    kc = min(len(idx), idx.config.scoring.candidates)
     # raw cosine (SBC forced off): the exact candidate stage over the raw document matrix
     cand, s_dense = build_scan("exact", np.ascontiguousarray(docs)).candidates(ctx.query_emb, kc)
     sides = lexical_sides(idx, ds.query_texts, cand)

@@ -153,7 +153,7 @@ def run_datasets(out: dict) -> None:
         index = SkillIndex.from_embeddings(ds.docs, ctx.doc_emb, lexicon=ctx.lexicon, model_id=ctx.enc.model_id)
         index.rebuild_scan("exact")
         qv, texts = ctx.query_emb, ds.query_texts
-        depth = min(len(index), max(index.config.candidates, K_FINAL))
+        depth = min(len(index), max(index.config.scoring.candidates, K_FINAL))
         exact = {"cand": index.scan.candidates(index.remove_background(qv), depth)[0],
                  "fused": index.search_vectors(qv, texts, K_FINAL, explain=False).ids}
         base_r, base_n = recall_at_k(exact["fused"], ds.gold, 10), ndcg_at_k(exact["fused"], ds.gold, 10)
@@ -186,7 +186,7 @@ def run_synthetic(out: dict, folders: list[str], reps: int) -> None:
     rows = out.setdefault("synthetic", {})
     for folder in folders:
         index = SkillIndex.load(folder, mmap=True, verify="lazy")
-        depth = min(len(index), index.config.candidates)
+        depth = min(len(index), index.config.scoring.candidates)
         scans = _binary_scans(index)
         index.state.scan = ExactScan(index.dense.embeddings_perp)
         exact = {"cand": index.scan.candidates(index.remove_background(qv), depth)[0],

@@ -74,8 +74,8 @@ def field_counts(idx, ctx: EvalContext) -> tuple[sp.csc_matrix, np.ndarray]:
     rows, cols, vals = [], [], []
     lens = np.zeros(len(ctx.dataset.docs), np.float64)
     for i, d in enumerate(ctx.dataset.docs):
-        toks = analyze(d.name, cfg.min_token_len, cfg.max_token_len) + analyze(
-            d.description, cfg.min_token_len, cfg.max_token_len)
+        toks = analyze(d.name, cfg.analyzer.min_token_len, cfg.analyzer.max_token_len) + analyze(
+            d.description, cfg.analyzer.min_token_len, cfg.analyzer.max_token_len)
         lens[i] = len(toks)
         for t, c in Counter(toks).items():
             j = ids.get(t)

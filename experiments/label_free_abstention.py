@@ -183,12 +183,12 @@ def build_index(skills: list, tier: str):  # -> SkillIndex
     nd_texts = [namedesc_text(s.name, s.description) for s in skills]
     if tier == "static":
         config = resolve_query_encoder(IndexConfig(query_encoder="static"))
-        enc = load_encoder(config.model)
+        enc = load_encoder(config.encoder.model)
     else:
         config = IndexConfig(query_int8=False) if tier == "transformer" else IndexConfig(
             query_encoder=tier if tier not in ("transformer-int8",) else "transformer")
         config = resolve_query_encoder(config)
-        enc = load_encoder(config.model)
+        enc = load_encoder(config.encoder.model)
     emb = EmbeddingCache(cache_root(), enc.model_id, enc.checksum, "doc").get(texts, enc.encode)
     nd = EmbeddingCache(cache_root(), enc.model_id, enc.checksum, "namedesc").get(nd_texts, enc.encode)
     table = None

@@ -124,7 +124,7 @@ class Library:
         ds = ctx.dataset
         self.ctx = ctx
         self.default = ctx.index(base)
-        namedesc = base.document_vector_side == "text+namedesc"
+        namedesc = base.settled(can_fit=False).encoder.document_vector == "text+namedesc"
         paper = ctx.index(paper_config())
         basis, sv = paper.dense.basis, paper.dense.singular_values
         empty = np.zeros((0, basis.shape[1]), np.float32)
@@ -138,7 +138,7 @@ class Library:
                     ds.docs, ctx.doc_emb, base, lexicon=ctx.lexicon, model_id=ctx.enc.model_id,
                     basis=(basis if on else empty, sv), namedesc=ctx.namedesc_emb if namedesc else None,
                     decisions=self.default.decisions.replace(background=on))
-            assert self.indexes[bg].decisions.document_vector == base.document_vector_side
+            assert self.indexes[bg].decisions.document_vector == base.settled(can_fit=False).encoder.document_vector
         self.indexes["rule1"] = self.default
         # pseudo-queries
         self.rows = np.asarray(pseudo_rows(ds.docs), np.int64)
@@ -154,7 +154,7 @@ class Library:
         cfg = self.default.config
         self.s_counts = []
         for t in strip:
-            c = Counter(analyze(t, cfg.min_token_len, cfg.max_token_len))
+            c = Counter(analyze(t, cfg.analyzer.min_token_len, cfg.analyzer.max_token_len))
             self.s_counts.append(({ids[w]: n for w, n in c.items() if w in ids}, sum(c.values())))
         self.p_gold = [frozenset([int(r)]) for r in self.rows]
 

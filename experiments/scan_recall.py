@@ -99,7 +99,7 @@ def run_datasets(out: dict) -> None:
         index = SkillIndex.from_embeddings(ds.docs, emb, lexicon=ctx.lexicon, model_id=ctx.enc.model_id)
         index.rebuild_scan("exact")
         texts = ds.query_texts
-        depth = min(len(index), max(index.config.candidates, K_FINAL))
+        depth = min(len(index), max(index.config.scoring.candidates, K_FINAL))
         qp = _project(index, qv)
         exact = {"cand": index.scan.candidates(qp, depth)[0],
                  "fused": index.search_vectors(qv, texts, K_FINAL, explain=False).ids}
@@ -166,7 +166,7 @@ def run_sizes(out: dict, sizes: list[int], reps: int, nprobes: list[int]) -> Non
         t0 = time.perf_counter()
         index, _ = scale_up(base, n, seed=0)
         gc.collect()
-        depth = min(n, index.config.candidates)
+        depth = min(n, index.config.scoring.candidates)
         qp = _project(index, qv)
         nq = len(texts)
         exact = {"cand": index.scan.candidates(qp, depth)[0],

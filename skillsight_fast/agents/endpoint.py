@@ -9,12 +9,16 @@ server instead of loading the model itself. The file is kept outside the index f
 ``update`` replaces as a whole.
 
 Trust: ``secret`` is 32 random bytes drawn by the server at start, in a file of mode 0600 that
-the hook reads only when it belongs to its user and nobody else can read it. The hook sends the
-secret as its bearer token and a fresh nonce; the server signs each answer with
-``HMAC-SHA256(secret, nonce + "\n" + body)`` (header ``X-Skillsight-Proof``), so an answer from any
-other process that holds the port (a server of another user, a reused port after a crash) is
-refused. The record itself is read by the bounded reader (a FIFO or ``/dev/zero`` in its place is
-refused at once), and its ``pid`` must be a positive integer of a live process.
+the hook reads only when it belongs to its user and nobody else can read it. The secret itself never
+goes over the wire. Two keys are derived from it with HMAC-SHA256 under fixed labels:
+:func:`hook_token` (what the hook sends as its bearer token, with a fresh 128-bit nonce) and
+:func:`proof_key` (what the server signs each answer with: header ``X-Skillsight-Proof`` =
+``HMAC-SHA256(proof_key, nonce + "\n" + body)``). Whatever holds the recorded port (a server of
+another user, a port taken over after a crash, a reused pid) learns the hook token and the nonce, but
+cannot compute the proof key from them, so its answer is refused and the hook says nothing. The hook
+token only opens the same searches a token-less loopback server answers anyway. The record itself
+is read by the bounded reader (a FIFO or ``/dev/zero`` in its place is refused at once), and its
+``pid`` must be a positive integer of a live process.
 
 Light on purpose (standard library only): the hook imports it on every prompt.
 """
@@ -65,18 +69,33 @@ def new_secret() -> str:
     return secrets.token_hex(SECRET_CHARS // 2)
 
 
-def proof(secret: str | bytes, nonce: str | bytes, body: bytes) -> str:
-    """``HMAC-SHA256(secret, nonce + "\n" + body)`` in hex: what a server signs an answer with."""
+def _derive(secret: str | bytes, label: bytes) -> bytes:
     key = secret.encode("utf-8") if isinstance(secret, str) else secret
+    return hmac.new(key, label, hashlib.sha256).digest()
+
+
+def hook_token(secret: str | bytes) -> str:
+    """The hook's bearer token: ``HMAC-SHA256(secret, "skillsight hook token")`` in hex (never the
+    secret itself, so the server holding the port learns nothing that lets it sign an answer)."""
+    return _derive(secret, b"skillsight hook token").hex()
+
+
+def proof_key(secret: str | bytes) -> bytes:
+    """The key a server signs its answers with: ``HMAC-SHA256(secret, "skillsight server proof")``."""
+    return _derive(secret, b"skillsight server proof")
+
+
+def proof(secret: str | bytes, nonce: str | bytes, body: bytes) -> str:
+    """``HMAC-SHA256(proof_key(secret), nonce + "\n" + body)`` in hex: what a server signs an answer with."""
     msg = (nonce.encode("utf-8", "replace") if isinstance(nonce, str) else nonce) + b"\n" + body
-    return hmac.new(key, msg, hashlib.sha256).hexdigest()
+    return hmac.new(proof_key(secret), msg, hashlib.sha256).hexdigest()
 
 
 def publish(index: str | os.PathLike[str], url: str, secret: str | None = None) -> Path:
     """Write the endpoint file of ``index`` (atomically, mode 0600) and return its path.
 
-    ``secret`` (see the module docstring) is what the hook will send and expect answers signed
-    with; without one the hook does not use the server.
+    ``secret`` (see the module docstring) is what the hook derives its token and the expected
+    proof of each answer from; without one the hook does not use the server.
     """
     path = endpoint_file(index)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -83,8 +83,10 @@ def post_json(url: str, path: str, payload: Any, timeout: float, *, secret: str 
     A minimal HTTP/1.1 client over one socket (``Connection: close``): ``urllib``/``http.client``
     would add about 30 ms of imports to every prompt, and the hook only ever talks to its own
     server on loopback. ``timeout`` bounds the whole exchange, not each read. With ``secret``
-    (the endpoint record's), the request carries it as its bearer token and a fresh nonce, and
-    the answer must carry the server's proof (:func:`skillsight_fast.agents.endpoint.proof`).
+    (the endpoint record's), the request carries the token derived from it
+    (:func:`skillsight_fast.agents.endpoint.hook_token`, never the secret) and a fresh nonce, and
+    the answer must carry the server's proof (:func:`skillsight_fast.agents.endpoint.proof`), which
+    only a holder of the secret can compute.
 
     Raises
     ------
@@ -102,10 +104,10 @@ def post_json(url: str, path: str, payload: Any, timeout: float, *, secret: str 
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     extra, nonce = "", ""
     if secret is not None:
-        from skillsight_fast.agents.endpoint import NONCE_HEADER
+        from skillsight_fast.agents.endpoint import NONCE_HEADER, hook_token
 
         nonce = os.urandom(16).hex()
-        extra = f"Authorization: Bearer {secret}\r\n{NONCE_HEADER}: {nonce}\r\n"
+        extra = f"Authorization: Bearer {hook_token(secret)}\r\n{NONCE_HEADER}: {nonce}\r\n"
     head = (f"POST {path} HTTP/1.1\r\nHost: {host}:{parts.port}\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\n{extra}Connection: close\r\n\r\n").encode("ascii")
     deadline = time.monotonic() + timeout

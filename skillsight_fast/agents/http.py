@@ -86,8 +86,17 @@ def build_app(service: SkillService, *, token: str | None = None,
             logger.exception("%s failed", what)
             return error(500, "internal error (see the server log)")
 
+    def health_with_watch() -> dict[str, Any]:
+        out = service.health()
+        watch = getattr(service, "watch_status", None)  # set by serve --watch's watcher
+        if callable(watch):
+            out["watch"] = watch()
+            if not out["watch"]["ok"] and out.get("status") == "ok":
+                out["status"] = "degraded"
+        return out
+
     async def health(request: Request) -> Response:
-        return await call("GET /health", service.health)
+        return await call("GET /health", health_with_watch)
 
     async def skill(request: Request) -> Response:
         skill_id = request.path_params["skill_id"]

@@ -32,7 +32,7 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import urlsplit
 
-from skillsight_fast.agents.endpoint import NONCE_HEADER, PROOF_HEADER, proof
+from skillsight_fast.agents.endpoint import NONCE_HEADER, PROOF_HEADER, hook_token, proof
 from skillsight_fast.agents.service import DEFAULT_MAX_CONNECTIONS, MAX_BODY_BYTES
 
 logger = logging.getLogger(__name__)
@@ -311,9 +311,11 @@ class Guard:
         self.token = token.encode("utf-8") if token is not None else None
         self.allowed_hosts = allowed_hosts
         self.max_body = max_body
-        #: The secret of the endpoint record (:mod:`skillsight_fast.agents.endpoint`): accepted as a
-        #: bearer token, and the key of the proof header on every answer to a request with a nonce.
+        #: The secret of the endpoint record (:mod:`skillsight_fast.agents.endpoint`): the hook token
+        #: derived from it is accepted as a bearer token, and every answer to a request with a nonce
+        #: carries a proof keyed by the proof key derived from it. The secret itself is never accepted.
         self.secret = endpoint_secret.encode("utf-8") if endpoint_secret else None
+        self.hook_token = hook_token(self.secret).encode("ascii") if self.secret else None
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -333,7 +335,7 @@ class Guard:
 
     def _signing(self, send: Any, nonce: bytes) -> Any:
         """``send`` that holds the response until its body is whole, then adds the proof header
-        ``HMAC-SHA256(secret, nonce + "\\n" + body)`` (the prompt hook checks it)."""
+        ``HMAC-SHA256(proof_key(secret), nonce + "\\n" + body)`` (the prompt hook checks it)."""
         held: list[dict[str, Any]] = []
         body: list[bytes] = []
 
@@ -368,8 +370,8 @@ class Guard:
 
     def _check_access(self, scope: dict[str, Any], headers: list[tuple[bytes, bytes]]
                       ) -> tuple[int, str] | None:
-        if self.secret is not None and hmac.compare_digest(self._bearer(headers), self.secret):
-            return None  # the prompt hook, with the secret of the endpoint record (private to this user)
+        if self.hook_token is not None and hmac.compare_digest(self._bearer(headers), self.hook_token):
+            return None  # the prompt hook, with the token derived from the endpoint record's secret
         if self.token is not None:  # the token is the proof; Host and Origin do not matter then
             auth = [v for k, v in headers if k == b"authorization"]
             scheme, _, given = auth[0].strip().partition(b" ") if len(auth) == 1 else (b"", b"", b"")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import mimetypes
 import os
+import stat
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path, PurePosixPath
@@ -223,8 +224,11 @@ class LiveIndex:
 
         ``relpath`` is relative to the folder that holds the skill's SKILL.md, with ``/``
         separators. It may not be absolute, contain ``..`` or empty segments, or resolve (through
-        symlinks) to anything outside that folder; only regular files up to
-        :data:`MAX_SKILL_FILE_BYTES` are read.
+        symlinks) to anything outside that folder; neither it nor the path it resolves to may have a
+        segment starting with ``.`` (``.env``, ``.git/config``: a skill's files are never hidden
+        ones); only regular files that everyone may read (mode ``o+r``: an owner-only file is
+        private, whoever asks) and of at most :data:`MAX_SKILL_FILE_BYTES` are read, with a single
+        link.
 
         Raises
         ------
@@ -246,6 +250,16 @@ class LiveIndex:
             raise SkillFileError(f"skill {skill_id!r} has no file {relpath!r}") from None
         if not target.is_relative_to(root) or target == root:
             raise SkillFileError(f"{relpath!r} leaves the folder of skill {skill_id!r}")
+        if any(part.startswith(".") for part in (*PurePosixPath(rel).parts, *target.relative_to(root).parts)):
+            raise SkillFileError(f"{relpath!r} is a hidden file or folder of skill {skill_id!r}; "
+                                 "hidden files are never served")
+        try:
+            mode = target.stat().st_mode
+        except OSError:
+            raise SkillFileError(f"skill {skill_id!r} has no file {relpath!r}") from None
+        if not mode & stat.S_IROTH:
+            raise SkillFileError(f"file {relpath!r} of skill {skill_id!r} is not readable by everyone; "
+                                 "private files are never served")
         from skillsight_fast.limits import read_regular_file
 
         # the bounded reader: a regular file within the limit, and one with a single link (a hard

@@ -10,6 +10,14 @@ the previous version until the swap, and each request sees exactly one version. 
 (``serve --ray --watch``) is brought to the new version by
 :meth:`ShardedIndex.next_version <skillsight_fast.cluster.index.ShardedIndex.next_version>`: the same
 update, applied shard by shard.
+
+The watched paths are the configured ones, not the folders they named at start: after each round
+the watcher checks that every source is still the same folder (device, inode and real path), so a
+library root replaced as a whole (``rm -rf lib && cp -r new lib``) or a symlinked root swapped
+atomically (the usual deploy layout) is refreshed and watched anew, and said so in the log. A
+source that is gone is logged, named in :meth:`LiveIndexWatcher.status` (``GET /health`` says
+``"status": "degraded"`` with a ``watch`` record) and polled until it is back; the last version
+is served meanwhile.
 """
 
 from __future__ import annotations
@@ -35,6 +43,17 @@ logger = logging.getLogger(__name__)
 #: Milliseconds a round of the watch waits before yielding "no change": the first round's refresh runs
 #: once the watch is live, after at most this long (the later empty rounds cost nothing).
 FIRST_ROUND_MS = 500
+#: Seconds between two checks for a watched source that is gone.
+GONE_POLL_S = 0.5
+
+
+def _identity(path: Path) -> tuple[str, int, int] | None:
+    """(real path, device, inode) of a watched source, or None when it is gone."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return os.path.realpath(path), st.st_dev, st.st_ino
 
 
 def sources_of(index: "SkillIndex") -> list[Path]:
@@ -129,6 +148,19 @@ class LiveIndexWatcher:
         self._index_dir = service.directory.expanduser().absolute()
         #: The skipped files of the last refresh (each is logged once, when it first appears).
         self._problems: set[str] = set()
+        #: Sources that are gone (the last version is served until they are back).
+        self.missing: list[Path] = []
+        #: Times a source was found replaced (a new folder or a swapped symlink) and watched anew.
+        self.root_swaps = 0
+        self._watch_error = ""
+        service.watch_status = self.status  # read by GET /health
+
+    def status(self) -> dict[str, Any]:
+        """``{sources, updates, missing, root_swaps, last_error, ok}`` for ``GET /health``: ``ok`` is
+        False while a source is gone or the last refresh failed."""
+        return {"sources": [str(s) for s in self.sources], "updates": self.updates,
+                "missing": [str(s) for s in self.missing], "root_swaps": self.root_swaps,
+                "last_error": self.last_error, "ok": not self.missing and self.last_error is None}
 
     # ------------------------------------------------------------------ one update
     def refresh(self) -> "UpdateReport | None":
@@ -200,23 +232,66 @@ class LiveIndexWatcher:
         def keep(change: Any, path: str) -> bool:
             return base(change, path) and self._keep(change, path)
 
-        first = True
+        first, pending = True, False
         try:
-            # yield_on_timeout: the first (empty) round comes once the watch is live, and its refresh
-            # catches what changed while nothing was watching, with no gap before the watch began
-            for changes in watchfiles.watch(*self.sources, watch_filter=keep, debounce=self.debounce_ms, step=20,
-                                            stop_event=self._stop, raise_interrupt=False,
-                                            force_polling=self.force_polling, yield_on_timeout=True,
-                                            rust_timeout=FIRST_ROUND_MS):
-                if self._stop.is_set():
-                    break
-                if changes or first:
-                    self._safe_refresh()
-                if first:
-                    first = False
+            while not self._stop.is_set():
+                ids = [_identity(s) for s in self.sources]
+                missing = [s for s, i in zip(self.sources, ids) if i is None]
+                if missing:
+                    if missing != self.missing:
+                        logger.warning("watch: %s gone; serving the last version until it is back",
+                                       ", ".join(map(str, missing)))
+                    self.missing = missing
                     self._started.set()
+                    self._stop.wait(GONE_POLL_S)
+                    continue
+                if self.missing:
+                    logger.warning("watch: %s back; refreshing", ", ".join(map(str, self.missing)))
+                    self.missing, pending = [], True
+                # the folders the configured paths name now (a symlinked root: its current target);
+                # yield_on_timeout: the first (empty) round comes once the watch is live, and its
+                # refresh catches what changed while nothing was watching
+                watched = {i[0] for i in ids if i is not None}
+
+                def watched_gone(changes: Any, watched: set[str] = watched) -> set[str]:
+                    # a watched folder deleted (a copy put in its place may reuse its inode number)
+                    return {p for c, p in changes if p in watched and c == watchfiles.Change.deleted}
+
+                try:
+                    for changes in watchfiles.watch(*watched, watch_filter=keep,
+                                                    debounce=self.debounce_ms, step=20, stop_event=self._stop,
+                                                    raise_interrupt=False, force_polling=self.force_polling,
+                                                    yield_on_timeout=True, rust_timeout=FIRST_ROUND_MS):
+                        if self._stop.is_set():
+                            break
+                        now = [_identity(s) for s in self.sources]
+                        deleted = watched_gone(changes or ())
+                        replaced = now != ids or bool(deleted)
+                        if (changes or first or pending) and not replaced:
+                            pending = False
+                            self._safe_refresh()
+                        if first:
+                            first = False
+                            self._started.set()
+                        if replaced:  # a root replaced, swapped or gone: watch what the paths name now
+                            if None not in now:
+                                self.root_swaps += 1
+                                logger.warning("watch: %s replaced; watching the new folder", ", ".join(
+                                    str(s) for s, old, new in zip(self.sources, ids, now)
+                                    if old != new or (old is not None and old[0] in deleted)))
+                            # refreshed once the watch of what the path names now is live: nothing
+                            # written between this round and that watch is missed
+                            pending = True
+                            break
+                except (OSError, RuntimeError) as exc:  # a root removed while the watch starts: retry
+                    if str(exc) != self._watch_error:
+                        logger.warning("watch: cannot watch %s (%s); retrying", ", ".join(watched), exc)
+                    self._watch_error, pending = str(exc), True
+                    self._started.set()
+                    self._stop.wait(GONE_POLL_S)
         except Exception:  # pragma: no cover - the watcher dies, the server keeps serving
             logger.exception("watch: stopped watching %s", ", ".join(map(str, self.sources)))
+            self.last_error = "the watcher stopped (see the server log)"
         finally:
             self._started.set()
 

@@ -138,7 +138,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.ray:  # the same service, its rows on Ray actors (skillsight_fast.cluster)
         from skillsight_fast.cluster.index import ShardedIndex
 
-        sharded = ShardedIndex.connect(args.index, args.shards, address=None if args.ray == "local" else args.ray)
+        sharded = ShardedIndex.open(args.index, args.shards, address=None if args.ray == "local" else args.ray)
         service = SkillService(args.index, abstention=rule, index=sharded)
     else:
         service = SkillService(args.index, abstention=rule, mmap=args.mmap, defer=args.mcp)

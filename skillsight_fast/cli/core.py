@@ -17,6 +17,7 @@ from skillsight_fast.config import (
     QUERY_ENCODER_CHOICES,
     QUERY_ENCODERS,
     SCAN_CHOICES,
+    ScanConfig,
 )
 from skillsight_fast.errors import SkillsightError
 
@@ -28,7 +29,7 @@ def _safe(text: str) -> str:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add index, search, info and warmup."""
-    for add in (_add_index, _add_search, _add_info, _add_rescan, _add_warmup):
+    for add in (_add_index, _add_search, _add_info, _add_rescan, _add_warmup, _add_split):
         add(sub)
 
 
@@ -115,20 +116,18 @@ def add_scan_args(p: argparse.ArgumentParser, default: str | None = "auto") -> N
                         "sign codes by Hamming distance in front of int8), faiss ivf "
                         "(needs the large extra: faiss), or auto by library size (exact below 200k skills, "
                         "binary from 200k, ivf from 2M; docs/LARGE.md)" + (" (default auto)" if default else ""))
-    p.add_argument("--nlist", type=_positive, default=None, metavar="N", help="ivf: cells (default 4 sqrt(N))")
-    p.add_argument("--nprobe", type=_positive, default=None, metavar="N",
-                   help="ivf: cells visited per query (default 64)")
-    p.add_argument("--oversample", type=_positive, default=None, metavar="F",
-                   help="int8: survivors per candidate re-scored exactly (default 4)")
-    p.add_argument("--rerank", type=_positive, default=None, metavar="F",
-                   help="binary: Hamming-nearest rows per candidate scored by the int8 codes (default 32)")
+    from skillsight_fast.engine.scan import SCAN_PARAMS
+
+    for param in SCAN_PARAMS.values():  # each scan type declares its parameters (engine/scan.py)
+        p.add_argument(f"--{param.name}", type=_positive, default=None, metavar=param.metavar,
+                       help=f"{param.help} (default {param.default})")
 
 
 def scan_params(args: argparse.Namespace) -> dict:
-    """The IndexConfig scan fields given on the command line."""
-    out = {"ivf_nlist": args.nlist, "ivf_nprobe": args.nprobe, "int8_oversample": args.oversample,
-           "binary_rerank": args.rerank}
-    return {k: v for k, v in out.items() if v is not None}
+    """The scan parameters given on the command line (``ScanConfig.params``: name → value)."""
+    from skillsight_fast.engine.scan import SCAN_PARAMS
+
+    return {name: getattr(args, name) for name in SCAN_PARAMS if getattr(args, name, None) is not None}
 
 
 def _positive(value: str) -> int:
@@ -191,15 +190,15 @@ def cmd_index(args: argparse.Namespace) -> int:
         raise SkillFormatError(f"--lookup-min-pieces must be 0 or more, got {args.lookup_min_pieces}")
     if any(v is not None for v in cascade_flags.values()) and args.query_encoder == "auto" and (
             streamed or args.paper or args.int8 or args.query_int8 is not None):
-        raise SkillFormatError("--fallback-below / --lookup-min-pieces set the cascade, which --stream, --ray, "
-                               "--paper, --int8 and --query-int8 / --no-query-int8 do not build (they build the "
-                               "transformer tier): drop one or the other")
+        raise SkillFormatError("--fallback-below / --lookup-min-pieces set the cascade, which --stream and --ray "
+                               "build with its defaults and --paper, --int8 and --query-int8 / --no-query-int8 do "
+                               "not build (they build the transformer tier): drop one or the other")
     if args.query_int8 is False and args.int8:
         raise SkillFormatError("--no-query-int8 with --int8: an int8 index encodes its tasks with the int8 encoder")
     try:  # IndexConfig and Cascade check their own fields (e.g. --fallback-below's range)
         config = IndexConfig(model=args.model, int8=args.int8, adaptive=not args.paper, lexical=args.lexical,
-                             scan=args.scan, query_encoder=args.query_encoder, query_model=args.query_model,
-                             query_int8=args.query_int8, **scan_params(args))
+                             scan=ScanConfig(args.scan, scan_params(args)), query_encoder=args.query_encoder,
+                             query_model=args.query_model, query_int8=args.query_int8)
         cascade = None  # the build's default: auto settled into the lookup tier gets DEFAULT_CASCADE
         if args.query_encoder == "auto" and any(v is not None for v in cascade_flags.values()):
             cascade = Cascade(FALLBACK_BELOW if args.fallback_below is None else args.fallback_below,
@@ -208,12 +207,15 @@ def cmd_index(args: argparse.Namespace) -> int:
             cascade = Cascade(args.fallback_below, args.lookup_min_pieces or 0)
     except ValueError as exc:
         raise SkillFormatError(f"bad index settings: {exc}") from None
-    if not args.sources and args.lexical in (None, "bm25") and not args.paper:
+    from skillsight_fast.tools.kind import is_tool_catalogue
+
+    if (not args.sources or is_tool_catalogue(args.sources)) and args.lexical in (None, "bm25") and not args.paper:
         from skillsight_fast.tools.catalog import tool_index_config
 
-        config = tool_index_config(config)  # a catalogue of tools only (--mcp / --openapi)
-    if streamed:  # auto: no token table in a streamed build (an in-memory build settles it with its encoder)
-        config = config.settled(can_fit=False)
+        # a catalogue of tools only: --mcp / --openapi, tool JSONL files, dataset folders of kind tools/apis
+        config = tool_index_config(config)
+    # auto stays unsettled: every build settles it with its encoder (a streamed or Ray build from the shards'
+    # token sums, skillsight_fast.indexing.stream), so all give the same tier and cascade
     config = resolve_query_encoder(config)  # the static tiers' model folder (distilled once if needed)
     if args.stream or args.ray is not None:
         index, report = _index_streaming(args, config)
@@ -228,15 +230,15 @@ def cmd_index(args: argparse.Namespace) -> int:
     index.pins = args.pin
     index.save(args.output)
     config = index.config  # what the build settled (auto: the cascade or the transformer)
-    if config.query_int8_side and not config.int8:
+    if config.encoder.query_int8 and not config.encoder.int8:
         index.encoders.query_encoder  # quantise the task encoder once now, not in the first search
     if index.cascade.on:
         index.encoders.fallback_encoder  # the cascade's int8 transformer, the same
     summary = {
         "output": str(args.output), "n_skills": len(index), "skipped": [str(p) for p in report.problems],
         "seconds": round(time.perf_counter() - t0, 2), **index.stats.to_dict(),
-        "scan": index.scan.describe(), "query_encoder": config.query_encoder,
-        "query_int8": config.query_int8_side, "fallback_below": index.cascade.fallback_below,
+        "scan": index.scan.describe(), "query_encoder": config.encoder.query_encoder,
+        "query_int8": bool(config.encoder.query_int8), "fallback_below": index.cascade.fallback_below,
         "lookup_min_pieces": index.cascade.lookup_min_pieces,
     }
     if args.json:
@@ -266,7 +268,7 @@ def _index_in_memory(args: argparse.Namespace, config, cascade=None) -> tuple:
     for problem in report.problems:
         if not args.quiet:
             print(f"skipped {problem}", file=sys.stderr)
-    encoder = load_encoder(config.model, int8=args.int8)
+    encoder = load_encoder(config.encoder.model, int8=args.int8)
     if not args.quiet:  # a bar on a terminal, a line every few seconds elsewhere
         encoder = ProgressEncoder(encoder, desc=f"encoding {len(report.skills)} skills")
     return SkillIndex.build(report.skills, encoder, config, cascade), report
@@ -308,11 +310,12 @@ def _index_streaming(args: argparse.Namespace, config) -> tuple:
     if args.ray is not None:
         from skillsight_fast.indexing.ray import ray_build
 
-        factory = functools.partial(load_encoder, config.model, int8=args.int8, threads=1)
+        factory = functools.partial(load_encoder, config.encoder.model, int8=args.int8, threads=1)
         index = ray_build(skills, factory, config, address=None if args.ray == "local" else args.ray,
-                          workers=args.ray_workers, chunk_size=chunk, workdir=workdir, on_chunk=progress)
+                          workers=args.ray_workers, chunk_size=chunk, workdir=workdir, on_chunk=progress,
+                          query_encoder=load_encoder(config.encoder.model, int8=args.int8))
     else:
-        index = stream_build(skills, load_encoder(config.model, int8=args.int8), config, chunk_size=chunk,
+        index = stream_build(skills, load_encoder(config.encoder.model, int8=args.int8), config, chunk_size=chunk,
                              workdir=workdir, on_chunk=progress)
     if progress_enabled(args.quiet):
         print(file=sys.stderr)
@@ -422,7 +425,7 @@ def no_evidence_reason(index: Any, task: str) -> str:
     from skillsight_fast.engine.lexicon import STOPWORDS
 
     cfg = index.config
-    tokens = unique_tokens(task, cfg.min_token_len, cfg.max_token_len)
+    tokens = unique_tokens(task, cfg.analyzer.min_token_len, cfg.analyzer.max_token_len)
     ids = index.lexical.lexicon.term_ids
     stop = [t for t in tokens if t in STOPWORDS]
     known = [t for t in tokens if t in ids and t not in STOPWORDS]
@@ -468,7 +471,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     tier = m["config"].get("query_encoder", "transformer")
     query = m["model"].get("query") or {}
     try:
-        int8_tasks = IndexConfig.from_dict(m["config"]).query_int8_side
+        int8_tasks = bool(IndexConfig.from_dict(m["config"]).settled(can_fit=False).encoder.query_int8)
     except (TypeError, ValueError):
         int8_tasks = False
     if int8_tasks:
@@ -590,4 +593,25 @@ def cmd_warmup(args: argparse.Namespace) -> int:
     if not args.int8 and getattr(encoder, "onnx_path", None) is not None:
         load_encoder(args.model, int8=True).encode(["warm up"])  # the default index's task encoder
     print(f"kernels compiled and encoder {encoder.model_id} ready in {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+def _add_split(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("split", help="write an index's rows as shard folders (IDX.shards) for serve --ray")
+    p.add_argument("-i", "--index", required=True, metavar="DIR")
+    p.add_argument("shards", type=_positive, metavar="N", help="number of shard folders")
+    p.set_defaults(func=cmd_split)
+
+
+def cmd_split(args: argparse.Namespace) -> int:
+    """``skillsight split``: the shard folders of an index in ``IDX.shards`` (serve --ray opens them)."""
+    from skillsight_fast.cluster.layout import shards_folder, split_index
+    from skillsight_fast.engine.update import index_write_lock
+
+    t0 = time.perf_counter()
+    out = shards_folder(args.index)
+    with index_write_lock(args.index):  # an update meanwhile would leave the folders behind the index
+        layout = split_index(args.index, out, args.shards)
+    print(f"{args.index}: {len(layout['shards'])} shard folders of {layout['n_skills']} skills "
+          f"({layout['scan']} scan) in {out} in {time.perf_counter() - t0:.2f} s")
     return 0

@@ -58,11 +58,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the sampling and the bootstrap")
     p.add_argument("--cache-dir", metavar="DIR", help="cache root (default: the per-user cache)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress log, no table")
+    p.add_argument("--as-configured", action="store_true",
+                   help="the skillsight method as configured (IndexConfig(), int8 tasks), not what ships "
+                        "(the cascade; the tool config for kind tools/apis)")
     p.set_defaults(func=cmd_eval)
     settle(p, "eval", ["--all", "--skill", "-k", "--cut", "--min-score", "--min-cosine", "--data-root", "--methods",
                        "--markdown", "--limit", "--all-queries", "--model", "--int8", "--query-encoder",
                        "--query-model", "--query-int8", "--cross-encoder", "--rerank-queries", "--ablations",
-                       "--chunks", "--bootstrap", "--seed", "--cache-dir", "--quiet"])
+                       "--chunks", "--bootstrap", "--seed", "--cache-dir", "--quiet", "--as-configured"])
 
 
 def _table(objs: list[dict[str, Any]]) -> str:
@@ -171,7 +174,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         ctx = EvalContext(ds, model=args.model, int8=args.int8, cache_dir=args.cache_dir, seed=args.seed,
                           cross_encoder=args.cross_encoder, rerank_queries=args.rerank_queries,
                           query_encoder=args.query_encoder, query_model=args.query_model,
-                          query_int8=args.query_int8)
+                          query_int8=args.query_int8, shipped=not args.as_configured)
         objs.append(evaluate_dataset(ctx, methods, n_boot=args.bootstrap, seed=args.seed))
     clean = [strip_private(o) for o in objs]
     if args.json:

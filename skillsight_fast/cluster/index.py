@@ -34,15 +34,16 @@ reaches the shards through :meth:`ShardedIndex.next_version`.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from skillsight_fast.cluster.layout import global_stats, shard_ranges
 from skillsight_fast.cluster.shard import LEXICAL_SIDES, ShardHost
 from skillsight_fast.engine.columns import SKILL_FIELDS, StringColumn
 from skillsight_fast.engine.result import check_queries, fused_result
@@ -51,16 +52,31 @@ from skillsight_fast.errors import QueryError, SkillsightError
 logger = logging.getLogger(__name__)
 
 
+#: Seconds a search waits for a shard's answer before it re-opens the shard and asks again.
+CALL_TIMEOUT_S = 30.0
+#: Seconds a lost shard gets to be restarted by Ray and to re-open its folder.
+RESTART_TIMEOUT_S = 60.0
+#: Seconds between attempts to reach a shard actor Ray is restarting.
+RESTART_POLL_S = 0.5
+
+
+class ShardUnavailableError(SkillsightError):
+    """A shard did not answer, even after it was re-opened on its restarted actor."""
+
+
 #: Calls a shard actor runs at once (threads): searches, and an update opening the next version.
 MAX_CONCURRENCY = 4
 
 
-def shard_ranges(n: int, shards: int) -> list[tuple[int, int]]:
-    """``shards`` contiguous row ranges covering ``0..n`` (sizes differ by at most one)."""
-    if shards < 1:
-        raise SkillsightError("the number of shards must be at least 1")
-    bounds = np.linspace(0, n, shards + 1).round().astype(np.int64)
-    return [(int(a), int(b)) for a, b in itertools.pairwise(bounds.tolist())]
+def _get(ray: Any, refs: list[Any]) -> list[Any]:
+    """``ray.get(refs)``, an actor's error as its own one line (an IndexFormatError of a shard folder)."""
+    try:
+        return list(ray.get(refs))
+    except ray.exceptions.RayTaskError as exc:
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, SkillsightError):
+            raise cause from None
+        raise
 
 
 class _Rows:
@@ -100,7 +116,8 @@ class ShardedIndex:
     """
 
     def __init__(self, directory: str | os.PathLike[str], shards: list[Any], ranges: list[tuple[int, int]],
-                 *, head: Any = None, remote: bool = False, version: int = 0) -> None:
+                 *, head: Any = None, remote: bool = False, version: int = 0,
+                 layout: str | os.PathLike[str] | None = None) -> None:
         from skillsight_fast.engine.index import SkillIndex
 
         self.directory = Path(directory)
@@ -109,6 +126,10 @@ class ShardedIndex:
         self.ranges = ranges
         self.remote = remote
         self.version = version
+        #: The folder of the shard folders the hosts opened (:meth:`from_layout`), or None.
+        self.layout = Path(layout) if layout is not None else None
+        #: Shards re-opened after a lost actor (shard, cause, seconds), oldest first.
+        self.recoveries: list[dict[str, Any]] = []
         #: Per shard: opened from the folder for this version (True) or kept from the previous one.
         self.reopened: list[bool] = [True] * len(shards)
         self._starts = np.asarray([a for a, _ in ranges], np.int64)
@@ -121,9 +142,7 @@ class ShardedIndex:
     @staticmethod
     def global_stats(head: Any) -> dict[str, Any]:
         """What every shard scores with: the library's LEC weights, BM25 idf and mean length."""
-        idf, avgdl = head.lexical.bm25 if head.lexical.lexicon.has_tf else (np.zeros(0, np.float32), 1.0)
-        return {"weights": np.asarray(head.lexical.weights, np.float32), "bm25_idf": np.asarray(idf, np.float32),
-                "avgdl": float(avgdl)}
+        return global_stats(head)
 
     @classmethod
     def local(cls, directory: str | os.PathLike[str], shards: int) -> ShardedIndex:
@@ -161,6 +180,68 @@ class ShardedIndex:
         ray.get([h.open.remote(0, str(directory), a, b, stats) for h, (a, b) in zip(handles, ranges)])
         return cls(directory, handles, ranges, head=head, remote=True)
 
+    @classmethod
+    def open(cls, directory: str | os.PathLike[str], shards: int, *, address: str | None = None) -> ShardedIndex:
+        """What ``serve --ray`` serves: the shard folders in ``DIR.shards`` (``skillsight split``) when
+        they are there (:meth:`from_layout`; ``shards`` is then theirs), else ``shards`` row ranges of the
+        index folder (:meth:`connect`)."""
+        from skillsight_fast.cluster.layout import LAYOUT, shards_folder
+
+        folder = shards_folder(directory)
+        if (folder / LAYOUT).is_file():
+            return cls.from_layout(directory, folder, address=address)
+        return cls.connect(directory, shards, address=address)
+
+    @classmethod
+    def from_layout(cls, directory: str | os.PathLike[str], layout: str | os.PathLike[str], *,
+                    address: str | None = None, cpus_per_shard: float = 1.0, remote: bool = True,
+                    resources: Sequence[dict[str, float] | None] | None = None) -> ShardedIndex:
+        """Serve the shard folders of ``layout`` (:func:`skillsight_fast.cluster.layout.split_index`):
+        each shard host opens only its own folder and the shared part, checked against their checksums.
+
+        Parameters
+        ----------
+        directory : path
+            The index folder the coordinator reads (records, vocabulary, basis, abstention rule).
+        layout : path
+            The folder holding ``shards.json``, the shard folders and the shared part, at the same path
+            where each shard runs (on the node that holds it, or on storage every node mounts).
+        remote : bool
+            Ray actors (True) or in-process hosts (tests, the reference).
+        resources : list of dict, optional
+            Per shard, the Ray custom resources its actor needs (e.g. ``{"shard-0": 1}`` for the node
+            started with ``ray start --resources '{"shard-0": 1}'``, the node that holds it).
+        """
+        from skillsight_fast.cluster.layout import read_layout
+        from skillsight_fast.engine.index import SkillIndex
+        from skillsight_fast.errors import IndexFormatError
+
+        directory = Path(directory).expanduser().absolute()
+        root = Path(layout).expanduser().absolute()
+        plan = read_layout(root)
+        head = SkillIndex.load(directory, mmap=True, verify="background")
+        if plan["n_skills"] != len(head):
+            raise IndexFormatError(f"{root}: the shards hold {plan['n_skills']} skills, the index {len(head)}")
+        ranges = [(int(e["start"]), int(e["stop"])) for e in plan["shards"]]
+        folders = [str(root / e["folder"]) for e in plan["shards"]]
+        shared = str(root / plan["shared"])
+        if not remote:
+            hosts = [ShardHost() for _ in ranges]
+            for h, f in zip(hosts, folders):
+                h.open_folder(0, f, shared)
+            return cls(directory, hosts, ranges, head=head, layout=root)
+        from skillsight_fast.indexing.ray import import_ray
+
+        ray = import_ray()
+        if not ray.is_initialized():
+            ray.init(address=address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+        handles = [ray.remote(num_cpus=cpus_per_shard, max_concurrency=MAX_CONCURRENCY,
+                              resources=(resources[i] if resources else None) or {},
+                              max_restarts=-1, max_task_retries=0)(ShardHost).remote()
+                   for i in range(len(ranges))]
+        _get(ray, [h.open_folder.remote(0, f, shared) for h, f in zip(handles, folders)])
+        return cls(directory, handles, ranges, head=head, remote=True, layout=root)
+
     def next_version(self, directory: str | os.PathLike[str] | None = None, *, encoder: Any = None,
                      reopen: bool = False) -> ShardedIndex:
         """The index folder's current version, served by the same shard hosts: call it after
@@ -192,6 +273,8 @@ class ShardedIndex:
         from skillsight_fast.engine.index import SkillIndex
 
         directory = Path(directory).expanduser().absolute() if directory is not None else self.directory
+        if self.layout is not None:  # shard folders: rewrite the changed ones, re-open only those
+            return self._next_layout_version(directory, encoder)
         head = SkillIndex.load(directory, mmap=True, verify="background")
         enc = encoder if encoder is not None else self.head.encoders.attached
         if enc is not None:
@@ -221,6 +304,42 @@ class ShardedIndex:
                     sum(new.reopened), len(keep))
         return new
 
+    def _next_layout_version(self, directory: Path, encoder: Any) -> ShardedIndex:
+        """:meth:`next_version` of shards served from their folders: :func:`~skillsight_fast.cluster.layout.
+        refresh_layout` rewrites the folders whose bytes changed, and only those shards re-open them."""
+        from skillsight_fast.cluster.layout import read_layout, refresh_layout
+        from skillsight_fast.engine.index import SkillIndex
+
+        assert self.layout is not None
+        changed, shared_changed = refresh_layout(directory, self.layout)
+        rewritten = set(range(len(self.shards))) if shared_changed else set(changed)
+        head = SkillIndex.load(directory, mmap=True, verify="background")
+        enc = encoder if encoder is not None else self.head.encoders.attached
+        if enc is not None:
+            head.encoder = enc
+        plan = read_layout(self.layout)
+        ranges = [(int(e["start"]), int(e["stop"])) for e in plan["shards"]]
+        version = self.version + 1
+        calls = []
+        for s, h in enumerate(self.shards):
+            folder, shared = self._folder_of(s)
+            if self.remote:
+                calls.append(h.open_folder.remote(version, folder, shared) if s in rewritten
+                             else h.keep.remote(version, self.version))
+            elif s in rewritten:
+                h.open_folder(version, folder, shared)
+            else:
+                h.keep(version, self.version)
+        if calls:
+            import ray
+
+            _get(ray, calls)
+        new = ShardedIndex(directory, self.shards, ranges, head=head, remote=self.remote, version=version,
+                           layout=self.layout)
+        new.reopened = [s in rewritten for s in range(len(self.shards))]
+        logger.info("sharded index version %d: shard folders %s rewritten", version, sorted(rewritten))
+        return new
+
     def close(self) -> None:
         """Stop the shard actors (Ray; they are shared by every version of this index)."""
         if self.remote:
@@ -232,13 +351,60 @@ class ShardedIndex:
 
     # ------------------------------------------------------------------ fan-out
     def _call(self, method: str, per_shard: Sequence[tuple[tuple[Any, ...], int]]) -> list[Any]:
-        """Call ``method(*args)`` on the shards ``(args, shard index)`` at once; results in order."""
+        """Call ``method(*args)`` on the shards ``(args, shard index)`` at once; results in order.
+
+        Ray shards opened from their folders (:meth:`from_layout`) recover from a lost actor: a call
+        that fails because its actor died (Ray restarts it, empty) or that does not answer within
+        :data:`CALL_TIMEOUT_S` re-opens that shard's folder on the restarted actor and is made once
+        more; a shard that still fails raises :class:`ShardUnavailableError` (one line), never a hang."""
         if self.remote:
             import ray
 
             calls = [self.shards[s].call.remote(self.version, method, *args) for args, s in per_shard]
-            return list(ray.get(calls))
+            if self.layout is None:
+                return list(ray.get(calls))
+            try:
+                return list(ray.get(calls, timeout=CALL_TIMEOUT_S))
+            except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError, ray.exceptions.GetTimeoutError):
+                return [self._recover(ray, ref, method, args, s) for ref, (args, s) in zip(calls, per_shard)]
         return [self.shards[s].call(self.version, method, *args) for args, s in per_shard]
+
+    def _recover(self, ray: Any, ref: Any, method: str, args: tuple[Any, ...], s: int) -> Any:
+        """The answer of ``ref`` (one shard's call), or, when it failed, the same call again after the
+        shard's folder is re-opened on its (restarted) actor."""
+        try:
+            return ray.get(ref, timeout=CALL_TIMEOUT_S)
+        except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError, ray.exceptions.GetTimeoutError) as exc:
+            first = type(exc).__name__
+        assert self.layout is not None
+        t0 = time.monotonic()
+        deadline = t0 + RESTART_TIMEOUT_S
+        folder = self._folder_of(s)
+        while True:  # while Ray restarts the actor, calls fail at once (ActorUnavailableError): retry until the deadline
+            try:
+                ray.get(self.shards[s].open_folder.remote(self.version, *folder),
+                        timeout=max(0.1, deadline - time.monotonic()))
+                out = ray.get(self.shards[s].call.remote(self.version, method, *args), timeout=CALL_TIMEOUT_S)
+                break
+            except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError,
+                    ray.exceptions.GetTimeoutError) as exc:
+                if isinstance(exc, ray.exceptions.RayActorError) and time.monotonic() < deadline:
+                    time.sleep(RESTART_POLL_S)
+                    continue
+                raise ShardUnavailableError(f"shard {s} ({folder[0]}) did not answer after a restart "
+                                            f"({first}, then {type(exc).__name__})") from None
+        self.recoveries.append({"shard": s, "cause": first, "seconds": round(time.monotonic() - t0, 3)})
+        logger.warning("shard %d re-opened after %s in %.2f s", s, first, time.monotonic() - t0)
+        return out
+
+    def _folder_of(self, s: int) -> tuple[str, str]:
+        """(shard folder, shared part) of shard ``s`` (:meth:`from_layout`)."""
+        from skillsight_fast.cluster.layout import read_layout, shard_folder_name
+
+        assert self.layout is not None
+        plan = read_layout(self.layout)
+        name = plan["shards"][s]["folder"] if s < len(plan["shards"]) else shard_folder_name(s)
+        return str(self.layout / name), str(self.layout / plan["shared"])
 
     def shard_info(self) -> list[dict[str, Any]]:
         """Per shard: rows, scan, array bytes, resident bytes and process."""
@@ -487,7 +653,7 @@ def _same_statistics(old: Any, new: Any) -> bool:
     return (old.scan.kind == new.scan.kind
             and getattr(old.scan, "oversample", None) == getattr(new.scan, "oversample", None)
             and old.decisions.document_vector == new.decisions.document_vector
-            and old.config.renormalize == new.config.renormalize
+            and old.config.background.renormalize == new.config.background.renormalize
             and np.array_equal(old.dense.basis, new.dense.basis)
             and all(np.array_equal(a[key], b[key]) for key in ("weights", "bm25_idf"))
             and a["avgdl"] == b["avgdl"]

@@ -95,6 +95,43 @@ class ShardEngine:
         self.post_indptr, self.post_docs = lex.post_indptr, lex.post_docs
         del whole
 
+    @classmethod
+    def from_folder(cls, folder: str | os.PathLike[str], shared: str | os.PathLike[str]) -> ShardEngine:
+        """The shard in its own folder with the library-wide statistics of the shared part
+        (:mod:`skillsight_fast.cluster.layout`): nothing else of the index is read. Both folders are
+        checked against their manifests' checksums first.
+
+        Raises
+        ------
+        IndexFormatError
+            A folder is missing, fails its checksum, or does not fit the shared part (one line).
+        """
+        from skillsight_fast.cluster.layout import read_folder
+
+        meta, arrays = read_folder(folder)
+        smeta, sarrays = read_folder(shared)
+        if meta.get("n_terms") != smeta.get("n_terms"):
+            raise IndexFormatError(f"{folder}: {meta.get('n_terms')} terms, the shared part {shared} has "
+                                   f"{smeta.get('n_terms')} (a shard of another library)")
+        self = cls.__new__(cls)
+        self.start, self.stop = int(meta["start"]), int(meta["stop"])
+        self.directory = str(folder)
+        self.perp, self.raw = arrays["perp"], arrays["raw"]
+        if self.perp.shape[0] != self.stop - self.start or self.raw.shape != self.perp.shape:
+            raise IndexFormatError(f"{folder}: {self.perp.shape[0]} rows for rows {self.start}..{self.stop}")
+        self.doc_indptr, self.doc_terms = arrays["doc_indptr"], arrays["doc_terms"]
+        self.doc_tf, self.doc_len = arrays.get("doc_tf"), arrays.get("doc_len")
+        validate.check_forward_lists(np.asarray(self.doc_indptr), self.doc_terms, len(self), int(meta["n_terms"]))
+        self.scan_kind = meta["scan"]
+        if self.scan_kind == "int8":
+            self.codes, self.scales = arrays["codes"], arrays["scales"]
+        self.weights = np.ascontiguousarray(sarrays["weights"], np.float32)
+        self.bm25_idf = np.ascontiguousarray(sarrays["bm25_idf"], np.float32)
+        self.avgdl = float(smeta["avgdl"])
+        self.n_terms = int(self.weights.shape[0])
+        self.post_indptr, self.post_docs = arrays["post_indptr"], arrays["post_docs"]
+        return self
+
     def __len__(self) -> int:
         return self.stop - self.start
 
@@ -260,6 +297,12 @@ class ShardHost:
              stats: dict[str, Any]) -> dict[str, Any]:
         """Serve rows ``[start, stop)`` of the folder as ``version``; returns :meth:`ShardEngine.info`."""
         return self._put(version, ShardEngine(directory, start, stop, stats))
+
+    def open_folder(self, version: int, folder: str | os.PathLike[str], shared: str | os.PathLike[str]
+                    ) -> dict[str, Any]:
+        """Serve the shard in its own ``folder`` (with the ``shared`` part) as ``version``
+        (:meth:`ShardEngine.from_folder`); returns :meth:`ShardEngine.info`."""
+        return self._put(version, ShardEngine.from_folder(folder, shared))
 
     def keep(self, version: int, previous: int) -> dict[str, Any]:
         """Serve ``previous``'s engine as ``version`` too (its rows and statistics did not change)."""

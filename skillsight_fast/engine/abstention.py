@@ -535,7 +535,7 @@ def derive_abstention(index: Any, bodies: Sequence[str] | None = None,
     threshold, balanced, fence = label_free_threshold(on, off)
     error = float(np.mean(off >= threshold) + np.mean(on < threshold)) if on.size and off.size else 1.0
     dup = duplicate_threshold(emb, [m.id for m in metas])
-    tier = getattr(index.config, "query_encoder", "transformer")
+    tier = index.config.encoder.query_encoder
 
     def quartiles(x: np.ndarray) -> list[float]:
         return [round(float(v), 4) for v in np.quantile(x, [0.25, 0.5, 0.75])] if x.size else []

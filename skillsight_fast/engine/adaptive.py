@@ -119,7 +119,7 @@ def decide_from_statistics(g: float, e_d: float, basis: np.ndarray, config: Inde
     config : IndexConfig
     """
     sbc = bool(g >= GENERIC_SHARE_MIN and e_d <= BACKGROUND_ENERGY_MAX and basis.shape[0] > 0)
-    weight = config.lexical_weight * (LEXICAL_SCALE if config.fusion == "eq15" else 1.0)
+    weight = config.scoring.lexical_weight * (LEXICAL_SCALE if config.scoring.fusion == "eq15" else 1.0)
     out_basis = basis if sbc else np.zeros((0, basis.shape[1]), np.float32)
     decisions = Decisions.of_config(config, background=sbc, lexical_weight=float(weight), rule="adaptive")
     return decisions, out_basis, {"generic_share": round(g, 6), "doc_background_energy": round(e_d, 6)}

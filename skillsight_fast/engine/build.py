@@ -101,22 +101,22 @@ def build_index(cls: Any, skills: Sequence[Skill], encoder: Encoder | None = Non
                 config: IndexConfig | None = None, cascade: Cascade | None = None) -> Any:
     """Encode ``skills`` and build the index (:meth:`SkillIndex.build <skillsight_fast.engine.index.SkillIndex.build>`)."""
     config = config or IndexConfig()
-    auto = config.query_encoder == "auto"
+    auto = config.encoder.query_encoder == "auto"
     if auto:  # the cascade needs the transformer's token states
         if encoder is None:
             from skillsight_fast.models import load_encoder
 
-            encoder = load_encoder(config.model, int8=config.int8)
+            encoder = load_encoder(config.encoder.model, int8=config.encoder.int8)
         config = config.settled(can_fit=gives_token_states(encoder))
     config = resolve_query_encoder(config, encoder)
-    if encoder is not None and config.query_encoder == "static" and encoder.checksum != load_static_query_encoder(config).checksum:
+    if encoder is not None and config.encoder.query_encoder == "static" and encoder.checksum != load_static_query_encoder(config).checksum:
         encoder = None  # the static tier encodes the skills with the static model itself
     if encoder is None:
         from skillsight_fast.models import load_encoder
 
-        encoder = load_encoder(config.model, int8=config.int8)
+        encoder = load_encoder(config.encoder.model, int8=config.encoder.int8)
     query_table = None
-    if config.query_encoder in TABLE_TIERS and getattr(encoder, "hidden_states", None) is not None:
+    if config.encoder.query_encoder in TABLE_TIERS and getattr(encoder, "hidden_states", None) is not None:
         # the table tiers' token states come from the same pass as the skills' vectors
         from skillsight_fast.models.contextual import contextual_table, encode_with_token_sums
 
@@ -126,9 +126,9 @@ def build_index(cls: Any, skills: Sequence[Skill], encoder: Encoder | None = Non
         embeddings = encoder.encode([s.text for s in skills])
     return index_from_embeddings(
         cls, skills, embeddings, config, model_id=encoder.model_id, model_checksum=encoder.checksum,
-        encoder=encoder, prebuilt=Prebuilt(query_table=query_table, fit_query_table=config.query_encoder == "fitted"),
+        encoder=encoder, prebuilt=Prebuilt(query_table=query_table, fit_query_table=config.encoder.query_encoder == "fitted"),
         cascade=cascade if cascade is not None else
-        DEFAULT_CASCADE if auto and config.query_encoder in MAPPED_TIERS else NO_CASCADE)
+        DEFAULT_CASCADE if auto and config.encoder.query_encoder in MAPPED_TIERS else NO_CASCADE)
 
 
 def index_from_embeddings(cls: Any, skills: Sequence[Skill] | Sequence[SkillMeta], embeddings: np.ndarray,
@@ -148,7 +148,7 @@ def index_from_embeddings(cls: Any, skills: Sequence[Skill] | Sequence[SkillMeta
     config = resolve_query_encoder(given.settled(can_fit=query_table is not None))
     # auto settled into a lookup tier: the default cascade (a query-time policy the index keeps)
     if cascade is None:
-        cascade = DEFAULT_CASCADE if given.query_encoder == "auto" and config.query_encoder in MAPPED_TIERS else NO_CASCADE
+        cascade = DEFAULT_CASCADE if given.encoder.query_encoder == "auto" and config.encoder.query_encoder in MAPPED_TIERS else NO_CASCADE
     emb = np.ascontiguousarray(embeddings, dtype=np.float32)
     if emb.ndim != 2 or emb.shape[0] != len(skills):
         raise EmbeddingError(f"embeddings {emb.shape} do not match {len(skills)} skills")
@@ -162,9 +162,9 @@ def index_from_embeddings(cls: Any, skills: Sequence[Skill] | Sequence[SkillMeta
             if not all(isinstance(s, Skill) for s in skills):
                 raise SkillsightError("texts are needed to build the lexical index from SkillMeta")
             texts = [s.text for s in skills]  # type: ignore[union-attr]
-        lexicon = Lexicon.build(texts, config.min_token_len, config.max_token_len)
+        lexicon = Lexicon.build(texts, config.analyzer.min_token_len, config.analyzer.max_token_len)
     query_info: tuple[str, str] = ("", "")
-    if config.query_encoder in MAPPED_TIERS:
+    if config.encoder.query_encoder in MAPPED_TIERS:
         query_encoder = query_encoder or load_static_query_encoder(config)
         if query_map is None:  # the transformer is the teacher: static vector of each text -> its vector
             from skillsight_fast.models.static import fit_query_map
@@ -181,19 +181,19 @@ def index_from_embeddings(cls: Any, skills: Sequence[Skill] | Sequence[SkillMeta
     else:
         query_map = None
     # the fitted tier fits a table it computes; a given table is kept as it is unless asked to fit it
-    fit_table = config.query_encoder == "fitted" and (query_table is None if p.fit_query_table is None
+    fit_table = config.encoder.query_encoder == "fitted" and (query_table is None if p.fit_query_table is None
                                                        else p.fit_query_table)
-    if config.query_encoder in TABLE_TIERS:
+    if config.encoder.query_encoder in TABLE_TIERS:
         if query_table is None:
-            query_table = contextual_table_of(skills, texts, encoder, config.query_encoder)
+            query_table = contextual_table_of(skills, texts, encoder, config.encoder.query_encoder)
     else:
         query_table = None
-    lexical, tau = LexicalState.build(lexicon, beta=config.beta, otsu_weighted=config.otsu_weighted)
+    lexical, tau = LexicalState.build(lexicon, beta=config.scoring.beta, otsu_weighted=config.background.otsu_weighted)
     if basis is None:
         terms = select_background_terms(lexicon.df(), lexical.idf, lexical.generic,
-                                        config.background_tokens, config.seed)
+                                        config.background.tokens, config.seed)
         bg = estimate_background(emb, terms, lexicon.post_indptr, lexicon.post_docs,
-                                 max_rank=config.max_rank, rank=config.rank)
+                                 max_rank=config.background.max_rank, rank=config.background.rank)
         paper_basis, singular_values, r_eff, n_terms = bg.basis, bg.singular_values, bg.effective_rank, len(terms)
     else:
         paper_basis, singular_values = basis
@@ -202,7 +202,7 @@ def index_from_embeddings(cls: Any, skills: Sequence[Skill] | Sequence[SkillMeta
         decisions, used_basis, rule_stats = _decide(config, emb, paper_basis, lexical)
     else:
         used_basis, rule_stats = paper_basis, {}
-    dense = DenseState.build(emb, used_basis, singular_values, renormalize=config.renormalize,
+    dense = DenseState.build(emb, used_basis, singular_values, renormalize=config.background.renormalize,
                              query_map=query_map, namedesc=namedesc, query_table=query_table)
     if fit_table:  # against the scored matrix and the basis in use
         assert query_table is not None
@@ -222,12 +222,12 @@ def index_from_embeddings(cls: Any, skills: Sequence[Skill] | Sequence[SkillMeta
 
         bodies = [s.body for s in skills]  # type: ignore[union-attr]
         flags = [screen_skill(s) for s in skills]  # type: ignore[arg-type]
-    scan = build_scan(config.scan, dense.embeddings_perp, config=config, previous=p.previous_scan)
+    scan = build_scan(config.scan.kind, dense.embeddings_perp, config=config, previous=p.previous_scan)
     state = IndexState(skills=metas, dense=dense, lexical=lexical, decisions=decisions, stats=stats,
                        config=config, model=ModelInfo(model_id, model_checksum, *query_info),
                        bodies=bodies, scan=scan, flags=flags, cascade=cascade)
     logger.info("index: %d skills, |T_g| = %d, r = %d", len(metas), stats.n_generic, stats.rank)
-    index = cls(state, encoder, query_encoder if config.query_encoder in MAPPED_TIERS else None)
+    index = cls(state, encoder, query_encoder if config.encoder.query_encoder in MAPPED_TIERS else None)
     if derive if derive is not None else (encoder is not None and bodies is not None):
         from skillsight_fast.engine.abstention import derive_abstention
 
@@ -258,7 +258,7 @@ def _fitted_dense(dense: DenseState, skills: Sequence[Skill] | Sequence[SkillMet
     if getattr(inner, "onnx_path", None) is not None and not getattr(inner, "quantized", True):
         from skillsight_fast.models import load_encoder
 
-        teacher = load_encoder(config.model, int8=True, threads=getattr(inner, "threads", None),
+        teacher = load_encoder(config.encoder.model, int8=True, threads=getattr(inner, "threads", None),
                                batch_size=getattr(inner, "batch_size", 32))
     t0 = time.perf_counter()
     all_texts, targets, owner = library_training_set(
@@ -283,7 +283,7 @@ def _decide(config: IndexConfig, embeddings: np.ndarray, basis: np.ndarray, lexi
 def _namedesc_vectors(config: IndexConfig, metas: Sequence[SkillMeta], emb: np.ndarray,
                       namedesc: np.ndarray | None, encoder: Encoder | None) -> np.ndarray | None:
     """The name + description vectors the build uses (None: the ``text`` document vector)."""
-    if config.document_vector_side != "text+namedesc":
+    if config.encoder.document_vector != "text+namedesc":
         return None
     if namedesc is None:
         if encoder is None or not metas:

@@ -10,6 +10,8 @@ may pass another one (``cascade=``) or :data:`NO_CASCADE`.
 
 from __future__ import annotations
 
+import unicodedata
+
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -61,7 +63,15 @@ class Cascade:
         :attr:`lookup_min_pieces` (``tokenize``: the query encoder's tokenizer)."""
         if not self.lookup_min_pieces:
             return np.ones(len(texts), bool)
-        return np.array([ids.size + 2 >= self.lookup_min_pieces for ids in tokenize(list(texts))], bool)
+        # A word piece covers at least one character of the normalised (NFD) text, so a task with fewer
+        # characters than the gate is short for certain: no tokenizer is loaded for it (a one-shot
+        # search of a short task then never loads the lookup's encoder at all).
+        maybe = [i for i, t in enumerate(texts) if len(unicodedata.normalize("NFD", t)) + 2 >= self.lookup_min_pieces]
+        first = np.zeros(len(texts), bool)
+        if maybe:
+            pieces = tokenize([texts[i] for i in maybe])
+            first[maybe] = [ids.size + 2 >= self.lookup_min_pieces for ids in pieces]
+        return first
 
     def unsure(self, result: SearchResult) -> np.ndarray:
         """Rows of ``result`` (a lookup search) to send to the transformer: a finite best fused score
@@ -100,7 +110,7 @@ def cascade_search(searcher: Any, head: Any, texts: list[str], k: int, cascade: 
         vectors = head.encode(texts)
         return vectors, searcher.search_vectors(vectors, texts, k, **knobs)
     n = len(texts)
-    first = np.flatnonzero(cascade.lookup_first(head.encoders.query_encoder.tokenize, texts))
+    first = np.flatnonzero(cascade.lookup_first(lambda t: head.encoders.query_encoder.tokenize(t), texts))
     send = np.setdiff1d(np.arange(n), first)
     parts: list[tuple[np.ndarray, np.ndarray, SearchResult]] = []  # (rows, their vectors, their result)
     if first.size:

@@ -10,14 +10,11 @@ A search is six public stages, each a method over plain arrays (docs/METHOD.md h
 5. :meth:`SkillIndex.lexical_scores`: the lexical side (BM25 or LEC) of each candidate over Q'.
 6. :meth:`SkillIndex.fuse`: fused score of each candidate, final top-k.
 
-:meth:`SkillIndex.search` and :meth:`SkillIndex.search_vectors` run them in that order. Every
-caller that times, evaluates or swaps a stage calls these methods; ``search_vectors`` takes a
-replacement for the candidate or the lexical stage for one call (``dense_stage=``,
-``lexical_stage=``) and per-call values of the query-time knobs, whose defaults are the index's
-:class:`~skillsight_fast.engine.state.Decisions`. Building lives in :mod:`skillsight_fast.engine.build`,
-the lookup-first cascade in :mod:`skillsight_fast.engine.cascade`, the result and the input checks in
-:mod:`skillsight_fast.engine.result`; what every searcher offers (this index and the sharded one) is
-:class:`skillsight_fast.engine.searcher.Searcher`.
+:meth:`SkillIndex.search` and :meth:`SkillIndex.search_vectors` run them in order; ``search_vectors``
+takes a replacement candidate or lexical stage for one call and per-call knobs (defaults: the index's
+:class:`~skillsight_fast.engine.state.Decisions`). Building: :mod:`~skillsight_fast.engine.build`; the
+cascade: :mod:`~skillsight_fast.engine.cascade`; results and input checks: :mod:`~skillsight_fast.engine.result`;
+what every searcher offers: :class:`~skillsight_fast.engine.searcher.Searcher`.
 """
 
 from __future__ import annotations
@@ -30,8 +27,7 @@ from typing import Any
 import numpy as np
 
 from skillsight_fast import kernels
-from skillsight_fast.config import ENGINES, IndexConfig
-from skillsight_fast.kernels import twins as numpy_stages
+from skillsight_fast.config import ENGINES, IndexConfig, ScanConfig
 from skillsight_fast.engine.background import BM25_B, BM25_K1
 from skillsight_fast.engine.cascade import Cascade, cascade_search
 from skillsight_fast.engine.lexical_candidates import add_lexical_candidates
@@ -58,6 +54,7 @@ from skillsight_fast.engine.state import (
     remove_background,
 )
 from skillsight_fast.errors import QueryError, SkillsightError
+from skillsight_fast.kernels import twins as numpy_stages
 from skillsight_fast.library.skills import Skill
 from skillsight_fast.types import Encoder
 
@@ -105,7 +102,7 @@ class SkillIndex:
         ----------
         skills : sequence of Skill
         encoder : Encoder, optional
-            The document encoder; defaults to ``load_encoder(config.model, int8=config.int8)``
+            The document encoder; defaults to ``load_encoder(config.encoder.model, int8=config.encoder.int8)``
             (for the ``static`` tier: the static model).
         config : IndexConfig, optional
             ``query_encoder`` picks the tier; ``static-mapped`` also fits the query map on the
@@ -135,7 +132,7 @@ class SkillIndex:
         encoder : Encoder, optional
             Query encoder to attach.
         query_encoder : Encoder, optional
-            Mapped tiers: the static query encoder (default: loaded from ``config.query_model``).
+            Mapped tiers: the static query encoder (default: loaded from ``config.encoder.query_model``).
         prebuilt : :class:`~skillsight_fast.engine.build.Prebuilt`, optional
             What the build takes ready instead of computing (texts, lexicon, basis, decisions, previous
             scan, query map or table, name + description vectors); ``**ready`` are its fields as
@@ -286,7 +283,7 @@ class SkillIndex:
             raise QueryError(f"query vectors {q.shape} do not have dimension {self.stats.dim}")
         if not np.isfinite(q).all():
             raise QueryError("query embedding contains NaN or infinity")
-        return remove_background(q, self.dense.basis, self.config.renormalize,
+        return remove_background(q, self.dense.basis, self.config.background.renormalize,
                                  project=self._ops.project_out_background)
 
     def dense_candidates(self, q_perp: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
@@ -318,7 +315,7 @@ class SkillIndex:
         """
         cfg = self.config
         mask = self.lexical.evidence_flags if exclude is None else exclude
-        return self.lexical.lexicon.query_terms(texts, mask, cfg.min_token_len, cfg.max_token_len)
+        return self.lexical.lexicon.query_terms(texts, mask, cfg.analyzer.min_token_len, cfg.analyzer.max_token_len)
 
     def lexical_scores(self, candidates: np.ndarray, terms: np.ndarray, ptr: np.ndarray,
                        side: str | None = None) -> np.ndarray:
@@ -442,9 +439,12 @@ class SkillIndex:
 
     def rebuild_scan(self, kind: str | None = None, **params: Any) -> Scan:
         """Replace the dense candidate scan (``exact``, ``int8``, ``ivf`` or ``auto``) in place, nothing re-encoded;
-        ``params`` are :class:`IndexConfig`'s scan fields; the config records the new choice."""
-        self.state.config = self.config.replace(scan=kind or self.config.scan, **params)
-        self.state.scan = build_scan(self.config.scan, self.dense.embeddings_perp, config=self.config,
+        ``params`` are scan parameters by name (``oversample``, ``rerank``, ``nlist``, ``nprobe``:
+        :data:`skillsight_fast.engine.scan.SCAN_PARAMS`), kept with the ones given before; the config records
+        the new choice."""
+        scan = self.config.scan
+        self.state.config = self.config.replace(scan=ScanConfig(kind or scan.kind, {**scan.params, **params}))
+        self.state.scan = build_scan(self.config.scan.kind, self.dense.embeddings_perp, config=self.config,
                                      previous=self.scan)
         return self.state.scan
 

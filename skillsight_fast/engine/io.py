@@ -80,6 +80,14 @@ from skillsight_fast.engine.io_manifest import (
     check_manifest_schema,
     read_manifest,
 )
+from skillsight_fast.engine.io_shared import (
+    GENERAL_TABLE_ARRAYS,
+    _check_static_model,
+    _load_shared_general_table,
+    _refer_static_model,
+    _resolve_static_model,
+    _shared_general_table,
+)
 from skillsight_fast.engine.io_verification import (
     Verification,
     _check_digests,
@@ -221,157 +229,6 @@ def _save_unlocked(state: IndexState, directory: Path, extra_files: dict[str, by
 
 
 
-#: The dense arrays of the query table, left out of an index that uses the shipped general table as it is.
-GENERAL_TABLE_ARRAYS = ("query_table_ids", "query_table")
-#: The shipped general table's files whose sha256 an index records (models/general.py).
-GENERAL_TABLE_FILES = ("ids.npy", "rows.npy", "scale.npy", "meta.json")
-
-
-def _shipped_general_digest() -> str | None:
-    """sha256 over the shipped general table's files (None: not shipped with this install)."""
-    import hashlib
-    from importlib.resources import files as package_files
-
-    from skillsight_fast.models.general import PACKAGE_FOLDER
-
-    base = package_files("skillsight_fast").joinpath(PACKAGE_FOLDER)
-    digest = hashlib.sha256()
-    for name in GENERAL_TABLE_FILES:
-        part = base.joinpath(name)
-        if not part.is_file():
-            return None
-        digest.update(name.encode() + b"\0" + part.read_bytes())
-    return digest.hexdigest()
-
-
-def _shared_general_table(state: IndexState) -> dict[str, Any] | None:
-    """The manifest's reference to the shipped general table when the index's query table is that
-    table as it is (a small library's fitted tier: :func:`skillsight_fast.models.fitted.direct_general_table`),
-    else None (the table is the library's own and is stored)."""
-    ids, table = state.dense.query_table_ids, state.dense.query_table
-    if ids is None or table is None:
-        return None
-    from skillsight_fast.models.general import load_general_table
-
-    digest = _shipped_general_digest()
-    if digest is None:
-        return None
-    try:
-        g_ids, g_table = load_general_table(None, dim=int(table.shape[1]))
-    except SkillsightError:
-        return None
-    if g_ids.shape != ids.shape or g_table.shape != table.shape or not (
-            np.array_equal(g_ids, ids) and np.array_equal(g_table, table)):
-        return None
-    return {"sha256": digest, "rows": int(ids.shape[0]), "dim": int(table.shape[1])}
-
-
-def _load_shared_general_table(directory: Path, ref: Any, arrays: dict[str, np.ndarray]) -> None:
-    """Put the shipped general table the manifest refers to into ``arrays``; refuse a missing or
-    different one with a message."""
-    if not isinstance(ref, dict) or not isinstance(ref.get("sha256"), str) or not isinstance(ref.get("dim"), int):
-        raise IndexFormatError(f"{directory}: malformed manifest ('shared.general_query_table' must be "
-                               "{sha256, rows, dim})")
-    from skillsight_fast.models.general import load_general_table
-
-    digest = _shipped_general_digest()
-    if digest != ref["sha256"]:
-        have = "is not installed" if digest is None else f"has sha256 {digest[:12]}"
-        raise IndexFormatError(
-            f"{directory}: the index refers to the general query table shipped with skillsight-fast (sha256 "
-            f"{ref['sha256'][:12]}), and this install's {have}: rebuild the index with this version")
-    ids, table = load_general_table(None, dim=ref["dim"])
-    arrays["query_table_ids"], arrays["query_table"] = ids, table
-
-
-def _refer_static_model(config: IndexConfig, ref: dict[str, Any]) -> IndexConfig:
-    """The config that names the static tiers' model by its folder in the user's cache (a model
-    folder outside the cache is copied there once, by content), with the sha256 of each of its
-    files recorded in ``ref`` (the manifest's ``shared.static_model``): the index stores no copy.
-    A transformer-only config (no ``query_model``) is returned unchanged."""
-    if not config.query_model:
-        return config
-    src = Path(config.query_model).expanduser().absolute()
-    folder = _in_static_cache(src)
-    names = sorted(f.name for f in folder.iterdir() if f.is_file() and not f.name.startswith("."))
-    ref.update({"folder": folder.name, "files": {name: sha256_file(folder / name) for name in names}})
-    changes: dict[str, Any] = {"query_model": folder.name}
-    if config.model and Path(config.model).expanduser().absolute() == src:
-        changes["model"] = folder.name  # the static tier encodes the skills with it too
-    return config.replace(**changes)
-
-
-def _static_cache() -> Path:
-    from skillsight_fast.models.encoder import cache_root
-
-    return cache_root() / "static"
-
-
-def _in_static_cache(src: Path) -> Path:
-    """``src`` when it is a folder of the static-model cache, else its copy there (made once: a
-    folder named after ``src`` and its weights' sha256)."""
-    cache = _static_cache()
-    if src.parent.resolve() == cache.resolve():
-        return src
-    weights = src / "model.safetensors"
-    tag = sha256_file(weights)[:12] if weights.is_file() else "files"
-    dest = cache / f"{src.name}-{tag}"
-    if not dest.is_dir():
-        cache.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=cache))
-        try:
-            for f in sorted(src.iterdir()):
-                if f.is_file() and not f.name.startswith("."):
-                    shutil.copyfile(f, tmp / f.name)
-            os.replace(tmp, dest)
-        except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)
-            if not dest.is_dir():
-                raise
-    return dest
-
-
-def _check_static_model(directory: Path, ref: Any, verify: bool) -> Path:
-    """The cache folder of the static model the manifest refers to, its files there and (``verify``)
-    their sha256 as recorded; a missing or different file is refused with a message. The weights'
-    own checksum is checked again when the static encoder loads (the manifest's ``model.query``)."""
-    if (not isinstance(ref, dict) or not isinstance(ref.get("folder"), str) or not isinstance(ref.get("files"), dict)
-            or not ref["folder"] or "/" in ref["folder"] or ref["folder"].startswith(".")):
-        raise IndexFormatError(f"{directory}: malformed manifest ('shared.static_model' must be {{folder, files}})")
-    folder = _static_cache() / ref["folder"]
-    fix = ("rebuild the index (skillsight index ... -o DIR), which prepares the static model in the cache again")
-    for name, digest in ref["files"].items():
-        path = folder / str(name)
-        if not isinstance(digest, str) or "/" in str(name) or not path.is_file():
-            raise IndexFormatError(f"{directory}: the index refers to the static model file {path}, which is "
-                                   f"missing: {fix}")
-        if verify and name != "model.safetensors" and sha256_file(path) != digest:
-            raise IndexFormatError(f"{directory}: the static model file {path} differs from the one the index "
-                                   f"was built with (sha256 {digest[:12]}): {fix}")
-    return folder
-
-
-def _resolve_static_model(config: IndexConfig, directory: Path) -> IndexConfig:
-    """The loaded config with its static model's folder made absolute (an index that refers to the
-    cache by ``shared.static_model`` has it already: :func:`_check_static_model`): the index's own
-    copy (an index saved with one); for an older index, the recorded folder, or else the folder of
-    the same name in this user's cache (the model's checksum, kept in the manifest, is checked when
-    it loads)."""
-    if not config.query_model:
-        return config
-    recorded = Path(config.query_model)
-    if not recorded.is_absolute():
-        folder = str(directory.absolute() / recorded)
-    elif recorded.is_dir():
-        return config
-    else:
-        from skillsight_fast.models.encoder import cache_root
-
-        folder = str(cache_root() / "static" / recorded.name)
-    changes: dict[str, Any] = {"query_model": folder}
-    if config.model == config.query_model:
-        changes["model"] = folder
-    return config.replace(**changes)
 def _save_strings(state: IndexState, folder: Path) -> dict[str, Any]:
     """Write the skill records and the vocabulary as string columns; the manifest's ``strings``."""
     from skillsight_fast.engine.columns import SkillTable, StringColumn
@@ -589,7 +446,7 @@ def _load_once(directory: Path, *, mmap: bool, verify: bool | str) -> tuple[Inde
         config = IndexConfig.from_dict(manifest["config"])
         if "static_model" in shared:  # the static model of the user's cache, by checksum
             folder = str(_check_static_model(directory, shared["static_model"], verify is True))
-            config = config.replace(query_model=folder, **({"model": folder} if config.model == config.query_model
+            config = config.replace(query_model=folder, **({"model": folder} if config.encoder.model == config.encoder.query_model
                                                            else {}))
         # the cascade: its own section, or (an index saved before it left the build config) the config's keys
         cascade = Cascade.from_dict(manifest["cascade"] if "cascade" in manifest else

@@ -39,18 +39,18 @@ def resolve_query_encoder(config: IndexConfig, teacher: Encoder | None = None) -
     ``model``, made once in the cache); ``static``: ``model`` and ``query_model`` are both that
     folder. ``transformer`` configs are returned unchanged.
     """
-    if config.query_encoder in ("transformer", "auto"):  # auto is settled by the build, which has the encoder
+    if config.encoder.query_encoder in ("transformer", "auto"):  # auto is settled by the build, which has the encoder
         return config
     from skillsight_fast.models.distill import resolve_static_model
     from skillsight_fast.models.static import is_static_model_dir
 
-    if config.query_encoder == "static" and config.query_model is None and is_static_model_dir(config.model):
-        folder = resolve_static_model(config.model, config.model)
+    if config.encoder.query_encoder == "static" and config.encoder.query_model is None and is_static_model_dir(config.encoder.model):
+        folder = resolve_static_model(config.encoder.model, config.encoder.model)
     else:
         # distilling needs the bare ONNX encoder (not a wrapper such as a progress bar)
-        folder = resolve_static_model(config.query_model, config.model,
+        folder = resolve_static_model(config.encoder.query_model, config.encoder.model,
                                       teacher=teacher if hasattr(teacher, "_run") else None)
-    if config.query_encoder == "static":
+    if config.encoder.query_encoder == "static":
         return config.replace(model=str(folder), query_model=str(folder))
     return config.replace(query_model=str(folder))
 
@@ -58,9 +58,9 @@ def resolve_query_encoder(config: IndexConfig, teacher: Encoder | None = None) -
 def load_static_query_encoder(config: IndexConfig) -> Encoder:
     from skillsight_fast.models.static import load_static_encoder
 
-    if config.query_model is None:
-        raise SkillsightError(f"the {config.query_encoder} tier needs config.query_model (a model2vec folder)")
-    return load_static_encoder(config.query_model)
+    if config.encoder.query_model is None:
+        raise SkillsightError(f"the {config.encoder.query_encoder} tier needs config.encoder.query_model (a model2vec folder)")
+    return load_static_encoder(config.encoder.query_model)
 
 
 def contextual_table_of(skills: Sequence[Skill] | Sequence[SkillMeta], texts: Sequence[str] | None,
@@ -138,7 +138,7 @@ class QueryEncoders:
         from skillsight_fast.models.registry import get_spec
 
         # a registry name, else the path the index was built with (e.g. a static model)
-        return self.state.model.id if get_spec(self.state.model.id) or not self.state.config.model else self.state.config.model
+        return self.state.model.id if get_spec(self.state.model.id) or not self.state.config.encoder.model else self.state.config.encoder.model
 
     @property
     def encoder(self) -> Encoder:
@@ -149,7 +149,7 @@ class QueryEncoders:
                 if self._encoder is None:
                     from skillsight_fast.models import load_encoder
 
-                    self._encoder = load_encoder(self._model_name(), int8=self.state.config.int8)
+                    self._encoder = load_encoder(self._model_name(), int8=self.state.config.encoder.int8)
         encoder = self._encoder
         self._check_encoder(encoder)
         return encoder
@@ -170,7 +170,7 @@ class QueryEncoders:
         return self._int8_tasks
 
     def _decide_int8_queries(self) -> bool:
-        if not self.state.config.query_int8_side:
+        if not self.state.config.encoder.query_int8:
             return False
         encoder = self._encoder
         if encoder is None:
@@ -216,8 +216,8 @@ class QueryEncoders:
     @property
     def query_encoder(self) -> Encoder:
         """What encodes the tasks (docs/ENCODERS.md): the static-mapped tier's static model (loaded
-        on first use from ``config.query_model``, without onnxruntime); for a transformer index
-        whose ``config.query_int8_side`` is on, the dynamically int8-quantised graph of its model
+        on first use from ``config.encoder.query_model``, without onnxruntime); for a transformer index
+        whose ``config.encoder.query_int8`` is on, the dynamically int8-quantised graph of its model
         (loaded on its own: the float32 document graph is not loaded for a search); else the
         document encoder."""
         if self.state.dense.query_map is None and not self._int8_queries():

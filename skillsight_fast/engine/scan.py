@@ -31,12 +31,13 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from skillsight_fast.config import SCAN_CHOICES
+from skillsight_fast.config import FLAT_SCAN_KEYS, SCAN_CHOICES
 from skillsight_fast.errors import IndexFormatError, SkillsightError, install_hint
 
 logger = logging.getLogger(__name__)
@@ -74,6 +75,39 @@ IVF_FULL_VISIT_SHARE = 0.5
 #: An update reuses the trained IVF cells while the library stays within this factor of the size
 #: they were trained on (re-adding every vector is one assignment pass; re-training is k-means).
 IVF_RETRAIN_FACTOR = 2.0
+
+
+@dataclass(frozen=True)
+class ScanParam:
+    """One parameter a scan type reads from ``IndexConfig.scan`` (its ``params``), declared by the type.
+
+    ``skillsight index`` and ``skillsight rescan`` get one flag ``--<name>`` per declared parameter
+    (:data:`SCAN_PARAMS`); ``info`` shows what the built scan recorded (:meth:`Scan.params`).
+
+    Attributes
+    ----------
+    name : str
+        The parameter's name in ``ScanConfig.params`` and its flag (``--name``).
+    default : str
+        The default in words, for the flag's help (None given = the scan decides, e.g. by size).
+    help : str
+        What it sets.
+    metavar : str
+        The flag's value placeholder.
+    type : type
+        Its type (every parameter so far is a positive integer).
+    """
+
+    name: str
+    default: str
+    help: str
+    metavar: str = "N"
+    type: type = int
+
+    @property
+    def flat_key(self) -> str:
+        """The parameter's key in a flat manifest config (``skillsight_fast.config.FLAT_SCAN_KEYS``)."""
+        return next(key for key, name in FLAT_SCAN_KEYS.items() if name == self.name)
 
 
 def resolve_scan(kind: str, n_docs: int) -> str:
@@ -119,6 +153,11 @@ def _require_faiss() -> Any:
     return faiss
 
 
+def _param(config: Any, name: str) -> int | None:
+    """The scan parameter ``name`` of an IndexConfig (None: not given, or no config)."""
+    return None if config is None else config.scan.get(name)
+
+
 def _empty(n: int, depth: int) -> tuple[np.ndarray, np.ndarray]:
     return np.full((n, max(depth, 1)), -1, np.int64), np.full((n, max(depth, 1)), -np.inf, np.float32)
 
@@ -134,11 +173,14 @@ class Scan:
         name → (dtype, ndim) of the ``.npy`` arrays the scan saves beside the index's own.
     FILES : tuple of str
         Other files the scan writes into the index folder.
+    PARAMS : tuple of ScanParam
+        The parameters of ``IndexConfig.scan`` the scan's :meth:`build` reads (the CLI's scan flags).
     """
 
     kind: ClassVar[str] = ""
     ARRAYS: ClassVar[dict[str, tuple[str, int]]] = {}
     FILES: ClassVar[tuple[str, ...]] = ()
+    PARAMS: ClassVar[tuple[ScanParam, ...]] = ()
 
     def __init__(self, docs: np.ndarray) -> None:
         self.docs = docs  # the background-removed document matrix float32 (N, d), never written
@@ -220,6 +262,9 @@ class Int8Scan(Scan):
     kind = "int8"
     ARRAYS: ClassVar[dict[str, tuple[str, int]]] = {"scan_int8_codes": ("int8", 2),
                                                     "scan_int8_scales": ("float32", 1)}
+    PARAMS: ClassVar[tuple[ScanParam, ...]] = (
+        ScanParam("oversample", str(INT8_OVERSAMPLE), "int8, binary: survivors per candidate re-scored exactly",
+                  metavar="F"),)
 
     def __init__(self, docs: np.ndarray, codes: np.ndarray, scales: np.ndarray,
                  oversample: int = INT8_OVERSAMPLE) -> None:
@@ -254,7 +299,7 @@ class Int8Scan(Scan):
     def build(cls, docs: np.ndarray, *, config: Any = None, previous: Scan | None = None) -> Int8Scan:
         from skillsight_fast.kernels.compressed import quantize_int8
 
-        oversample = getattr(config, "int8_oversample", None) or INT8_OVERSAMPLE
+        oversample = _param(config, "oversample") or INT8_OVERSAMPLE
         codes, scales = quantize_int8(docs)
         return cls(docs, codes, scales, oversample)
 
@@ -289,6 +334,10 @@ class BinaryScan(Int8Scan):
 
     kind = "binary"
     ARRAYS: ClassVar[dict[str, tuple[str, int]]] = {**Int8Scan.ARRAYS, "scan_binary_bits": ("uint64", 2)}
+    PARAMS: ClassVar[tuple[ScanParam, ...]] = (
+        *Int8Scan.PARAMS,
+        ScanParam("rerank", str(BINARY_RERANK), "binary: Hamming-nearest rows per candidate scored by the int8 codes",
+                  metavar="F"))
 
     def __init__(self, docs: np.ndarray, codes: np.ndarray, scales: np.ndarray, bits: np.ndarray,
                  oversample: int = INT8_OVERSAMPLE, rerank_factor: int = BINARY_RERANK) -> None:
@@ -324,8 +373,8 @@ class BinaryScan(Int8Scan):
         from skillsight_fast.kernels.binary import pack_signs
         from skillsight_fast.kernels.compressed import quantize_int8
 
-        oversample = getattr(config, "int8_oversample", None) or INT8_OVERSAMPLE
-        factor = rerank_factor or getattr(config, "binary_rerank", None) or BINARY_RERANK
+        oversample = _param(config, "oversample") or INT8_OVERSAMPLE
+        factor = rerank_factor or _param(config, "rerank") or BINARY_RERANK
         if isinstance(previous, Int8Scan) and previous.docs is docs:  # a rescan: the same matrix
             codes, scales = previous.codes, previous.scales
         else:
@@ -366,6 +415,9 @@ class IvfScan(Scan):
 
     kind = "ivf"
     FILES = ("scan_ivf.faiss",)
+    PARAMS: ClassVar[tuple[ScanParam, ...]] = (
+        ScanParam("nlist", "4 sqrt(N)", "ivf: cells"),
+        ScanParam("nprobe", str(IVF_NPROBE), "ivf: cells visited per query"))
 
     def __init__(self, docs: np.ndarray, ivf: Any, nprobe: int, trained_on: int,
                  train_seconds: float | None = None) -> None:
@@ -415,9 +467,9 @@ class IvfScan(Scan):
     def build(cls, docs: np.ndarray, *, config: Any = None, previous: Scan | None = None) -> IvfScan:
         faiss = _require_faiss()
         n, d = docs.shape
-        nlist = getattr(config, "ivf_nlist", None) or ivf_nlist(n)
+        nlist = _param(config, "nlist") or ivf_nlist(n)
         nlist = int(max(1, min(nlist, max(n, 1))))
-        nprobe = getattr(config, "ivf_nprobe", None) or ivf_nprobe(nlist)
+        nprobe = _param(config, "nprobe") or ivf_nprobe(nlist)
         seed = int(getattr(config, "seed", 0) or 0)
         x = np.ascontiguousarray(docs, dtype=np.float32)
         t0 = time.perf_counter()
@@ -473,12 +525,16 @@ class IvfScan(Scan):
 
 
 SCAN_TYPES: dict[str, type[Scan]] = {"exact": ExactScan, "int8": Int8Scan, "binary": BinaryScan, "ivf": IvfScan}
+#: The scan registry's parameters: name → declaration, each once, in the scan types' order (the CLI's scan
+#: flags are made from it; ``IndexConfig.scan.params`` accepts these names).
+SCAN_PARAMS: dict[str, ScanParam] = {p.name: p for t in SCAN_TYPES.values() for p in t.PARAMS}
 #: Every array any scan saves (name → (dtype, ndim)).
 SCAN_ARRAYS: dict[str, tuple[str, int]] = {k: v for t in SCAN_TYPES.values() for k, v in t.ARRAYS.items()}
 
 
 def build_scan(kind: str, docs: np.ndarray, *, config: Any = None, previous: Scan | None = None) -> Scan:
-    """Build the scan ``kind`` (``auto`` resolved by size) over the background-removed ``docs``."""
+    """Build the scan ``kind`` (``auto`` resolved by size) over the background-removed ``docs``; the scan
+    reads its parameters (its :attr:`Scan.PARAMS`) from ``config.scan`` (an IndexConfig, or None)."""
     return SCAN_TYPES[resolve_scan(kind, int(docs.shape[0]))].build(docs, config=config, previous=previous)
 
 

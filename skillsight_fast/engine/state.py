@@ -378,12 +378,13 @@ class Decisions:
     @classmethod
     def of_config(cls, config: IndexConfig, *, background: bool = True, lexical_weight: float | None = None,
                   rule: str = "config") -> "Decisions":
-        """The config's query-time defaults, with the build's decisions."""
-        return cls(background=background, lexical=config.lexical_side,
-                   lexical_weight=config.lexical_weight if lexical_weight is None else lexical_weight,
-                   fusion=config.fusion, candidates=config.candidates,
-                   lexical_candidates=config.lexical_candidates, rrf_k=config.rrf_k, rule=rule,
-                   document_vector=config.document_vector_side, lexical_evidence=config.lexical_evidence_side)
+        """The config's query-time defaults, with the build's decisions (the adaptive None fields decided)."""
+        config = config.settled(can_fit=False)  # the tier does not matter to these fields
+        return cls(background=background, lexical=config.scoring.lexical,
+                   lexical_weight=config.scoring.lexical_weight if lexical_weight is None else lexical_weight,
+                   fusion=config.scoring.fusion, candidates=config.scoring.candidates,
+                   lexical_candidates=config.scoring.lexical_candidates, rrf_k=config.scoring.rrf_k, rule=rule,
+                   document_vector=config.encoder.document_vector, lexical_evidence=config.scoring.lexical_evidence)
 
     def replace(self, **changes: Any) -> "Decisions":
         """A copy with some fields changed (validated)."""
@@ -489,6 +490,8 @@ class IndexState:
 
     def __post_init__(self) -> None:
         n = len(self.skills)
+        if self.config.encoder.query_encoder != "auto":  # an index saved before settled() decided them
+            self.config = self.config.settled(can_fit=False)  # its adaptive None fields, as its search did
         if self.scan is None:
             self.scan = build_scan("exact", self.dense.embeddings_perp)
         if self.scan.docs is not self.dense.embeddings_perp:
@@ -503,7 +506,7 @@ class IndexState:
         if self.decisions.lexical == "bm25" and not self.lexical.lexicon.has_tf:
             raise SkillsightError("the BM25 lexical side needs term frequencies and document lengths "
                                   "in the lexicon (Lexicon.build keeps them); rebuild the index")
-        tier = self.config.query_encoder
+        tier = self.config.encoder.query_encoder
         mapped = tier in ("static-mapped", "contextual", "fitted")
         if mapped != (self.dense.query_map is not None):
             raise SkillsightError(f"a {tier} index needs a query map, and only the mapped tiers have one"

@@ -191,8 +191,8 @@ def _update_locked(directory: str | os.PathLike[str], skills: Sequence[Skill], *
     phase("encode")
     lexicon = None
     if old.lexical.lexicon.has_tf:  # analyse only the new texts; a lexicon without tf (token sets) is rebuilt
-        lexicon = old.lexical.lexicon.reuse_rows(rows, [skills[i].text for i in todo], cfg.min_token_len,
-                                         cfg.max_token_len)
+        lexicon = old.lexical.lexicon.reuse_rows(rows, [skills[i].text for i in todo], cfg.analyzer.min_token_len,
+                                         cfg.analyzer.max_token_len)
     # the contextual tier keeps its token table (a rebuild refreshes it: it needs every text's token states)
     table = old.dense.query_table
     query_table = None if table is None else (old.dense.query_table_ids, table)

@@ -90,7 +90,9 @@ def ray_build(skills: Iterable[Skill], encoder_factory: Callable[[], Encoder],
     workdir : path, optional
         Temporary files of the driver (:class:`StreamBuilder`).
     query_encoder : Encoder, optional
-        Attached to the returned index for searching (the workers' encoders stay on the workers).
+        Attached to the returned index for searching, the teacher of the fitted tier's fit and the
+        encoder of the abstention rule's searches, all run once in this process; default
+        ``encoder_factory()`` called here (the workers' encoders stay on the workers).
     on_chunk : callable, optional
         Called with the number of skills added after each shard.
 
@@ -100,7 +102,7 @@ def ray_build(skills: Iterable[Skill], encoder_factory: Callable[[], Encoder],
         The index the single-machine build writes.
     """
     ray = import_ray()
-    config = (config or IndexConfig()).settled(can_fit=False)  # no token table in a sharded build
+    config = config or IndexConfig()  # auto settles in the driver's StreamBuilder.finish
     started = not ray.is_initialized()
     if started:
         ray.init(address=address, include_dashboard=False, log_to_driver=False,
@@ -114,6 +116,8 @@ def ray_build(skills: Iterable[Skill], encoder_factory: Callable[[], Encoder],
             raise SkillsightError(f"the Ray workers loaded different encoders: {identities}")
         model_id, checksum, _ = identities[0]
         logger.info("ray build: %d workers, chunks of %d skills", n_workers, chunk_size)
+        if query_encoder is None:  # the driver's copy: the fitted tier's teacher, the abstention rule's searches
+            query_encoder = encoder_factory()
         builder = StreamBuilder(config, workdir)
         try:
             pending: collections.deque[Any] = collections.deque()

@@ -8,7 +8,7 @@ index (:class:`~skillsight_fast.indexing.stream.StreamBuilder`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -43,7 +43,15 @@ class Shard:
         Round-1 statistics over ``vocab``.
     namedesc : float32 (n, d) or None
         Embeddings of each skill's name + description, when the config's document vector is
-        ``text+namedesc`` (``IndexConfig.document_vector_side``).
+        ``text+namedesc`` (``IndexConfig.settled(...).encoder.document_vector``).
+    cues : list of (triggers, examples)
+        The retrieval fields :class:`SkillMeta` does not keep, so the process that writes the index can
+        give the fitted tier's fit each skill as it was read (:func:`skill_rows`).
+    token_sums, token_counts : float64 (V, d), int64 (V,) or None
+        Sums of the transformer's token states over the shard's texts, per word piece, and how many
+        states each sum holds (:func:`skillsight_fast.models.contextual.encode_with_token_sums`): when the
+        build settles into a table tier (``auto`` with an encoder that gives token states). They add up
+        over shards to the whole library's, as the contextual table needs.
     """
 
     metas: list[SkillMeta]
@@ -57,6 +65,9 @@ class Shard:
     embeddings: np.ndarray
     stats: CorpusStats
     namedesc: np.ndarray | None = None
+    cues: list[tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=list)
+    token_sums: np.ndarray | None = None
+    token_counts: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.metas)
@@ -80,8 +91,15 @@ def encode_shard(skills: Sequence[Skill], encoder: Encoder, config: IndexConfig)
     from skillsight_fast.library.screen import screen_skill
 
     texts = [s.text for s in skills]
-    lex = Lexicon.build(texts, config.min_token_len, config.max_token_len)
-    emb = np.ascontiguousarray(encoder.encode(texts), dtype=np.float32)
+    lex = Lexicon.build(texts, config.analyzer.min_token_len, config.analyzer.max_token_len)
+    sums = counts = None
+    if wants_token_sums(config, encoder):  # the table tier's token states, from the same pass
+        from skillsight_fast.models.contextual import encode_with_token_sums
+
+        emb, sums, counts = encode_with_token_sums(encoder, texts)
+    else:
+        emb = encoder.encode(texts)
+    emb = np.ascontiguousarray(emb, dtype=np.float32)
     if emb.ndim != 2 or emb.shape[0] != len(texts):
         raise EmbeddingError(f"embeddings {emb.shape} do not match {len(texts)} skills")
     if not np.isfinite(emb).all():
@@ -89,7 +107,7 @@ def encode_shard(skills: Sequence[Skill], encoder: Encoder, config: IndexConfig)
         raise EmbeddingError(f"{bad} document embeddings contain NaN or infinity")
     assert lex.doc_tf is not None and lex.doc_len is not None
     namedesc = None
-    if config.document_vector_side == "text+namedesc":
+    if config.settled(can_fit=False).encoder.document_vector == "text+namedesc":
         namedesc = np.ascontiguousarray(encoder.encode([namedesc_text(s.name, s.description) for s in skills]),
                                         dtype=np.float32)
         if namedesc.shape != emb.shape or not np.isfinite(namedesc).all():
@@ -99,4 +117,48 @@ def encode_shard(skills: Sequence[Skill], encoder: Encoder, config: IndexConfig)
         flags=[screen_skill(s) for s in skills], vocab=lex.vocab,
         doc_indptr=lex.doc_indptr, doc_terms=lex.doc_terms, doc_tf=lex.doc_tf, doc_len=lex.doc_len,
         embeddings=emb, stats=CorpusStats.of(lex.vocab, lex.df(), emb), namedesc=namedesc,
+        cues=[(tuple(s.triggers), tuple(s.examples)) for s in skills], token_sums=sums, token_counts=counts,
     )
+
+
+def wants_token_sums(config: IndexConfig, encoder: Encoder | None) -> bool:
+    """Whether a build with ``config`` settles into a table tier (``contextual`` / ``fitted``) and
+    ``encoder`` gives the token states that tier's table is made of: what the in-memory build decides
+    (:meth:`IndexConfig.settled` with ``can_fit`` true when the encoder gives token states)."""
+    from skillsight_fast.config import TABLE_TIERS
+    from skillsight_fast.engine.query_encoders import gives_token_states
+
+    return gives_token_states(encoder) and config.settled(can_fit=True).query_encoder in TABLE_TIERS
+
+
+def skill_rows(metas: list[SkillMeta], bodies: Sequence[str],
+               cues: list[tuple[tuple[str, ...], tuple[str, ...]]]) -> SkillRows:
+    """The skills of a build as :class:`Skill` values again, made one at a time (:class:`SkillRows`)."""
+    return SkillRows(metas, bodies, cues)
+
+
+class SkillRows(Sequence[Skill]):
+    """A read-only sequence of the :class:`Skill` of each row, rebuilt on access from what the build
+    keeps (its :class:`SkillMeta`, its body, its triggers and examples): the skills the fitted tier's fit
+    and the index's own checks read, without holding every skill in memory at once."""
+
+    def __init__(self, metas: list[SkillMeta], bodies: Sequence[str],
+                 cues: list[tuple[tuple[str, ...], tuple[str, ...]]]) -> None:
+        if not len(metas) == len(bodies) == len(cues):
+            raise ValueError(f"{len(metas)} skills, {len(bodies)} bodies and {len(cues)} cue rows")
+        self._metas, self._bodies, self._cues = metas, bodies, cues
+
+    def __len__(self) -> int:
+        return len(self._metas)
+
+    def __getitem__(self, i):  # type: ignore[no-untyped-def, override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        m = self._metas[i]
+        triggers, examples = self._cues[i]
+        return Skill(m.id, m.name, m.description, self._bodies[i], m.path, m.tags, m.when_to_use,
+                     triggers, examples)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        for m, body, (triggers, examples) in zip(self._metas, self._bodies, self._cues):
+            yield Skill(m.id, m.name, m.description, body, m.path, m.tags, m.when_to_use, triggers, examples)

@@ -15,7 +15,12 @@ round 2 (:class:`~skillsight_fast.indexing.stats.TokenStats`) over blocks of the
 embeddings, estimates the background from the sums (:func:`background_from_directions`), applies
 the adaptive rules to the summed statistics (:func:`decide_from_statistics`), and assembles the
 index through :meth:`SkillIndex.from_embeddings <skillsight_fast.engine.index.SkillIndex.from_embeddings>`
-with the prebuilt lexicon, basis and decisions. The result equals :meth:`SkillIndex.build` over
+with the prebuilt lexicon, basis and decisions. When ``auto`` settles into the fitted tier (the
+workers' encoder gives the transformer's token states), the shards also carry their token-state sums,
+added here into the library's contextual table, and the fit and the query map, which read every
+skill, run once here over the skills rebuilt row by row (:class:`~skillsight_fast.indexing.shard.SkillRows`);
+the index then keeps the default lookup-first cascade. The label-free abstention rule and the duplicate
+collapse are derived last, from the finished index, as the in-memory build derives them. The result equals :meth:`SkillIndex.build` over
 the same skills (tests/indexing/test_build_stream.py).
 
 The temporary files live in a folder that is removed as soon as the arrays are mapped (POSIX
@@ -34,12 +39,12 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, overload
+from typing import IO, TYPE_CHECKING, Any, overload
 
 import numpy as np
 
 from skillsight_fast.kernels.sharded import remap_sort_rows
-from skillsight_fast.indexing.shard import Shard, encode_shard
+from skillsight_fast.indexing.shard import Shard, encode_shard, skill_rows
 from skillsight_fast.indexing.stats import CorpusStats, TokenStats
 from skillsight_fast.config import IndexConfig
 from skillsight_fast.engine.background import background_from_directions, select_background_terms
@@ -180,7 +185,9 @@ class StreamBuilder:
     """
 
     def __init__(self, config: IndexConfig, workdir: str | os.PathLike[str] | None = None) -> None:
-        self.config = config.settled(can_fit=False)  # no token table in a streamed build: auto = transformer
+        # auto settles at finish: into the fitted tier when every shard carried token sums (as the in-memory
+        # build does with the transformer), else into the transformer
+        self.config = config
         remove_stale_builds(workdir)
         self._dir = Path(tempfile.mkdtemp(prefix=BUILD_PREFIX, dir=workdir))
         self._lock: int | None = None
@@ -196,6 +203,10 @@ class StreamBuilder:
         self.stats: CorpusStats | None = None
         self.metas: list[SkillMeta] = []
         self.flags: list[list[str]] = []
+        self.cues: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+        self.token_sums: np.ndarray | None = None
+        self.token_counts: np.ndarray | None = None
+        self._all_token_sums = True
         self._ids: set[str] = set()
         self._indptr: list[np.ndarray] = []
         self._terms: list[np.ndarray] = []
@@ -239,6 +250,18 @@ class StreamBuilder:
         self._nnz += int(shard.doc_terms.size)
         self.metas.extend(shard.metas)
         self.flags.extend(shard.flags)
+        self.cues.extend(shard.cues or [((), ())] * len(shard))
+        if shard.token_sums is None or shard.token_counts is None:
+            self._all_token_sums = False
+            self.token_sums = self.token_counts = None
+        elif self._all_token_sums:
+            if self.token_sums is None:
+                self.token_sums = np.array(shard.token_sums, dtype=np.float64)
+                self.token_counts = np.array(shard.token_counts, dtype=np.int64)
+            else:
+                assert self.token_counts is not None
+                self.token_sums += shard.token_sums
+                self.token_counts += shard.token_counts
         end = self._text_ends[-1]
         for body in shard.bodies:
             line = (json.dumps(body, ensure_ascii=False) + "\n").encode("utf-8")
@@ -287,9 +310,9 @@ class StreamBuilder:
         remap_sort_rows(doc_indptr, doc_terms, doc_tf, rank)
         post_indptr, post_docs = transpose_csr(doc_indptr, doc_terms, len(stats.vocab))
         lexicon = Lexicon(stats.vocab, doc_indptr, doc_terms, post_indptr, post_docs, doc_tf, doc_len)
-        lexical, _ = LexicalState.build(lexicon, beta=config.beta, otsu_weighted=config.otsu_weighted)
+        lexical, _ = LexicalState.build(lexicon, beta=config.scoring.beta, otsu_weighted=config.background.otsu_weighted)
         terms = select_background_terms(stats.df, lexical.idf, lexical.generic,
-                                        config.background_tokens, config.seed)
+                                        config.background.tokens, config.seed)
 
         # round 2 over blocks of the mapped embeddings: g_t = Σ_{d ∋ t} d / df(t), and Rule 1's g
         slot = np.full(len(stats.vocab), -1, np.int32)
@@ -301,16 +324,29 @@ class StreamBuilder:
                                           lexical.generic, terms.size))
         df_t = np.maximum(stats.df[terms], 1).astype(np.float64)[:, None]
         directions = (tok.sums / df_t).astype(np.float32)  # float32 as token_directions returns
-        bg = background_from_directions(directions, stats.mean, max_rank=config.max_rank, rank=config.rank)
+        bg = background_from_directions(directions, stats.mean, max_rank=config.background.max_rank, rank=config.background.rank)
         if config.adaptive:
             decisions, basis, rule_stats = decide_from_statistics(
                 tok.generic_share, stats.background_energy(bg.basis), bg.basis, config)
         else:
             decisions, basis, rule_stats = Decisions.of_config(config, background=True), bg.basis, {}
+        ready: dict[str, Any] = {}
+        rows: Any = self.metas
+        if self.can_fit(encoder):
+            # the table tier, built once here from the shards' outputs: the contextual table is the shards'
+            # token sums added up; the fit and the query map read every skill again (as the in-memory build)
+            from skillsight_fast.models.contextual import contextual_table
+
+            assert self.token_sums is not None and self.token_counts is not None
+            settled = config.settled(can_fit=True).query_encoder
+            rows = skill_rows(self.metas, texts, self.cues)
+            ready = {"query_table": contextual_table(self.token_sums, self.token_counts),
+                     "fit_query_table": settled == "fitted"}
+            self.token_sums = self.token_counts = None
         index = SkillIndex.from_embeddings(
-            self.metas, emb, config, model_id=model_id, model_checksum=model_checksum, encoder=encoder,
+            rows, emb, config, model_id=model_id, model_checksum=model_checksum, encoder=encoder,
             lexicon=lexicon, basis=(basis, bg.singular_values), decisions=decisions, namedesc=namedesc,
-            derive=False,
+            derive=False, **ready,
         )
         index.state.stats = dataclasses.replace(
             index.state.stats, effective_rank=int(bg.effective_rank), n_background_terms=int(terms.size),
@@ -325,6 +361,14 @@ class StreamBuilder:
         logger.info("streamed build: %d skills, vocabulary %d, assembled in %.2f s",
                     n, len(stats.vocab), self.seconds["finish"])
         return index
+
+    def can_fit(self, encoder: Encoder | None) -> bool:
+        """Whether :meth:`finish` builds the table tier ``auto`` settles into: every shard carried its token
+        sums (:func:`~skillsight_fast.indexing.shard.wants_token_sums`) and ``encoder`` (the fit's teacher)
+        gives token states; else the index is the ``transformer`` tier."""
+        from skillsight_fast.engine.query_encoders import gives_token_states
+
+        return self._all_token_sums and self.token_sums is not None and gives_token_states(encoder)
 
     def close(self) -> None:
         """Drop the temporary files (after :meth:`finish` only the open text file remains)."""
@@ -367,7 +411,7 @@ def stream_build(skills: Iterable[Skill], encoder: Encoder, config: IndexConfig 
     SkillIndex
         Equal to ``SkillIndex.build(list(skills), encoder, config)``.
     """
-    config = (config or IndexConfig()).settled(can_fit=False)
+    config = config or IndexConfig()
     builder = StreamBuilder(config, workdir)
     try:
         for chunk in chunks(skills, chunk_size):

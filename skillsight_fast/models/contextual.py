@@ -16,7 +16,10 @@ and a mean, in the transformer's own space (docs/ENCODERS.md, "The contextual ti
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,8 @@ from typing import Any
 import numpy as np
 
 from skillsight_fast.errors import ModelError
+
+logger = logging.getLogger(__name__)
 
 
 def token_state_sums(encoder: Any, texts: Sequence[str], *, progress: Callable[[int], Any] | None = None
@@ -89,16 +94,24 @@ def encode_with_token_sums(encoder: Any, texts: Sequence[str]) -> tuple[np.ndarr
     vocab = int(inner.vocab_size)
     sums = np.zeros((vocab, inner.dim), np.float64)
     counts = np.zeros(vocab, np.int64)
+    t0 = time.perf_counter()
     ids = inner.tokenize(texts)
     order = np.argsort([-len(x) for x in ids], kind="stable")
-    for start in range(0, len(order), inner.batch_size):
-        idx = order[start:start + inner.batch_size]
-        rows = [ids[i] for i in idx]
-        mask, hidden = inner.hidden_states(rows)
-        out[idx] = l2_normalize(mean_pool(hidden, mask))
-        tok = np.concatenate(rows)
-        np.add.at(sums, tok, hidden[mask.astype(bool)].astype(np.float64))
-        counts += np.bincount(tok, minlength=vocab)
+    bar = getattr(encoder, "bar", None)  # a progress wrapper (skillsight_fast.progress.ProgressEncoder)
+    with (bar(len(texts), getattr(encoder, "desc", "encoding")) if bar is not None and len(texts) > 1
+          else contextlib.nullcontext()) as shown:
+        for start in range(0, len(order), inner.batch_size):
+            idx = order[start:start + inner.batch_size]
+            rows = [ids[i] for i in idx]
+            mask, hidden = inner.hidden_states(rows)
+            out[idx] = l2_normalize(mean_pool(hidden, mask))
+            tok = np.concatenate(rows)
+            np.add.at(sums, tok, hidden[mask.astype(bool)].astype(np.float64))
+            counts += np.bincount(tok, minlength=vocab)
+            if shown is not None:
+                shown.update(len(idx))
+    logger.info("document encoding: %d texts, %d word pieces in %.1f s", len(texts), sum(map(len, ids)),
+                time.perf_counter() - t0)
     return out, sums, counts
 
 

@@ -24,6 +24,9 @@ logger = logging.getLogger(__name__)
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 _QUANT_OPS = {"MatMulInteger", "DynamicQuantizeLinear", "QLinearMatMul", "DequantizeLinear", "MatMulNBits"}
 _TOKENIZE_CHUNK = 2048
+#: Characters tokenized per word piece of the budget before a text is tokenized whole (see tokenize):
+#: skill texts average about 4 characters a piece; a cut that proves too short is redone.
+_CHARS_PER_TOKEN = 8
 
 
 def _is_quantized(onnx_path: Path) -> bool:
@@ -184,11 +187,31 @@ class OnnxEncoder:
         from skillsight_fast.limits import MAX_ENCODE_CHARS
 
         ids: list[np.ndarray] = []
+        budget = max(self.max_length * _CHARS_PER_TOKEN, 64)
         for start in range(0, len(texts), _TOKENIZE_CHUNK):
-            # cut before tokenizing: the tokenizer keeps every token it truncates (a 3.4 MB text ~1 GB)
+            # cut before tokenizing: the tokenizer keeps every token it truncates (a 3.4 MB text ~1 GB),
+            # and a skill's first max_length word pieces lie in its first few thousand characters
             chunk = [t[:MAX_ENCODE_CHARS] for t in texts[start : start + _TOKENIZE_CHUNK]]
-            ids.extend(np.asarray(enc.ids, dtype=np.int64) for enc in self._tokenizer.encode_batch(chunk))
+            short = [t[:budget] for t in chunk]
+            encodings = self._tokenizer.encode_batch(short)
+            redo = [i for i, (text, cut, enc) in enumerate(zip(chunk, short, encodings))
+                    if len(cut) < len(text) and not self._cut_is_exact(cut, enc)]
+            if redo:  # the cut came too early (long words, few spaces): the whole text, as before
+                for i, enc in zip(redo, self._tokenizer.encode_batch([chunk[i] for i in redo])):
+                    encodings[i] = enc
+            ids.extend(np.asarray(enc.ids, dtype=np.int64) for enc in encodings)
         return ids
+
+    def _cut_is_exact(self, cut: str, enc: Any) -> bool:
+        """Whether the encoding of a text's first characters ``cut`` is the encoding of the whole text:
+        it was truncated (``max_length`` ids), and its last word piece ends before the last whitespace of
+        the cut, so the word the cut split (the only text the cut changes: BERT's normaliser and
+        pre-tokeniser are local) gave no kept piece."""
+        if len(enc.ids) < self.max_length:
+            return False
+        last_end = max((end for _, end in enc.offsets), default=0)  # special tokens are (0, 0)
+        space = max(cut.rfind(c) for c in " \n\t\r")
+        return 0 <= last_end <= space
 
     @property
     def vocab_size(self) -> int:
@@ -291,15 +314,17 @@ def _prepare_cache(
         if (tokenizer_dir / name).is_file() and not (target / name).is_file():
             _copy_atomic(tokenizer_dir / name, target / name)
     fp32 = fp32 or target / "model.onnx"
+    q = target / "model.int8.onnx"
     if export_from is not None and not fp32.is_file():
-        # said on stderr (a warning): the first command of a new cache spends seconds here
-        logger.warning("preparing the encoder once: exporting it to ONNX in %s…", target)
+        # said on stderr (a warning): the first command of a new cache spends seconds here. Both graphs
+        # at once, from one read of the weights: every later process (index, search, serve, the hook)
+        # finds them, whichever it needs
+        logger.warning("preparing the encoder once: exporting it to ONNX (float32 and int8) in %s…", target)
         with still("exporting the encoder"):
-            export_bert_onnx(export_from, fp32, source_sha256=sha)
+            export_bert_onnx(export_from, fp32, source_sha256=sha, int8_path=None if q.is_file() else q)
     if not int8:
         return fp32
-    q = target / "model.int8.onnx"
-    if not q.is_file():
+    if not q.is_file():  # a cache from before int8 graphs were exported, or a ready float32 ONNX file
         logger.warning("preparing the encoder once: quantising %s to int8…", fp32.name)
         with still("quantising the encoder"):
             quantize_onnx_int8(fp32, q)

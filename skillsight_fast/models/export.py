@@ -118,12 +118,37 @@ class _GraphBuilder:
         return outs[0] if n_out == 1 else outs
 
 
+def quantize_weight_int8(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric per-column int8 of a ``MatMul`` weight, as onnxruntime's ``quantize_dynamic`` makes it
+    (``per_channel=True``, ``weight_type=QInt8``: range ``[-127, 127]``, zero point 0).
+
+    Parameters
+    ----------
+    weight : float32 (in, out)
+
+    Returns
+    -------
+    quantized : int8 (in, out)
+        ``round(weight / scale)`` (half to even), clipped to ``[-127, 127]``.
+    scale : float32 (out,)
+        ``max |weight[:, j]| / 127`` per output column (1 for an all-zero column).
+    """
+    weight = np.asarray(weight, np.float32)
+    absmax = np.maximum(np.abs(weight.min(axis=0)), np.abs(weight.max(axis=0))).astype(np.float64)
+    absmax = np.maximum(absmax, 0.0)
+    scale = (2.0 * absmax / 254.0).astype(np.float32)
+    scale = np.where(scale < np.finfo(np.float32).tiny, np.float32(1.0), scale)
+    quantized = np.clip(np.rint(weight / scale), -127, 127).astype(np.int8)
+    return np.ascontiguousarray(quantized), scale
+
+
 def build_bert_onnx(
     cfg: dict[str, Any],
     weights: dict[str, np.ndarray],
     *,
     with_token_type_ids: bool = True,
     metadata: dict[str, str] | None = None,
+    int8: bool = False,
 ) -> Any:
     """Build the ONNX ``ModelProto`` of a BERT encoder.
 
@@ -137,6 +162,12 @@ def build_bert_onnx(
         Declare the ``token_type_ids`` input. If False, segment 0 embeddings are baked in.
     metadata : dict of str to str, optional
         Extra ``metadata_props`` stored in the model.
+    int8 : bool
+        Write every weight ``MatMul`` as dynamically quantised int8 (:func:`quantize_weight_int8`):
+        ``DynamicQuantizeLinear`` of the input, ``MatMulInteger`` with the per-channel int8 weight,
+        ``Cast`` and a ``Mul`` by the two scales; the nodes onnxruntime's ``quantize_dynamic`` writes
+        (``per_channel=True``, ``QInt8``) and fuses into ``DynamicQuantizeMatMul``, written here in the
+        same pass as the float graph (no second load of the model, no onnxruntime.quantization import).
 
     Returns
     -------
@@ -174,7 +205,15 @@ def build_bert_onnx(
     def linear(x: str, prefix: str, weight: np.ndarray | None = None, bias: np.ndarray | None = None) -> str:
         wt = (w(f"{prefix}.weight") if weight is None else weight).T  # torch Linear is (out, in)
         b = w(f"{prefix}.bias") if bias is None else bias
-        y = g.op("MatMul", [x, g.const(f"{prefix}.weight_t", wt)])
+        if not int8:
+            y = g.op("MatMul", [x, g.const(f"{prefix}.weight_t", wt)])
+            return g.op("Add", [y, g.const(f"{prefix}.bias", b)])
+        q, w_scale = quantize_weight_int8(wt)
+        xq, x_scale, x_zero = g.op("DynamicQuantizeLinear", [x], n_out=3)
+        scales = g.op("Mul", [x_scale, g.const(f"{prefix}.weight_t_scale", w_scale)])
+        acc = g.op("MatMulInteger", [xq, g.const(f"{prefix}.weight_t_quantized", q), x_zero,
+                                     g.const(f"{prefix}.weight_t_zero_point", np.zeros(q.shape[1], np.int8))])
+        y = g.op("Mul", [g.op("Cast", [acc], to=TensorProto.FLOAT), scales])
         return g.op("Add", [y, g.const(f"{prefix}.bias", b)])
 
     # --- embeddings -------------------------------------------------------------------------
@@ -257,9 +296,16 @@ def build_bert_onnx(
         "skillsight.hidden_size": str(hidden),
         "skillsight.max_position_embeddings": str(cfg.get("max_position_embeddings", 512)),
         "skillsight.pooled": "false",
+        **({"skillsight.int8": "dynamic, per-channel symmetric weights"} if int8 else {}),
         **(metadata or {}),
     }
     helper.set_model_props(model, meta)
+    if int8:
+        # the value types quantize_dynamic leaves in its output: onnxruntime fuses the same nodes only
+        # when they are there (SkipLayerNormalization), so the int8 answers are today's to the bit
+        from onnx import shape_inference
+
+        model = shape_inference.infer_shapes(model)
     return model
 
 
@@ -269,6 +315,7 @@ def export_bert_onnx(
     *,
     with_token_type_ids: bool = True,
     source_sha256: str | None = None,
+    int8_path: str | os.PathLike[str] | None = None,
 ) -> Path:
     """Export a BERT-family folder (``config.json`` + ``model.safetensors``) to ONNX.
 
@@ -283,6 +330,9 @@ def export_bert_onnx(
         Whether the graph declares a ``token_type_ids`` input.
     source_sha256 : str, optional
         SHA-256 of ``model.safetensors`` if already known (stored in the model metadata).
+    int8_path : path, optional
+        Also write the dynamically int8-quantised graph there (``build_bert_onnx(..., int8=True)``),
+        from the same loaded weights.
 
     Returns
     -------
@@ -301,21 +351,27 @@ def export_bert_onnx(
     cfg = read_bert_config(model_dir)
     weights = load_bert_weights(model_dir)
     sha = source_sha256 or sha256_file(model_dir / "model.safetensors")
-    model = build_bert_onnx(
-        cfg, weights, with_token_type_ids=with_token_type_ids, metadata={"skillsight.source_sha256": sha}
-    )
-    try:
-        onnx.checker.check_model(model)
-    except onnx.checker.ValidationError as exc:  # pragma: no cover - would be a bug here
-        raise ModelError(f"exported graph for {model_dir} is invalid: {exc}") from exc
-    out = Path(out_path)
-    atomic_write_bytes(out, model.SerializeToString())
-    logger.info("exported %s -> %s", model_dir, out)
-    return out
+    # the int8 graph first: a cache holding model.onnx is complete (see encoder._prepare_cache)
+    targets = ([(Path(int8_path), True)] if int8_path is not None else []) + [(Path(out_path), False)]
+    for out, int8 in targets:
+        model = build_bert_onnx(cfg, weights, with_token_type_ids=with_token_type_ids,
+                                metadata={"skillsight.source_sha256": sha}, int8=int8)
+        try:
+            onnx.checker.check_model(model)
+        except onnx.checker.ValidationError as exc:  # pragma: no cover - would be a bug here
+            raise ModelError(f"exported graph for {model_dir} is invalid: {exc}") from exc
+        atomic_write_bytes(out, model.SerializeToString())
+        logger.info("exported %s -> %s%s", model_dir, out, " (int8)" if int8 else "")
+    return Path(out_path)
 
 
 class _DropPreprocessAdvice(logging.Filter):
+    """Drop the quantiser's advice to pre-process (not needed, see :func:`quantize_onnx_int8`) and its
+    per-tensor INFO lines on the root logger (a hundred lines under ``-v`` that say nothing to a user)."""
+
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING and "onnxruntime" in record.pathname.replace("\\", "/"):
+            return False
         return "pre-processing before quantization" not in record.getMessage()
 
 

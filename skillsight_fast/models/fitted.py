@@ -375,7 +375,15 @@ def library_training_set(skills: Sequence[Any], texts: Sequence[str], doc_emb: n
     own vectors (``namedesc_emb`` of ``namedesc_texts``, ``doc_emb`` of ``texts``), so they cost no pass.
     """
     pieces, owner = training_pieces(skills)
-    parts = [task_encoder.encode(pieces) if pieces else np.zeros((0, doc_emb.shape[1]), np.float32)]
+    if not pieces:
+        parts = [np.zeros((0, doc_emb.shape[1]), np.float32)]
+    elif getattr(task_encoder, "bar", None) is not None:  # a progress wrapper draws its own bar
+        parts = [task_encoder.encode(pieces)]
+    else:  # never silent: a large library's pieces take the transformer minutes
+        from skillsight_fast.progress import still
+
+        with still(f"encoding {len(pieces)} training pieces for the query table"):
+            parts = [task_encoder.encode(pieces)]
     all_texts = list(pieces)
     owners = [owner]
     rows = np.arange(len(texts), dtype=np.int64)

@@ -138,7 +138,7 @@ def tool_index_config(config: Any = None) -> Any:
     from skillsight_fast.config import IndexConfig
 
     config = IndexConfig() if config is None else config
-    return config if config.lexical_evidence is not None else config.replace(lexical_evidence="all")
+    return config if config.scoring.lexical_evidence is not None else config.replace(lexical_evidence="all")
 
 
 # ---------------------------------------------------------------------- server configurations

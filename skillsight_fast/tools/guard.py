@@ -15,6 +15,11 @@ survive. Every line a stdio upstream writes is read here instead of by the SDK's
 * a page keeps at most :data:`MAX_TOOLS_PER_SERVER` tools (the proxy also caps each server's whole
   list, and says so in search results).
 
+Every line is assembled by :class:`BoundedLines` (it replaces the SDK's text stream on a stdio
+upstream's stdout): in time linear in its length (the SDK's reader re-splits its whole buffer on each
+chunk, quadratic in a long line), and at most :data:`MAX_MESSAGE_BYTES` of it are held: a longer line
+is dropped while it is read, and the request it answers fails at once with a message saying so.
+
 :func:`orphan_guard` wraps an upstream's command line so that, on Linux, the upstream is killed
 when the proxy dies (``PR_SET_PDEATHSIG``), whatever way it dies.
 """
@@ -38,6 +43,11 @@ MAX_DESCRIPTION_CHARS, MAX_TITLE_CHARS = 8192, 256
 MAX_NAME_CHARS = 128
 #: Deepest input schema accepted (objects and arrays), and its longest JSON text.
 MAX_SCHEMA_DEPTH, MAX_SCHEMA_CHARS = 32, 65_536
+
+#: Longest message (one line) a stdio upstream may send, in bytes: a longer one fails its request.
+MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+#: Bytes of an over-long line kept at each end to find its request id.
+_ID_WINDOW = 400
 
 _ID = re.compile(r'"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\]|\\.){0,200}")')
 
@@ -108,11 +118,111 @@ def _error(mid: Any, message: str) -> Any:
 
 def _recover_id(line: str) -> Any:
     """The request id of a JSON-RPC answer that cannot be parsed (looked for near either end)."""
-    for part in (line[:400], line[-400:]):
+    for part in (line[:_ID_WINDOW], line[-_ID_WINDOW:]):
         m = _ID.search(part)
         if m:
-            return json.loads(m.group(1))
+            try:
+                return json.loads(m.group(1))
+            except ValueError:
+                return None
     return None
+
+
+class BoundedLines:
+    """A stdio upstream's stdout as whole lines (each ending in ``"\\n"``), one per ``receive``.
+
+    Stands in for the SDK's ``TextReceiveStream`` (same constructor). Each chunk is searched for
+    newlines once and a line's pieces are joined once, so reading costs time linear in what the
+    server sends; a line is held only up to :data:`MAX_MESSAGE_BYTES`: the rest of a longer one is
+    read and dropped, and in its place comes a JSON-RPC error for its request id (found in its first
+    or last bytes), so that request fails at once. An over-long line without an id is only logged.
+    Bytes that are not text in ``encoding`` are replaced (never an exception that ends the reader).
+    """
+
+    def __init__(self, transport_stream: Any, encoding: str = "utf-8", errors: str = "strict") -> None:
+        from collections import deque
+
+        self._stream = transport_stream
+        self._encoding = encoding
+        self._errors = errors
+        self._lines: Any = deque()
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._over = self._reported = False
+        self._head = b""
+        self._tail = b""
+
+    def __aiter__(self) -> BoundedLines:
+        return self
+
+    async def __anext__(self) -> str:
+        import anyio
+
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def receive(self) -> str:
+        """The next whole line (an unfinished last line at the end of the stream is dropped)."""
+        while not self._lines:
+            self._feed(await self._stream.receive())
+        return self._lines.popleft()
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    def _feed(self, chunk: bytes) -> None:
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            piece = chunk[start:] if end < 0 else chunk[start:end]
+            self._add(piece)
+            if end < 0:
+                return
+            self._finish()
+            start = end + 1
+
+    def _add(self, piece: bytes) -> None:
+        if not piece:
+            return
+        if len(self._head) < _ID_WINDOW:
+            self._head += piece[: _ID_WINDOW - len(self._head)]
+        self._size += len(piece)
+        if not self._over and self._size <= MAX_MESSAGE_BYTES:
+            self._parts.append(piece)
+            return
+        if not self._over:  # from now on only the line's last bytes are kept, to find its request id
+            self._over = True
+            self._tail = b"".join(self._parts)[-_ID_WINDOW:]
+            self._parts = []
+            self._reported = self._refuse(_recover_id(self._head.decode("utf-8", "replace")))
+        self._tail = (self._tail + piece[-_ID_WINDOW:])[-_ID_WINDOW:]
+
+    def _refuse(self, mid: Any) -> bool:
+        """Queue the error answer of request ``mid`` for an over-long line; whether there was an id."""
+        if not isinstance(mid, (int, str)) or isinstance(mid, bool):
+            return False
+        self._lines.append(json.dumps({"jsonrpc": "2.0", "id": mid, "error": {
+            "code": -32600, "message": f"the server's answer is over the {MAX_MESSAGE_BYTES:,}-byte limit "
+                                       "of one message; it was dropped"}}) + "\n")
+        return True
+
+    def _finish(self) -> None:
+        if self._over:
+            logger.warning("an MCP server sent a message of %s bytes, over the %s-byte limit; it was dropped",
+                           f"{self._size:,}", f"{MAX_MESSAGE_BYTES:,}")
+            if not self._reported:
+                self._refuse(_recover_id(self._tail.decode("utf-8", "replace")))
+        else:
+            raw = b"".join(self._parts)
+            try:
+                text = raw.decode(self._encoding, self._errors)
+            except (UnicodeDecodeError, LookupError):
+                text = raw.decode("utf-8", "replace")
+            self._lines.append(text + "\n")
+        self._parts, self._size, self._over, self._reported = [], 0, False, False
+        self._head = self._tail = b""
 
 
 def parse_line(line: str) -> Any:
@@ -148,19 +258,20 @@ _installed = False
 
 
 def install() -> None:
-    """Read every stdio upstream line through :func:`parse_line` (idempotent; a SDK without the
-    hook point keeps its own parser, and a warning says so)."""
+    """Read every stdio upstream line through :class:`BoundedLines` and :func:`parse_line`
+    (idempotent; a SDK without the hook points keeps its own reader, and a warning says so)."""
     global _installed
     if _installed:
         return
     from mcp.client import stdio
 
-    if not callable(getattr(stdio, "_parse_line", None)):
+    if not callable(getattr(stdio, "_parse_line", None)) or not hasattr(stdio, "TextReceiveStream"):
         logger.warning(
             "this MCP SDK has no stdio line parser to guard; upstream answers are parsed by the SDK"
         )
         return
     stdio._parse_line = parse_line
+    stdio.TextReceiveStream = BoundedLines
     _installed = True
 
 

@@ -16,6 +16,12 @@ logger = logging.getLogger(__name__)
 
 #: Seconds a server may take to start and list its tools.
 LIST_TIMEOUT = 60.0
+#: Most pages of ``tools/list`` read from one server, and most characters of tool text (names,
+#: titles, descriptions and schemas as JSON) kept from all of them: a server whose list never ends
+#: (a new ``nextCursor`` on every page) costs at most this much.
+MAX_LIST_PAGES, MAX_LIST_CHARS = 64, 16 * 1024 * 1024
+#: Most bytes of one stdio server's stderr copied to the log per start (the rest is dropped).
+MAX_STDERR_BYTES = 1024 * 1024
 
 
 def _sdk() -> Any:
@@ -41,7 +47,8 @@ async def open_session(stack: AsyncExitStack, config: ServerConfig, *, message_h
     """Start (stdio) or connect to (URL) one server inside ``stack``; the SDK session, not initialized.
 
     ``wrap_read`` may wrap the transport's read stream (the proxy uses it to notice a server that
-    went away); ``errlog`` receives a stdio server's stderr (default: discarded);
+    went away); ``errlog`` (any writable text file) receives the first :data:`MAX_STDERR_BYTES` of
+    a stdio server's stderr, then one line saying the rest is dropped (default: all discarded);
     ``die_with_parent`` starts a stdio server so that it is killed when this process dies
     (:func:`skillsight_fast.tools.guard.orphan_guard`).
     """
@@ -61,11 +68,46 @@ async def open_session(stack: AsyncExitStack, config: ServerConfig, *, message_h
         params = StdioServerParameters(command=command, args=args, env=dict(config.env) or None)
         if errlog is None:
             errlog = stack.enter_context(open(os.devnull, "w"))
-        streams = await stack.enter_async_context(stdio_client(params, errlog=errlog))
+            streams = await stack.enter_async_context(stdio_client(params, errlog=errlog))
+        else:
+            pipe = _capped_copy(errlog, config.describe())
+            try:
+                streams = await stack.enter_async_context(stdio_client(params, errlog=pipe))
+            finally:
+                pipe.close()  # the server holds its own copy; the copier ends when it closes
     read, write = streams[0], streams[1]
     if wrap_read is not None:
         read = wrap_read(read)
     return await stack.enter_async_context(mcp.ClientSession(read, write, message_handler=message_handler))
+
+
+def _capped_copy(errlog: Any, what: str) -> Any:
+    """The write end of a pipe whose bytes a daemon thread copies to ``errlog``, at most
+    :data:`MAX_STDERR_BYTES` of them, until every writer has closed it."""
+    import threading
+
+    r, w = os.pipe()
+
+    def copy() -> None:
+        left = MAX_STDERR_BYTES
+        try:
+            while chunk := os.read(r, 65536):
+                if left > 0:
+                    text = chunk[:left].decode("utf-8", "replace")
+                    left -= len(chunk)
+                    try:
+                        errlog.write(text)
+                        if left <= 0:
+                            errlog.write(f"\n[skillsight: MCP server {what} wrote over {MAX_STDERR_BYTES:,} "
+                                         "bytes to stderr; the rest is dropped]\n")
+                        errlog.flush()
+                    except (OSError, ValueError):  # a closed log: keep draining the pipe
+                        left = 0
+        finally:
+            os.close(r)
+
+    threading.Thread(target=copy, name="mcp-stderr", daemon=True).start()
+    return os.fdopen(w, "wb", buffering=0)
 
 
 #: Affixes a server's reported or command name carries that say only "an MCP server".
@@ -113,20 +155,47 @@ def server_name(config: ServerConfig, init: Any = None) -> str:
     return canonical_server_name(reported or fallback or "server")
 
 
-async def list_all_tools(session: Any) -> list[Any]:
-    """Every page of ``tools/list`` of an initialized session (the SDK's tool objects)."""
+async def list_all_tools(session: Any, max_tools: int | None = None) -> tuple[list[Any], str]:
+    """The pages of ``tools/list`` of an initialized session (the SDK's tool objects), and a note
+    ("" when the whole list was read).
+
+    Reading stops, with a note saying why, once more than ``max_tools`` tools (default
+    :data:`~skillsight_fast.tools.guard.MAX_TOOLS_PER_SERVER`) were listed (at most one more is
+    returned, so the caller can tell), after :data:`MAX_LIST_PAGES` pages, when tool texts reach
+    :data:`MAX_LIST_CHARS` characters, or when a cursor repeats; a server that never ends its list
+    costs no more than that.
+    """
+    import json
+
+    from skillsight_fast.tools.guard import MAX_TOOLS_PER_SERVER
+
     mcp = _sdk()
+    cap = MAX_TOOLS_PER_SERVER if max_tools is None else int(max_tools)
     tools: list[Any] = []
-    cursor = None
-    while True:
+    chars, cursor, seen = 0, None, set()
+    for pages in range(1, MAX_LIST_PAGES + 1):
         if cursor is None:
             page = await session.list_tools()
         else:
             page = await session.list_tools(params=mcp.types.PaginatedRequestParams(cursor=cursor))
-        tools += list(page.tools)
+        for t in page.tools:
+            schema = getattr(t, "input_schema", None) or getattr(t, "inputSchema", None) or {}
+            chars += sum(len(str(getattr(t, key, None) or "")) for key in ("name", "title", "description"))
+            chars += len(json.dumps(schema, default=str))
+            if len(tools) > cap:
+                break
+            tools.append(t)
         cursor = getattr(page, "next_cursor", None) or getattr(page, "nextCursor", None)
         if not cursor:
-            return tools
+            return tools, ""
+        if len(tools) > cap:
+            return tools, f"lists more than {cap} tools"
+        if chars >= MAX_LIST_CHARS:
+            return tools, f"lists over {MAX_LIST_CHARS:,} characters of tool text; the rest is not read"
+        if cursor in seen:
+            return tools, "repeats a page cursor; the rest of its list is not read"
+        seen.add(cursor)
+    return tools, f"lists more than {MAX_LIST_PAGES} pages of tools; the rest is not read"
 
 
 async def list_server_tools(config: ServerConfig) -> list[Tool]:
@@ -137,11 +206,20 @@ async def list_server_tools(config: ServerConfig) -> list[Tool]:
     """
     import anyio
 
+    from skillsight_fast.tools import guard
+
+    guard.install()  # bounded, linear-time reading of every line the server writes
     async with AsyncExitStack() as stack:
         session = await open_session(stack, config)
         with anyio.fail_after(LIST_TIMEOUT):
             name = server_name(config, await session.initialize())
-            return [tool_of(name, t) for t in await list_all_tools(session)]
+            tools, note = await list_all_tools(session)
+        from skillsight_fast.tools.guard import MAX_TOOLS_PER_SERVER
+
+        if note:
+            logger.warning("MCP server %s %s; only the first %d tools read are indexed", name, note,
+                           min(len(tools), MAX_TOOLS_PER_SERVER))
+        return [tool_of(name, t) for t in tools[:MAX_TOOLS_PER_SERVER]]
 
 
 def read_mcp_tools(configs: Sequence[ServerConfig], *, text: str = DEFAULT_TOOL_TEXT) -> list[Skill]:

@@ -25,7 +25,8 @@ answers one request at a time would otherwise stay stuck behind it); one that fa
 retried after a growing pause (:data:`RETRY_MIN` .. :data:`RETRY_MAX` seconds) and reported in
 results meanwhile. A call cut off by a dying server gets an error result saying so (it is not re-sent:
 it may have run). When a server sends ``notifications/tools/list_changed`` its tools are
-listed again and the index is rebuilt (only new tool texts are encoded). No failure of a downstream
+listed again (coalesced: at most once per two seconds) and the index is rebuilt in the background
+(only new tool texts are encoded). No failure of a downstream
 server ends the proxy.
 
 The three parts: :mod:`skillsight_fast.tools.upstream` (connecting to the servers and listing their
@@ -37,7 +38,14 @@ last built for the same servers while they start (``remembered: true``).
 Bounds (:mod:`skillsight_fast.tools.guard`): a stdio server's answers are parsed by the guard (a
 malformed tool is skipped, not its server; an unreadable answer fails its request at once), each
 server keeps at most :data:`~skillsight_fast.tools.guard.MAX_TOOLS_PER_SERVER` tools (search results
-say so in ``notes``), and on Linux every stdio server is killed when the proxy dies.
+say so in ``notes``), and on Linux every stdio server is killed when the proxy dies. Reading one
+server is bounded too: a stdio message over :data:`~skillsight_fast.tools.guard.MAX_MESSAGE_BYTES`
+fails its request (read in linear time), a tool listing stops at the caps of
+:func:`~skillsight_fast.tools.mcp_source.list_all_tools`, its stderr reaches the log up to
+:data:`~skillsight_fast.tools.mcp_source.MAX_STDERR_BYTES` per start, and ``tools/list_changed``
+costs at most one listing per :data:`~skillsight_fast.tools.upstream.REFRESH_INTERVAL`. A server
+with many new tool texts is encoded in the background (:data:`BACKGROUND_TEXTS`): searches answer
+within :data:`FIRST_SEARCH_WAIT` seconds from the others and name it in ``indexing``.
 """
 
 from __future__ import annotations
@@ -60,8 +68,12 @@ from skillsight_fast.tools.upstream import CALL_TIMEOUT, START_TIMEOUT, Upstream
 
 logger = logging.getLogger(__name__)
 
-#: Most seconds a search waits for servers still starting (it then answers from the ready ones).
+#: Most seconds a search waits for servers still starting or tools being encoded (it then answers
+#: from what is indexed by then, and names the servers not yet in it in ``indexing``).
 FIRST_SEARCH_WAIT = 5.0
+#: A server with more new tool texts than this is encoded after the others: the index of the
+#: others is served meanwhile.
+BACKGROUND_TEXTS = 64
 #: Most tools one search may return.
 MAX_K = 50
 #: The proxy's own tool names.
@@ -153,6 +165,9 @@ class ToolProxy:
         self._ready: Any = None
         self._first_index: Any = None
         self._index_lock: Any = None
+        self._index_built: Any = None  # set (and replaced) after every index build
+        self._indexer_running = False
+        self._costly: set[str] = set()  # servers whose tools are being encoded in the background
 
     # ------------------------------------------------------------------ lifecycle
     @asynccontextmanager
@@ -161,6 +176,7 @@ class ToolProxy:
         import anyio
 
         self._ready, self._index_lock, self._first_index = anyio.Event(), anyio.Lock(), anyio.Event()
+        self._index_built, self._indexer_running = anyio.Event(), False
         self._encoder_ready = anyio.Event()
         if self.ranking.encoder is not None:
             self._encoder_ready.set()
@@ -210,7 +226,7 @@ class ToolProxy:
         config = IndexConfig()
         try:
             self.ranking.encoder = await anyio.to_thread.run_sync(
-                lambda: load_encoder(config.model, int8=config.int8))
+                lambda: load_encoder(config.encoder.model, int8=config.encoder.int8))
         except Exception as exc:  # no model package, broken model: searches say so, calls still work
             self.ranking.encoder_error = detail(exc)
             logger.error("tool proxy: cannot load the encoder: %s", self.ranking.encoder_error)
@@ -231,17 +247,57 @@ class ToolProxy:
     def catalog_changed(self) -> None:
         """An upstream's tool list changed: re-index (in the background once every server was tried)."""
         self._version += 1
-        if self.task_group is not None and self._ready is not None and self._ready.is_set():
-            self.task_group.start_soon(self._ensure_index_quietly)
+        if self._ready is not None and self._ready.is_set():
+            self._schedule_index()
 
-    async def _ensure_index_quietly(self) -> None:
+    def _schedule_index(self) -> None:
+        """Start the one background indexer unless it runs (it re-indexes until the index is current:
+        changes that arrive meanwhile cost one more build, not one each)."""
+        if self._indexer_running or self.task_group is None:
+            return
+        self._indexer_running = True
+        self.task_group.start_soon(self._index_until_current)
+
+    async def _index_until_current(self) -> None:
         try:
-            await self._ensure_index()
+            while self._index_version != self._version:
+                await self._ensure_index()
         except Exception as exc:
             logger.error("tool proxy: re-indexing failed: %s", detail(exc))
+        finally:
+            self._indexer_running = False
+            self._signal_built()
+
+    def _signal_built(self) -> None:
+        import anyio
+
+        done, self._index_built = self._index_built, anyio.Event()
+        done.set()
+
+    async def _wait_current(self, deadline: float) -> None:
+        """Wait until the index is current or the indexer stops; when a big server is being encoded,
+        only until every other server is indexed or ``deadline`` (anyio time). A build of small
+        servers only is waited for (at most ``start_timeout``)."""
+        import anyio
+
+        until = max(deadline, anyio.current_time() + self.start_timeout)
+        while self._index_version != self._version and self._indexer_running:
+            if self._costly:
+                if not set(self._not_indexed()) - self._costly:
+                    return  # the others are indexed: answer now, the big ones follow
+                until = deadline
+            event = self._index_built
+            with anyio.move_on_after(max(0.0, until - anyio.current_time())) as scope:
+                await event.wait()
+            if scope.cancelled_caught:
+                return
 
     async def _ensure_index(self) -> None:
-        """Rebuild the index if a server's tools changed since it was built."""
+        """Rebuild the index if a server's tools changed since it was built.
+
+        A server with more than :data:`BACKGROUND_TEXTS` tool texts not encoded yet is left out of a
+        first build of the others (served at once), then the whole index is built.
+        """
         import anyio
 
         async with self._index_lock:
@@ -254,9 +310,24 @@ class ToolProxy:
                 for name, t in up.tools.items():
                     if f"{up.name}/{name}" not in pinned:
                         entries[f"{up.name}/{name}"] = (up, t)
-            index = await anyio.to_thread.run_sync(self.ranking.build, entries) if entries else None
+            big = self.ranking.costly_servers(entries, BACKGROUND_TEXTS)
+            self._costly = big
+            if big:
+                quick = {key: e for key, e in entries.items() if e[0].name not in big}
+                if quick and any(key not in self.ranking.entries for key in quick):
+                    logger.info("tool proxy: indexing %s in the background; the other servers first",
+                                ", ".join(sorted(big)))
+                    index = await anyio.to_thread.run_sync(self.ranking.build, quick)
+                    self.ranking.index, self.ranking.entries = index, quick
+                    self._first_index.set()
+                    self._signal_built()
+            try:
+                index = await anyio.to_thread.run_sync(self.ranking.build, entries) if entries else None
+            finally:
+                self._costly = set()
             self.ranking.index, self.ranking.entries, self._index_version = index, entries, version
             self._first_index.set()
+            self._signal_built()
             logger.info("tool proxy: indexed %d tools", len(entries))
 
     async def _preload(self) -> None:
@@ -306,16 +377,23 @@ class ToolProxy:
         if self._first_index is None:
             raise SkillsightError("the tool proxy is not running (use `async with proxy.running()`)")
         # the remembered index, or the one built once every server was tried; but never more than
-        # first_wait seconds: then the answer comes from the servers that have listed by now
+        # first_wait seconds in all: then the answer comes from what is indexed by now (a big
+        # server's tools are still encoded in the background; `indexing` names it)
+        deadline = anyio.current_time() + self.first_wait
         with anyio.move_on_after(self.first_wait):
             await self._first_index.wait()
         if not self._first_index.is_set() or self._ready.is_set():
-            await self._encoder_ready.wait()
-            if self.ranking.encoder is None and self.ranking.index is None:
+            # the encoder is waited for (at most start_timeout) only when nothing is indexed yet
+            wait = deadline if self.ranking.index is not None else anyio.current_time() + self.start_timeout
+            with anyio.move_on_after(max(0.0, wait - anyio.current_time())):
+                await self._encoder_ready.wait()
+            if (self._encoder_ready.is_set() and self.ranking.encoder is None
+                    and self.ranking.index is None):
                 raise SkillsightError(f"tool search is unavailable: the encoder could not be loaded "
                                       f"({self.ranking.encoder_error or 'unknown error'})")
-            if self._ready.is_set() or self.ranking.encoder is not None:
-                await self._ensure_index()
+            if self.ranking.encoder is not None and self._index_version != self._version:
+                self._schedule_index()
+                await self._wait_current(deadline)
         index = self.ranking.index
         abstention = self.abstention
         if abstention is None and self.abstain and index is not None:  # derived when the tools were indexed
@@ -339,10 +417,19 @@ class ToolProxy:
         starting = [up.name for up in self.upstreams.values() if up.state in ("idle", "starting")]
         if starting:
             out["starting"] = starting
+        indexing = self._not_indexed()
+        if indexing:
+            out["indexing"] = indexing
         notes = [{"server": up.name, "note": up.note} for up in self.upstreams.values() if up.note]
         if notes:
             out["notes"] = notes
         return out
+
+    def _not_indexed(self) -> list[str]:
+        """The servers whose listed tools are not all in the index searched now (being encoded)."""
+        entries, pinned = self.ranking.entries or {}, set(self.pins)
+        return [up.name for up in self.upstreams.values() if up.state == "ready" and any(
+            f"{up.name}/{n}" not in entries and f"{up.name}/{n}" not in pinned for n in up.tools)]
 
     def resolve(self, name: str) -> tuple[Upstream, str]:
         """The server and tool name behind ``server/tool`` (or a tool name only one server has).

@@ -116,6 +116,14 @@ class ToolRanking:
         self._query_encoder: Any = None  # shared by every index built (loaded once)
         self._vectors: dict[str, np.ndarray] = {}  # tool text -> embedding (re-index encodes new texts only)
 
+    def costly_servers(self, entries: dict[str, tuple[Any, Any]], limit: int) -> set[str]:
+        """The servers of ``entries`` with more than ``limit`` tool texts not encoded yet."""
+        new: dict[str, int] = {}
+        for up, t in entries.values():
+            if tool_skill(tool_of(up.name, t), self.tool_text).text not in self._vectors:
+                new[up.name] = new.get(up.name, 0) + 1
+        return {name for name, n in new.items() if n > limit}
+
     def build(self, entries: dict[str, tuple[Any, Any]]) -> Any:
         """The index of ``entries`` (``server/tool`` -> (upstream, SDK tool)): the remembered one when the
         live lists match it, a cached one of the same tools, or a new one (only new tool texts are
@@ -148,6 +156,9 @@ class ToolRanking:
         if new:
             self._vectors.update(zip(new, self.encoder.encode(new)))
         embeddings = np.stack([self._vectors[t] for t in texts]).astype(np.float32)
+        if len(self._vectors) > 2 * max(len(texts), guard.MAX_TOOLS_PER_SERVER):
+            # texts of tools no longer listed (a server whose list keeps changing): keep this build's
+            self._vectors = {t: self._vectors[t] for t in texts}
         index = SkillIndex.from_embeddings(skills, embeddings, config, model_id=self.encoder.model_id,
                                            model_checksum=self.encoder.checksum, encoder=self.encoder)
         if folder is not None:
@@ -162,7 +173,7 @@ class ToolRanking:
         from skillsight_fast.config import IndexConfig
         from skillsight_fast.models.registry import get_spec
 
-        spec = get_spec(IndexConfig().model)
+        spec = get_spec(IndexConfig().encoder.model)
         return (spec.name, spec.sha256) if spec is not None else None
 
     def _servers_pointer(self) -> Any:

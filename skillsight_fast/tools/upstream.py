@@ -30,6 +30,9 @@ START_TIMEOUT = 60.0
 CALL_TIMEOUT = 300.0
 #: Pause before the first retry of a server that failed to start, doubled per failure up to RETRY_MAX.
 RETRY_MIN, RETRY_MAX = 2.0, 60.0
+#: Fewest seconds between two listings a server's ``tools/list_changed`` notifications cause: any
+#: number of them while one listing runs or waits cost one more listing, not one each.
+REFRESH_INTERVAL = 2.0
 _LIST_CHANGED = "notifications/tools/list_changed"
 
 
@@ -117,6 +120,12 @@ class Upstream:
         self._lock: Any = None
         #: Why some of its tools are left out (the per-server cap), for search results.
         self.note = ""
+        self._refresh_wanted = False
+        self._refreshing = False
+        self._last_refresh = -math.inf
+        #: Listings caused by ``tools/list_changed`` so far (coalesced), and notifications received.
+        self.refreshes = 0
+        self.notifications = 0
 
     def status(self) -> dict[str, Any]:
         """``{server, state, error, tools, starts}`` for reports."""
@@ -171,9 +180,9 @@ class Upstream:
                     wrap_read=lambda stream: _WatchedStream(stream, gone), die_with_parent=True)
                 with anyio.fail_after(self.proxy.start_timeout):
                     await session.initialize()
-                    tools = await list_all_tools(session)
+                    tools, note = await list_all_tools(session)
                 self._session, self._gone, self._stop = session, gone, stop
-                self._set_tools(tools)
+                self._set_tools(tools, note)
                 self.state = "ready"
                 started = True
                 task_status.started()
@@ -197,10 +206,12 @@ class Upstream:
                     self.state = "down"
                     logger.warning("MCP server %r went away; it is restarted on its next call", self.name)
 
-    def _set_tools(self, tools: Sequence[Any]) -> None:
+    def _set_tools(self, tools: Sequence[Any], note: str = "") -> None:
         cap = guard.MAX_TOOLS_PER_SERVER
-        over = len(tools) > cap
-        self.note = f"lists more than {cap} tools; only its first {cap} are searched" if over else ""
+        if len(tools) > cap and not note:
+            note = f"lists more than {cap} tools"
+        kept = min(len(tools), cap)
+        self.note = f"{note}; only its first {kept} tools are searched" if note else ""
         if self.note:
             logger.warning("MCP server %r %s", self.name, self.note)
         new = {str(t.name): t for t in list(tools)[:cap]}
@@ -210,7 +221,26 @@ class Upstream:
 
     async def _on_message(self, message: Any) -> None:
         if getattr(message, "method", None) == _LIST_CHANGED:
-            self.proxy.task_group.start_soon(self.refresh)
+            self.notifications += 1
+            self._refresh_wanted = True
+            if not self._refreshing and self.proxy.task_group is not None:
+                self._refreshing = True
+                self.proxy.task_group.start_soon(self._refresh_when_due)
+
+    async def _refresh_when_due(self) -> None:
+        """List the tools again while notifications asked for it, at most once per
+        :data:`REFRESH_INTERVAL` seconds (searches meanwhile use the last index)."""
+        import anyio
+
+        try:
+            while self._refresh_wanted and self._session is not None:
+                await anyio.sleep(max(0.0, self._last_refresh + REFRESH_INTERVAL - anyio.current_time()))
+                self._refresh_wanted = False
+                self._last_refresh = anyio.current_time()
+                self.refreshes += 1
+                await self.refresh()
+        finally:
+            self._refreshing = False
 
     async def refresh(self) -> None:
         """List the tools again (after ``tools/list_changed``); errors are logged, never raised."""
@@ -221,9 +251,9 @@ class Upstream:
             if session is None:
                 return
             with anyio.fail_after(self.proxy.start_timeout):
-                tools = await list_all_tools(session)
-            self._set_tools(tools)
-            logger.info("MCP server %r changed its tools: %d now", self.name, len(tools))
+                tools, note = await list_all_tools(session)
+            self._set_tools(tools, note)
+            logger.debug("MCP server %r listed its tools again: %d now", self.name, len(tools))
         except Exception as exc:
             logger.warning("MCP server %r: cannot list its changed tools: %s", self.name, detail(exc))
 

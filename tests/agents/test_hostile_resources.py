@@ -66,3 +66,25 @@ def test_fifo_and_device_links_in_a_skill_folder_are_refused_at_once(cat):
     os.mkfifo(lib / "pdf" / "pipe.txt")
     with pytest.raises(SkillFileError, match="not a regular file"):
         c.skill_file("pdf", "pipe.txt")
+
+
+@pytest.mark.parametrize("relpath", [".env", ".git/config", "scripts/.secret", "alias.txt", "private.txt",
+                                     "linkdir/config"])
+def test_hidden_and_private_files_of_a_skill_folder_are_not_served(cat, relpath):
+    """M8: dotfiles, dot-folders, links to them and owner-only files are refused; a plain file is served."""
+    c, lib, _ = cat
+    folder = lib / "pdf"
+    (folder / ".env").write_text("API_KEY=sk-123\n")
+    (folder / ".env").chmod(0o600)
+    (folder / ".git").mkdir()
+    (folder / ".git" / "config").write_text("[remote]\n")
+    (folder / "scripts").mkdir()
+    (folder / "scripts" / ".secret").write_text("x\n")
+    (folder / "alias.txt").symlink_to(".env")  # an innocent name for a hidden file
+    (folder / "linkdir").symlink_to(".git")
+    (folder / "private.txt").write_text("mine\n")
+    (folder / "private.txt").chmod(0o600)
+    (folder / "notes.txt").chmod(0o644)
+    with pytest.raises(SkillFileError, match="hidden|not readable by everyone"):
+        c.skill_file("pdf", relpath)
+    assert c.skill_file("pdf", "notes.txt")[0] == b"notes\n"

@@ -228,3 +228,74 @@ def test_watch_over_http(live):
     finally:
         server.shutdown()
         server.server_close()
+
+
+# ---------------------------------------------------------------------- replaced and missing roots
+
+
+def test_a_library_root_replaced_as_a_whole_is_watched_anew(live):
+    """M4: rm -rf lib && cp -r new lib: the copy is picked up, and so is every later change."""
+    import shutil
+
+    service, lib, tmp = live
+    new = _library(tmp / "new")
+    write_skill(new, "docker", name="docker", description="Build Docker images.",
+                body="docker build compose deploy containers kubernetes")
+    with LiveIndexWatcher(service, [lib], rule=lambda d: None, debounce_ms=50) as watcher:
+        shutil.rmtree(lib)
+        shutil.copytree(new, lib)
+        _wait_for(lambda: "docker" in service.live().row_of)
+        write_skill(lib, "git", name="git", description="Git helper.", body="git rebase branch commit history")
+        _wait_for(lambda: "git" in service.live().row_of)
+        assert watcher.root_swaps >= 1 and watcher.status()["ok"]
+
+
+def test_a_symlinked_root_swapped_atomically_is_followed(live):
+    """M4: the deploy layout: root -> releases/v1, then root -> releases/v2 by an atomic rename."""
+    _, lib, tmp = live
+    v1, v2 = tmp / "releases" / "v1", tmp / "releases" / "v2"
+    v1.parent.mkdir()
+    lib.rename(v1)
+    _library(v2)
+    write_skill(v2, "docker", name="docker", description="Build Docker images.",
+                body="docker build compose deploy containers kubernetes")
+    root = tmp / "root"
+    root.symlink_to(v1)
+    SkillIndex.build(load_skills([root]).skills, HashEncoder()).save(tmp / "idx2")
+    service = SkillService(tmp / "idx2", index=SkillIndex.load(tmp / "idx2", encoder=HashEncoder()))
+    with LiveIndexWatcher(service, [root], rule=lambda d: None, debounce_ms=50):
+        (tmp / "root.new").symlink_to(v2)
+        os.replace(tmp / "root.new", root)
+        _wait_for(lambda: "docker" in service.live().row_of)
+        write_skill(v2, "git", name="git", description="Git helper.", body="git rebase branch commit history")
+        _wait_for(lambda: "git" in service.live().row_of)
+
+
+def test_a_root_that_is_gone_is_reported_by_health_until_it_is_back(live):
+    """M4: a removed root is logged and /health says degraded; when it is back it is watched again."""
+    import shutil
+
+    service, lib, tmp = live
+    backup = _library(tmp / "backup")
+    server = make_http_server(service, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+
+    def health():
+        with urllib.request.urlopen(server.url + "/health", timeout=10) as resp:
+            return json.loads(resp.read())
+
+    try:
+        with LiveIndexWatcher(service, [lib], rule=lambda d: None, debounce_ms=50):
+            assert health()["status"] == "ok" and health()["watch"]["ok"]
+            shutil.rmtree(lib)
+            _wait_for(lambda: health()["status"] == "degraded")
+            assert health()["watch"]["missing"] == [str(lib)]
+            assert len(service.index) == 3  # the last version is still served
+            shutil.copytree(backup, lib)
+            write_skill(lib, "git", name="git", description="Git helper.", body="git rebase branch history")
+            _wait_for(lambda: "git" in service.live().row_of)
+            assert health()["status"] == "ok"
+    finally:
+        server.shutdown()
+        server.server_close()

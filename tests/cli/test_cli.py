@@ -135,3 +135,24 @@ def test_a_one_shot_search_imports_no_other_command(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "none")], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "['skillsight_fast.cli._common', 'skillsight_fast.cli.core', 'skillsight_fast.cli.settings']"
+
+
+def test_index_of_a_tool_jsonl_gets_the_tool_config(tmp_path, monkeypatch, capsys):
+    """A JSONL file of tools (records with a schema) is indexed as --mcp/--openapi tools are
+    (every task token is evidence), a JSONL file of prose skills as a skill library."""
+    monkeypatch.setattr(models, "load_encoder", lambda *a, **k: HashEncoder())
+    tools = tmp_path / "tools.jsonl"
+    prose = tmp_path / "skills.jsonl"
+    schema = {"type": "object", "properties": {"tz": {"type": "string"}}}
+    rows = [("get_time", "Current time in a time zone"), ("convert_time", "Convert a time between zones"),
+            ("git_log", "Show the commit log of a repository")]
+    tools.write_text("".join(json.dumps({"id": n, "name": n, "description": d, "inputSchema": schema}) + "\n"
+                             for n, d in rows))
+    prose.write_text("".join(json.dumps({"id": n, "name": n, "description": d, "body": d}) + "\n" for n, d in rows))
+    got = {}
+    for src in (tools, prose):
+        idx = tmp_path / f"idx-{src.stem}"
+        assert main(["index", str(src), "-o", str(idx), "-q"]) == 0
+        got[src.stem] = json.loads((idx / "manifest.json").read_text())["decisions"]["lexical_evidence"]
+    capsys.readouterr()
+    assert got == {"tools": "all", "skills": "masked"}

@@ -9,6 +9,14 @@
 ``stuck``        answers one request at a time; ``tools/call`` of ``hang`` never returns, so every
                  later request waits behind it (only a restart helps).
 ``deep``         answers ``tools/call`` with a result nested 100,000 deep (unparsable).
+``endless``      answers every ``tools/list`` with 512 tools of ~8 KB and a new ``nextCursor`` (a list
+                 that never ends); with ``N`` = 1, every page is empty instead.
+``big N``        answers ``tools/call`` of ``big`` with a text of N MB on one line.
+``noline N``     answers ``tools/call`` of ``big`` with N MB and no newline, then waits.
+``noisy N``      writes N MB to its stderr before it answers ``initialize``.
+``chatty N``     sends ``notifications/tools/list_changed`` after every ``tools/list`` answer (N = 1:
+                 its list changes each time, N = 2: 20,000 notifications at once after the first);
+                 its tool ``listings`` returns how many ``tools/list`` requests it answered.
 
 Every mode also has the tool ``echo`` (returns its ``text`` argument).
 """
@@ -34,7 +42,21 @@ def deep(n):
     return node
 
 
+LISTED = [0]
+
+
 def tools():
+    if MODE == "endless":
+        if N == 1:
+            return []
+        page = LISTED[0]
+        return [{"name": f"t{page}_{i}", "description": f"page {page} tool {i} " + "x" * 8000,
+                 "inputSchema": {"type": "object"}} for i in range(512)]
+    if MODE == "chatty":
+        extra = [{"name": f"v{LISTED[0]}", "description": "changes", "inputSchema": {"type": "object"}}]
+        count = {"name": "listings", "description": "How many tools/list requests were answered.",
+                 "inputSchema": {"type": "object"}}
+        return [ECHO, count, *(extra if N == 1 else [])]
     if MODE == "many":
         words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
         return [ECHO] + [
@@ -58,13 +80,24 @@ def tools():
                 "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}},
             },
         ]
-    return [ECHO, {"name": "hang", "description": "Never returns.", "inputSchema": {"type": "object"}}]
+    return [ECHO, {"name": "hang", "description": "Never returns.", "inputSchema": {"type": "object"}},
+            {"name": "big", "description": "A big answer.", "inputSchema": {"type": "object"}}]
 
 
 def send(obj):
     sys.stdout.write(json.dumps(obj) + "\n")
     sys.stdout.flush()
 
+
+def notify():
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}) + "\n")
+
+
+if MODE == "noisy":
+    block = "e" * 1023 + "\n"
+    for _ in range(N * 1024):
+        sys.stderr.write(block)
+    sys.stderr.flush()
 
 for line in sys.stdin:
     msg = json.loads(line)
@@ -86,7 +119,15 @@ for line in sys.stdin:
             }
         )
     elif method == "tools/list":
-        send({"jsonrpc": "2.0", "id": mid, "result": {"tools": tools()}})
+        result = {"tools": tools()}
+        if MODE == "endless":
+            result["nextCursor"] = f"page-{LISTED[0] + 1}"
+        LISTED[0] += 1
+        send({"jsonrpc": "2.0", "id": mid, "result": result})
+        if MODE == "chatty":
+            for _ in range(20_000 if N == 2 and LISTED[0] == 1 else 1):
+                notify()
+            sys.stdout.flush()
     elif method == "tools/call":
         name, args = msg["params"]["name"], msg["params"].get("arguments") or {}
         if MODE == "deep" and name != "echo":
@@ -96,6 +137,18 @@ for line in sys.stdin:
             continue
         if name == "hang":
             time.sleep(3600)
+        if name == "listings":
+            args = {"text": LISTED[0]}
+        if name == "big" and MODE in ("big", "noline"):
+            head = f'{{"jsonrpc": "2.0", "id": {json.dumps(mid)}, "result": {{"content": [{{"type": "text", "text": "'
+            sys.stdout.write(head)
+            for _ in range(N):
+                sys.stdout.write("y" * (1 << 20))
+            sys.stdout.write('"}]}}\n' if MODE == "big" else "")
+            sys.stdout.flush()
+            if MODE == "noline":
+                time.sleep(3600)
+            continue
         send(
             {
                 "jsonrpc": "2.0",

@@ -186,6 +186,43 @@ def test_cascade_flags_that_cannot_apply_are_refused(tmp_path: Path, capsys) -> 
     assert main(["index", str(src), "-o", str(tmp_path / "x"), "--lookup-min-pieces", "-3"]) == 1
     assert "--lookup-min-pieces" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
-    assert IndexConfig().settled(can_fit=True).query_encoder == "fitted"  # auto: the cascade's lookup tier
-    assert IndexConfig().settled(can_fit=False).query_encoder == "transformer"
+    assert IndexConfig().settled(can_fit=True).encoder.query_encoder == "fitted"  # auto: the cascade's lookup tier
+    assert IndexConfig().settled(can_fit=False).encoder.query_encoder == "transformer"
     assert DEFAULT_CASCADE == Cascade(FALLBACK_BELOW, 64)
+
+
+@pytest.mark.model
+def test_length_gate_skips_the_tokenizer_only_for_tasks_short_for_certain():
+    """The character bound never changes the gate's answer, and a task with fewer (NFD) characters
+    than the gate never reaches the tokenizer."""
+    import random
+
+    from tokenizers import Tokenizer  # the real WordPiece tokenizer of the shipped model
+
+    from skillsight_fast.engine.cascade import Cascade
+    from skillsight_fast.config import IndexConfig
+    from skillsight_fast.models.registry import find_model_dir
+
+    tok = Tokenizer.from_file(str(find_model_dir(IndexConfig().model) / "tokenizer.json"))
+    tok.no_truncation()
+    tok.no_padding()
+
+    def tokenize(texts):
+        return [np.asarray(e.ids[1:-1]) for e in tok.encode_batch(list(texts))]
+
+    rng = random.Random(0)
+    alphabet = "abc xyz é中文ß ﬁ Ａ,.!?-_/" + "한국어"
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 90))) for _ in range(400)]
+    texts += ["merge two PDF files", "x" * 61, "x" * 62, "é" * 31, "é" * 40]
+    seen: list[str] = []
+
+    def counting(batch):
+        seen.extend(batch)
+        return tokenize(batch)
+
+    gate = Cascade(0.45, 64)
+    got = gate.lookup_first(counting, texts)
+    want = np.array([ids.size + 2 >= 64 for ids in tokenize(texts)])
+    assert np.array_equal(got, want)
+    assert "merge two PDF files" not in seen and "x" * 61 not in seen
+    assert got.sum() > 0 and len(seen) < len(texts)

@@ -83,11 +83,11 @@ def test_fitted_index_saves_loads_and_update_keeps_the_table(teacher, real, buil
     assert len(report.removed) == 3
     again = SkillIndex.load(tmp_path / "idx")
     np.testing.assert_array_equal(again.dense.query_table, table)
-    assert again.config.query_encoder == "fitted" and len(again) == len(skills) - 3
+    assert again.config.encoder.query_encoder == "fitted" and len(again) == len(skills) - 3
 
     with pytest.raises(SkillsightError, match="fitted"):
         SkillIndex.from_embeddings(skills, index.dense.embeddings, IndexConfig(query_encoder="fitted",
-                                                                          query_model=index.config.query_model))
+                                                                          query_model=index.config.encoder.query_model))
 
 
 @pytest.mark.model
@@ -171,7 +171,7 @@ def test_a_small_library_searches_with_the_general_table(teacher, real, tmp_path
     assert m["shared"]["general_query_table"]["rows"] == gen_ids.size
     assert sum(p.stat().st_size for p in (tmp_path / "idx").iterdir()) < 5 * 2**20
     # another install's table (another package version) is refused, not used
-    monkeypatch.setattr("skillsight_fast.engine.io._shipped_general_digest", lambda: "0" * 64)
+    monkeypatch.setattr("skillsight_fast.engine.io_shared._shipped_general_digest", lambda: "0" * 64)
     with pytest.raises(IndexFormatError, match="general query table shipped with skillsight-fast .* rebuild"):
         SkillIndex.load(tmp_path / "idx")
 
@@ -208,7 +208,7 @@ def test_bench_view_searches_like_a_fitted_index(teacher, real, built) -> None:
                        fitted=(index.dense.query_table_ids, index.dense.query_table))
     assert "fitted" in views and "contextual" not in views
     np.testing.assert_allclose(views["fitted"].encode(tasks), index.encode(tasks), atol=1e-6)
-    assert views["fitted"].config.query_encoder == "fitted" and base.dense.query_table is None
+    assert views["fitted"].config.encoder.query_encoder == "fitted" and base.dense.query_table is None
     # with the int8 task encoder, the default's cascade: the fitted view plus the transformer fallback
     from skillsight_fast import SkillIndex as Index
     from skillsight_fast.config import FALLBACK_BELOW, LOOKUP_MIN_PIECES
@@ -239,3 +239,22 @@ def test_one_pass_gives_the_vectors_and_the_token_sums(teacher, real) -> None:
     ref_sums, ref_counts = token_state_sums(teacher, texts)
     np.testing.assert_array_equal(counts, ref_counts)
     np.testing.assert_allclose(sums, ref_sums, atol=1e-6)
+
+
+@pytest.mark.model
+def test_one_pass_draws_the_wrappers_progress(teacher, real) -> None:
+    """The build's one pass over the skills speaks through the CLI's progress wrapper (it was silent)."""
+    import io
+
+    from skillsight_fast.models.contextual import encode_with_token_sums
+    from skillsight_fast.progress import ProgressEncoder
+
+    skills, _, _ = real
+    texts = [s.text for s in skills[:6]]
+    out = io.StringIO()
+    emb, sums, counts = encode_with_token_sums(ProgressEncoder(teacher, desc="encoding 6 skills", stream=out,
+                                                               lines=False), texts)
+    ref = encode_with_token_sums(teacher, texts)
+    np.testing.assert_array_equal(emb, ref[0])
+    np.testing.assert_array_equal(counts, ref[2])
+    assert "encoding 6 skills 6/6" in out.getvalue()

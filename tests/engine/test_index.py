@@ -26,7 +26,7 @@ def test_build_records_statistics(index):
     s = index.stats
     assert s.n_docs == 40 and s.dim == 64
     assert 0 < s.n_generic < s.vocab_size
-    assert 1 <= s.effective_rank and 0 <= s.rank <= index.config.max_rank  # adaptive may skip SBC (r = 0)
+    assert 1 <= s.effective_rank and 0 <= s.rank <= index.config.background.max_rank  # adaptive may skip SBC (r = 0)
     assert index.dense.basis.shape == (s.rank, 64)
     np.testing.assert_allclose(index.dense.basis @ index.dense.basis.T, np.eye(s.rank), atol=1e-5)
     # D⊥ is orthogonal to the background
@@ -152,8 +152,9 @@ def test_bm25_needs_term_frequencies():
         SkillIndex.from_embeddings(skills, HashEncoder().encode([s.text for s in skills]), lexicon=sets)
     with pytest.raises(ValueError, match="lexical"):
         IndexConfig(lexical="tfidf")
-    assert IndexConfig().lexical_side == "bm25" and IndexConfig(adaptive=False).lexical_side == "lec"
-    assert IndexConfig(adaptive=False, lexical="bm25").lexical_side == "bm25"
+    assert IndexConfig().settled(can_fit=False).scoring.lexical == "bm25"
+    assert IndexConfig(adaptive=False).settled(can_fit=False).scoring.lexical == "lec"
+    assert IndexConfig(adaptive=False, lexical="bm25").settled(can_fit=False).scoring.lexical == "bm25"
 
 
 def test_save_overwrites_previous_index(index, tmp_path):

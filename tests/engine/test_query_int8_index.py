@@ -21,13 +21,13 @@ ROOT = Path(__file__).parents[2]
 
 
 def test_config_rule() -> None:
-    assert IndexConfig().query_int8_side is True  # the default
-    assert IndexConfig(adaptive=False).query_int8_side is False  # the paper as written
-    assert IndexConfig(adaptive=False, query_int8=True).query_int8_side is True
-    assert IndexConfig(query_int8=False).query_int8_side is False
-    assert IndexConfig(int8=True).query_int8_side is True  # one int8 encoder for both sides
-    assert IndexConfig(query_encoder="static-mapped").query_int8_side is False
-    assert IndexConfig(query_encoder="static").query_int8_side is False
+    assert bool(IndexConfig().settled(can_fit=False).encoder.query_int8) is True  # the default
+    assert bool(IndexConfig(adaptive=False).settled(can_fit=False).encoder.query_int8) is False  # the paper as written
+    assert bool(IndexConfig(adaptive=False, query_int8=True).settled(can_fit=False).encoder.query_int8) is True
+    assert bool(IndexConfig(query_int8=False).settled(can_fit=False).encoder.query_int8) is False
+    assert bool(IndexConfig(int8=True).settled(can_fit=False).encoder.query_int8) is True  # one int8 encoder for both sides
+    assert bool(IndexConfig(query_encoder="static-mapped").settled(can_fit=False).encoder.query_int8) is False
+    assert bool(IndexConfig(query_encoder="static").settled(can_fit=False).encoder.query_int8) is False
     with pytest.raises(ValueError, match="transformer tier only"):
         IndexConfig(query_encoder="static", query_int8=True)
     with pytest.raises(ValueError, match="int8 index"):
@@ -36,14 +36,14 @@ def test_config_rule() -> None:
     assert IndexConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
     # a manifest written before the field existed loads with the default rule
     old = {k: v for k, v in IndexConfig().to_dict().items() if k != "query_int8"}
-    assert IndexConfig.from_dict(old).query_int8_side is True
+    assert IndexConfig.from_dict(old).settled(can_fit=False).encoder.query_int8 is True
 
 
 def test_an_encoder_of_its_own_encodes_its_own_tasks() -> None:
     """A non-ONNX encoder (a user's own, a test's fake) is not swapped for an int8 graph."""
     enc = HashEncoder()
     index = SkillIndex.build(toy_skills(), enc)
-    assert index.config.query_int8_side
+    assert index.config.encoder.query_int8
     assert index.encoders.query_encoder is enc
     np.testing.assert_array_equal(index.encode(["merge pdf pages"]), enc.encode(["merge pdf pages"]))
 
@@ -94,7 +94,7 @@ def test_transformer_index_int8_tasks_fp32_skills(skills, tmp_path: Path) -> Non
 
     index.save(tmp_path / "idx")
     loaded = SkillIndex.load(tmp_path / "idx")
-    assert loaded.config.query_int8 is None and loaded.config.query_int8_side
+    assert loaded.config.encoder.query_int8 is True  # the adaptive default, decided at build and recorded
     np.testing.assert_allclose(loaded.encode(TASKS), q, atol=1e-6)
     assert loaded.encoders.attached is None  # a search never loaded the float32 document graph
     assert loaded.encoders.query_encoder.quantized

@@ -98,7 +98,7 @@ def test_binary_scan_equals_int8_when_it_reranks_everything_and_rescans_in_place
     codes = int8.scan.codes
     q = np.ascontiguousarray(int8.dense.embeddings_perp[:6] + 0.01)
     want = int8.scan.candidates(q, 40)
-    int8.rebuild_scan("binary", binary_rerank=len(int8))
+    int8.rebuild_scan("binary", rerank=len(int8))
     assert int8.scan.kind == "binary" and int8.scan.codes is codes and int8.scan.rerank_factor == len(int8)
     got = int8.scan.candidates(q, 40)
     np.testing.assert_array_equal(got[0], want[0])

@@ -78,3 +78,19 @@ def test_ray_missing_is_a_clear_error(monkeypatch, tmp_path, capsys):
     monkeypatch.setitem(sys.modules, "ray", None)
     assert main(["-c", "ray=true", "index", str(CORPUS), "-o", str(tmp_path / "x"), "-q"]) == 1
     assert "the [ray] extra" in capsys.readouterr().err
+
+
+@pytest.mark.model
+def test_ray_build_answers_as_the_single_machine_build_with_minilm(ray_cluster, teacher, tmp_path):
+    """The real MiniLM on the workers, a real dataset subset: the fitted tier and its cascade, the
+    abstention rule and the duplicate collapse, and the same hits and abstentions for every task."""
+    from test_same_answers import assert_same_answers, subset
+
+    from skillsight_fast.models import load_encoder
+
+    skills, tasks = subset()
+    whole = SkillIndex.build(skills, teacher, IndexConfig())
+    index = ray_build(iter(skills), functools.partial(load_encoder, "all-MiniLM-L6-v2", threads=1), IndexConfig(),
+                      workers=2, chunk_size=37, workdir=tmp_path, query_encoder=teacher)
+    assert index.state.config.encoder.query_encoder == "fitted" and index.state.abstention is not None
+    assert_same_answers(index, whole, tasks)

@@ -80,8 +80,8 @@ def test_shard_statistics_add_up_to_the_whole_corpus():
         TokenStats.of(lex.doc_indptr[half:], lex.doc_terms, index.dense.embeddings[half:], slot, generic, terms.size))
     assert abs(tok.generic_share - generic_share(lex, generic)) < 1e-12
     g = (tok.sums / total.df[terms][:, None]).astype(np.float32)
-    bg = background_from_directions(g, total.mean, max_rank=cfg.max_rank)
-    ref = estimate_background(index.dense.embeddings, terms, lex.post_indptr, lex.post_docs, max_rank=cfg.max_rank)
+    bg = background_from_directions(g, total.mean, max_rank=cfg.background.max_rank)
+    ref = estimate_background(index.dense.embeddings, terms, lex.post_indptr, lex.post_docs, max_rank=cfg.background.max_rank)
     assert bg.basis.shape == ref.basis.shape and bg.effective_rank == ref.effective_rank
     np.testing.assert_allclose(np.abs(bg.basis @ ref.basis.T), np.eye(ref.basis.shape[0]), atol=1e-5)
     e_d = total.background_energy(ref.basis)
@@ -117,7 +117,7 @@ def test_streamed_build_equals_the_in_memory_build_on_a_real_corpus(paper, tmp_p
             assert ms["arrays"][name]["sha256"] == entry["sha256"], name
     from skillsight_fast.engine.io import read_bodies
 
-    assert read_bodies(tmp_path / "s") == list(whole.bodies)
+    assert read_bodies(tmp_path / "s") == list(whole.state.bodies)
     loaded = SkillIndex.load(tmp_path / "s")
     loaded.encoder = enc
     assert_same_index(loaded, whole, queries("skillsbench")[:20], atol=1e-6)

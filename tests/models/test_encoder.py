@@ -174,6 +174,26 @@ def test_batch_order_restored(tiny_encoder: OnnxEncoder) -> None:
     np.testing.assert_allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)
 
 
+def test_tokenize_cuts_long_texts_without_changing_ids(tiny_encoder: OnnxEncoder) -> None:
+    """tokenize() reads only the first characters of a long text when they decide its max_length word
+    pieces, and the ids are those of the whole text (64 pieces here: a 512-character cut)."""
+    rng = np.random.default_rng(0)
+    texts = [" ".join(rng.choice(WORDS, n)) for n in (10, 90, 200, 2000)]
+    texts += [
+        "parquet" * 200 + " date",                      # one long word: [UNK] across the cut
+        "deploy " * 70 + "kubernetes" * 30,             # the cut falls in a long last word
+        "date\n" * 300,                                 # newlines only
+        "a" * 5000,                                      # no whitespace at all
+        "x " * 400 + "é" * 100,                          # accents past the cut
+        "write unit tests " * 31 + "pyth" + "on " * 50,  # a word split by the cut
+    ]
+    full = [np.asarray(e.ids) for e in tiny_encoder._tokenizer.encode_batch(texts)]
+    got = tiny_encoder.tokenize(texts)
+    for i, (a, b) in enumerate(zip(got, full)):
+        assert np.array_equal(a, b), i
+    assert max(map(len, got)) == tiny_encoder.max_length == 64
+
+
 def test_empty_and_bad_input(tiny_encoder: OnnxEncoder) -> None:
     out = tiny_encoder.encode([])
     assert out.shape == (0, 32) and out.dtype == np.float32
@@ -273,6 +293,39 @@ def test_cache_root_resolution(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
 def test_quantize_onnx_int8_direct(tiny_encoder: OnnxEncoder, tmp_path: Path) -> None:
     out = quantize_onnx_int8(tiny_encoder.onnx_path, tmp_path / "q.onnx")
     assert out.is_file() and not list(tmp_path.glob(".*tmp*"))
+
+
+def test_int8_export_is_the_quantizers_graph(tiny: Path, tmp_path: Path) -> None:
+    """The int8 graph written with the float one (export_bert_onnx(int8_path=...)) has the weights and the
+    answers of onnxruntime's quantize_dynamic run on the float graph, to the bit."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import numpy_helper
+
+    fp32, direct = tmp_path / "model.onnx", tmp_path / "model.int8.onnx"
+    export_bert_onnx(tiny, fp32, int8_path=direct)
+    quantized = quantize_onnx_int8(fp32, tmp_path / "quantized.onnx")
+    inits = [{i.name: numpy_helper.to_array(i) for i in onnx.load(str(p)).graph.initializer}
+             for p in (direct, quantized)]
+    assert inits[0].keys() == inits[1].keys()
+    for name, value in inits[1].items():
+        assert value.dtype == inits[0][name].dtype and np.array_equal(value, inits[0][name]), name
+    rng = np.random.default_rng(0)
+    ids = rng.integers(5, 20, (3, 11))  # the tiny vocabulary has 20 tokens
+    mask = np.ones_like(ids)
+    mask[1, 6:] = 0
+    feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+    a, b = (ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]).run(None, feed)[0]
+            for p in (direct, quantized))
+    assert np.array_equal(a, b)
+
+
+def test_first_export_writes_both_graphs(tiny: Path, tmp_path: Path) -> None:
+    first = load_encoder(tiny, cache_dir=tmp_path)
+    q = first.onnx_path.parent / "model.int8.onnx"
+    assert q.is_file()
+    mtime = q.stat().st_mtime_ns
+    assert load_encoder(tiny, cache_dir=tmp_path, int8=True).onnx_path == q and q.stat().st_mtime_ns == mtime
 
 
 # --- errors -------------------------------------------------------------------------------------

@@ -117,7 +117,7 @@ def test_static_index_searches_and_round_trips(folder: Path, tmp_path: Path) -> 
     hits = index.search(["merge two PDF files into one document"], k=3)
     assert hits.skill_ids[0][0] == "pdf"
     index.save(tmp_path / "idx")
-    loaded = SkillIndex.load(tmp_path / "idx")  # the encoder comes back from config.model
+    loaded = SkillIndex.load(tmp_path / "idx")  # the encoder comes back from config.encoder.model
     again = loaded.search(["merge two PDF files into one document"], k=3)
     assert again.skill_ids == hits.skill_ids
     np.testing.assert_allclose(again.scores, hits.scores, atol=1e-5)

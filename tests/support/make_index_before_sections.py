@@ -54,7 +54,7 @@ def main() -> None:
     index.save(out)
     shutil.rmtree(out / "static_model")
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
-    manifest["config"]["query_model"] = "/nonexistent/" + Path(index.config.query_model).name
+    manifest["config"]["query_model"] = "/nonexistent/" + Path(index.config.encoder.query_model).name
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, allow_nan=False), encoding="utf-8")
     index = SkillIndex.load(out)
     res = index.search(QUERIES, k=10)

@@ -121,10 +121,10 @@ def test_tool_index_config_scores_every_task_token_and_keeps_a_choice():
     from skillsight_fast.engine.state import Decisions
     from skillsight_fast.tools.catalog import tool_index_config
 
-    assert IndexConfig().lexical_evidence_side == "masked"  # skill libraries keep Q'
-    assert tool_index_config().lexical_evidence_side == "all"
-    assert tool_index_config(IndexConfig(lexical_evidence="masked")).lexical_evidence == "masked"
-    assert tool_index_config(IndexConfig(int8=True)).int8
+    assert IndexConfig().settled(can_fit=False).scoring.lexical_evidence == "masked"  # skill libraries keep Q'
+    assert tool_index_config().settled(can_fit=False).scoring.lexical_evidence == "all"
+    assert tool_index_config(IndexConfig(lexical_evidence="masked")).scoring.lexical_evidence == "masked"
+    assert tool_index_config(IndexConfig(int8=True)).encoder.int8
     d = Decisions.of_config(tool_index_config())
     assert Decisions.from_dict(d.to_dict()).lexical_evidence == "all"
     old = {k: v for k, v in d.to_dict().items() if k != "lexical_evidence"}  # a manifest from before

@@ -153,8 +153,10 @@ def test_proxy_reindexes_when_a_server_changes_its_tools():
     from skillsight_fast.tools.proxy import ToolProxy
 
     # no index cache: a remembered index would answer with the tools of an earlier run's listing
+    # first_wait: a loaded machine may take over 5 s to start the SDK server; this test is about
+    # re-indexing, not about the first search's wait
     proxy = ToolProxy([ServerConfig(name="grow", command=sys.executable, args=(str(GROWING),))],
-                      encoder=HashEncoder(), index_cache=False,
+                      encoder=HashEncoder(), index_cache=False, first_wait=120,
                       abstain=False)  # hash vectors: a derived threshold means nothing
 
     async def run():
@@ -264,8 +266,10 @@ def test_restarted_proxy_loads_its_index_from_the_cache(tmp_path, caplog):
     cache = tmp_path / "cache"
 
     def start(name: str, encoder: HashEncoder) -> tuple[ToolProxy, dict]:
+        # first_wait: on a loaded machine the time server may take over 5 s to start; a preloaded
+        # index still answers at once
         proxy = ToolProxy([ServerConfig(name=name, command=time_cmd, args=("--local-timezone", "UTC"))],
-                          encoder=encoder, index_cache=cache,
+                          encoder=encoder, index_cache=cache, first_wait=120,
                           abstain=False)  # hash vectors: a derived threshold means nothing
 
         async def run() -> dict:

@@ -163,6 +163,19 @@ def export_cross_encoder_onnx(
     return out, trained
 
 
+def int8_copy(onnx_path: str | os.PathLike[str]) -> Path:
+    """The dynamically int8-quantised copy of a cross-encoder graph, ``<name>.int8.onnx`` beside it
+    (made once by :func:`~skillsight_fast.models.export.quantize_onnx_int8`: per-channel int8 weights of
+    every MatMul with a constant weight, the task encoder's own recipe; reused afterwards)."""
+    from skillsight_fast.models.export import quantize_onnx_int8
+
+    src = Path(onnx_path)
+    out = src.with_name(src.stem + ".int8.onnx")
+    if not out.is_file():
+        quantize_onnx_int8(src, out)
+    return out
+
+
 class CrossEncoder:
     """Score (query, document) pairs with an ONNX cross-encoder.
 
@@ -183,6 +196,8 @@ class CrossEncoder:
     trained : bool, optional
         Whether the scores are meaningful. Default: the ONNX metadata ``skillsight.trained``
         (True when absent, e.g. for a model exported elsewhere).
+    int8 : bool
+        Run the dynamically int8-quantised copy of ``onnx_path`` (:func:`int8_copy`).
 
     Attributes
     ----------
@@ -199,6 +214,7 @@ class CrossEncoder:
         batch_size: int = 16,
         threads: int | None = None,
         trained: bool | None = None,
+        int8: bool = False,
     ) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
@@ -206,6 +222,8 @@ class CrossEncoder:
         onnx_path, tokenizer_path = Path(onnx_path), Path(tokenizer_path)
         if not onnx_path.is_file():
             raise ModelError(f"cross-encoder ONNX model {onnx_path} not found")
+        if int8:
+            onnx_path = int8_copy(onnx_path)
         if tokenizer_path.is_dir():
             tokenizer_path = tokenizer_path / "tokenizer.json"
         if not tokenizer_path.is_file():
@@ -237,6 +255,8 @@ class CrossEncoder:
         self.architecture = meta.get("skillsight.architecture", onnx_path.parent.name)
         self.onnx_path = onnx_path
         self.batch_size = batch_size
+        self.threads = options.intra_op_num_threads
+        self.int8 = bool(int8)
         tok = Tokenizer.from_file(str(tokenizer_path))
         tok.no_padding()
         tok.enable_truncation(max_length=self.max_length, strategy="longest_first")
@@ -246,6 +266,11 @@ class CrossEncoder:
 
     def __repr__(self) -> str:
         return f"CrossEncoder({self.onnx_path}, trained={self.trained}, max_length={self.max_length})"
+
+    def describe(self) -> dict[str, Any]:
+        """How this reranker runs: architecture, weights, token budget, batch, threads (the bench's record)."""
+        return {"architecture": self.architecture, "trained": self.trained, "int8": self.int8,
+                "max_length": self.max_length, "batch_size": self.batch_size, "threads": self.threads}
 
     def _run(self, encodings: list[Any]) -> np.ndarray:
         width = max(len(e.ids) for e in encodings)
@@ -311,6 +336,7 @@ def load_cross_encoder(
     max_length: int = 512,
     batch_size: int = 16,
     threads: int | None = None,
+    int8: bool = False,
 ) -> CrossEncoder:
     """A ready cross-encoder.
 
@@ -328,6 +354,9 @@ def load_cross_encoder(
         Seed of the untrained head (only when no trained head exists).
     max_length, batch_size, threads
         See :class:`CrossEncoder`.
+    int8 : bool
+        Run a dynamically int8-quantised copy of the graph (:func:`int8_copy`: every MatMul with a
+        constant weight, per channel; what a CPU user gets from onnxruntime's ``quantize_dynamic``).
 
     Returns
     -------
@@ -336,7 +365,7 @@ def load_cross_encoder(
     from skillsight_fast.models.encoder import _copy_atomic, cache_root
     from skillsight_fast.models.registry import DEFAULT_MODEL, find_model_dir, get_spec
 
-    kwargs = dict(max_length=max_length, batch_size=batch_size, threads=threads)
+    kwargs = dict(max_length=max_length, batch_size=batch_size, threads=threads, int8=int8)
     root = cache_root(cache_dir)
     if path is None:
         spec = get_spec(DEFAULT_MODEL)
@@ -411,13 +440,15 @@ def random_bert_weights(cfg: dict[str, Any], seed: int = 0) -> dict[str, np.ndar
 
 
 def load_tinybert_reranker(*, cache_dir: str | os.PathLike[str] | None = None, seed: int = 0,
-                           max_length: int = 512, batch_size: int = 16, threads: int | None = None) -> CrossEncoder:
+                           max_length: int = 512, batch_size: int = 16, threads: int | None = None,
+                           int8: bool = False) -> CrossEncoder:
     """The ms-marco-TinyBERT-L-2-v2 architecture with **seeded random** weights, for timing only.
 
     Its trained weights are not obtainable offline here; the graph has the trained model's layers,
     widths and sequence lengths, hence its cost, but ``trained`` is False and its scores mean
     nothing. The tokenizer is the bundled MiniLM's (the same uncased 30,522-token WordPiece
-    vocabulary as TinyBERT's). Exported once into the cache.
+    vocabulary as TinyBERT's). Exported once into the cache; ``int8``: its quantised copy (FlashRank
+    ships TinyBERT-L-2 quantised).
     """
     import onnx
 
@@ -442,4 +473,4 @@ def load_tinybert_reranker(*, cache_dir: str | os.PathLike[str] | None = None, s
     if not (target / "tokenizer.json").is_file():
         _copy_atomic(find_model_dir(DEFAULT_MODEL) / "tokenizer.json", target / "tokenizer.json")
     return CrossEncoder(onnx_file, target / "tokenizer.json", max_length=max_length, batch_size=batch_size,
-                        threads=threads)
+                        threads=threads, int8=int8)

@@ -133,12 +133,12 @@ def default_tier(n_docs: int, config: Any = None) -> tuple[str, str]:
 
     # settled as an in-memory build with the transformer settles it (auto: the lookup-first cascade)
     cfg = (config if config is not None else IndexConfig()).settled(can_fit=True)
-    name = cfg.query_encoder
+    name = cfg.encoder.query_encoder
     if name == "transformer":
-        name = "transformer-int8" if cfg.query_int8_side else "transformer"
-    elif name == "fitted" and (config is None or config.query_encoder == "auto"):  # auto's lookup tier: the cascade
+        name = "transformer-int8" if cfg.encoder.query_int8 else "transformer"
+    elif name == "fitted" and (config is None or config.encoder.query_encoder == "auto"):  # auto's lookup tier: the cascade
         name = "cascade"
-    return name, resolve_scan(cfg.scan, n_docs)
+    return name, resolve_scan(cfg.scan.kind, n_docs)
 
 
 def add_default_tier(entries: list[dict[str, Any]], config: Any = None) -> None:
@@ -215,6 +215,42 @@ def _doc_texts(index, sources: Sequence[str]) -> list[str]:
     return texts
 
 
+#: The tool and API catalogues whose tasks are the bench's short tasks (their ``queries.jsonl.gz``).
+SHORT_DATASETS = ("bfcl", "metatool", "gorilla_hf")
+
+
+def short_tasks(data_root: str | Path, names: Sequence[str] = SHORT_DATASETS, per_dataset: int = 64,
+                seed: int = 0) -> list[str]:
+    """Short tasks for the bench: ``per_dataset`` tasks drawn (seeded) from each catalogue's task file
+    under ``data_root``, interleaved (task i comes from catalogue i mod 3), so any number of
+    repetitions samples the catalogues alike. A catalogue without its file is skipped."""
+    from skillsight_fast.library.queries import read_queries
+
+    rng = np.random.default_rng(seed)
+    lists = []
+    for name in names:
+        qfile = Path(data_root) / name / "queries.jsonl.gz"
+        if not qfile.is_file():
+            logger.warning("no %s: its short tasks are not timed", qfile)
+            continue
+        texts = [t.text for t in read_queries(qfile)]
+        pick = rng.permutation(len(texts))[:per_dataset]
+        lists.append([texts[i] for i in sorted(pick.tolist())])
+    return [lst[i] for i in range(max((len(x) for x in lists), default=0)) for lst in lists if i < len(lst)]
+
+
+def reranker_variants(threads: int) -> dict[str, Any]:
+    """The reranker as a CPU user would run it, beside the reference (MiniLM-L6, float32, 512 tokens,
+    one thread, batches of 16 pairs sorted by length): int8 (onnxruntime dynamic quantisation), then
+    on ``threads`` cores, then at 256 tokens; TinyBERT-L-2 int8 on ``threads`` cores at 256 tokens."""
+    from skillsight_fast.lab.baselines.cross_encoder import load_cross_encoder, load_tinybert_reranker
+
+    return {"minilm int8 512 1t": load_cross_encoder(threads=1, int8=True),
+            f"minilm int8 512 {threads}t": load_cross_encoder(threads=threads, int8=True),
+            f"minilm int8 256 {threads}t": load_cross_encoder(threads=threads, int8=True, max_length=256),
+            f"tinybert int8 256 {threads}t": load_tinybert_reranker(threads=threads, int8=True, max_length=256)}
+
+
 def run_benchmark(
     base,
     query_texts: Sequence[str],
@@ -235,6 +271,8 @@ def run_benchmark(
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
     checkpoint: str | Path | None = None,
+    short_texts: Sequence[str] | None = None,
+    rerank_variants: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run every arm at every size; returns the full report (``sizes[*].detail`` included).
 
@@ -260,6 +298,11 @@ def run_benchmark(
         The real corpus's contextual token table: times the ``contextual`` tier (with ``static``).
     fitted : (int32 (m,), float32 (m, d)), optional
         The real corpus's fitted table (:func:`cached_fitted_table`): times the ``fitted`` tier.
+    short_texts : sequence of str, optional
+        Short tasks (tool and API catalogue tasks, :func:`short_tasks`) timed beside ``query_texts``
+        on the tiers of :data:`~skillsight_fast.lab.benchmark.runner.SHORT_TIERS`.
+    rerank_variants : dict, optional
+        More rerankers by name (:func:`reranker_variants`), timed like ``cross_encoder`` once per run.
     """
     from skillsight_fast.engine.cascade import NO_CASCADE
     from skillsight_fast.lab.benchmark.runner import bench_size, cpu_name, load_average
@@ -269,7 +312,7 @@ def run_benchmark(
     texts = list(query_texts)
     # the float32 transformer is the reference arm (encode, end_to_end); int8 tasks are a tier
     st = base.state
-    if st.config.query_encoder in MAPPED_TIERS:  # a lookup tier's index (the cascade): its transformer arrays
+    if st.config.encoder.query_encoder in MAPPED_TIERS:  # a lookup tier's index (the cascade): its transformer arrays
         st = dataclasses.replace(
             st, config=st.config.replace(query_encoder="transformer", query_model=None), cascade=NO_CASCADE,
             dense=dataclasses.replace(st.dense, query_map=None, query_table=None, query_table_ids=None))
@@ -308,10 +351,12 @@ def run_benchmark(
                                 "trained": bool(getattr(tinybert, "trained", True)),
                                 "architecture": getattr(tinybert, "architecture", "?"),
                                 "max_length": getattr(tinybert, "max_length", None), "depth": 100},
+                            "short_tasks": len(short_texts or []),
                             "static_encoder": getattr(static, "model_id", None),
                             "int8_task_encoder": None if int8_encoder is None else str(int8_encoder.onnx_path.name)}
     rerank_cost: float | None = None  # the cross-encoder's seconds per query, measured once per run
     tinybert_cost: float | None = None
+    variant_costs: dict[str, float] = {}
     for size in sizes:
         n = len(base) if size == "real" else int(size)
         t0 = time.perf_counter()
@@ -337,13 +382,17 @@ def run_benchmark(
             reps=reps if n < 500_000 else max(5, reps // 3),
             rerank_reps=rerank_reps, rerank_pairs=rerank_pairs, rerank_cost=rerank_cost,
             tinybert_cost=tinybert_cost, compressed=n >= compressed_from, approximate=n >= compressed_from,
-            all_threads=all_threads, bandwidth_buffer=bw_buffer,
+            all_threads=all_threads, bandwidth_buffer=bw_buffer, short_texts=short_texts,
+            rerank_variants=rerank_variants, variant_costs=variant_costs or None,
         )
         rr = entries[0]["detail"].get("rerank", {})
         if rerank_cost is None and "cross_encoder_s" in rr:
             rerank_cost = rr["cross_encoder_s"]
         if tinybert_cost is None and "tinybert_rerank_cross_encoder_s" in rr:
             tinybert_cost = rr["tinybert_rerank_cross_encoder_s"]
+        for v in rerank_variants or {}:  # measured at the first size, reused at the others
+            if v not in variant_costs and f"rerank@{v}_cross_encoder_s" in rr:
+                variant_costs[v] = rr[f"rerank@{v}_cross_encoder_s"]
         add_default_tier(entries)
         for e in entries:
             e.setdefault("detail", {})["synthetic"] = n != len(base)
@@ -407,15 +456,45 @@ def format_table(report: dict[str, Any]) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     tier_rows = [(e, name, t) for e in report["sizes"] for name, t in (e.get("tiers") or {}).items()]
     if tier_rows:
-        lines += ["", "| skills | dtype | query encoder | encode | end_to_end | Dense + Reranker (MiniLM-L6) / e2e "
-                  "| Dense + TinyBERT-L-2 / e2e |", "|---|---|---|---|---|---|---|"]
+        lines += ["", ("| skills | dtype | query encoder | encode | long e2e p50 / p90 / mean | short e2e p50 / p90 / mean "
+                       "| Dense + Reranker (MiniLM-L6 fp32 512 1t) / long e2e p50 | Dense + TinyBERT-L-2 (fp32 512 1t) / "
+                       "long e2e p50 |"), "|---|---|---|---|---|---|---|---|"]
         for e, name, t in tier_rows:
             p = e["p50_ms"]
             if name == "default":
                 name = f"default ({t.get('tier')}, {t.get('scan')} scan)"
-            lines.append(f"| {e['n_docs']:,} | {e['dtype']} | {name} | {_fmt(t['encode'])} | {_fmt(t['end_to_end'])} "
+            lines.append(f"| {e['n_docs']:,} | {e['dtype']} | {name} | {_fmt(t['encode'])} | {_spread(t, 'end_to_end')} "
+                         f"| {_spread(t, 'short_end_to_end')} "
                          f"| {_ratio(p['dense_rerank'], t['end_to_end'])} | {_ratio(p['tinybert_rerank'], t['end_to_end'])} |")
+    base_rows = [(e, name, b) for e in report["sizes"] if e["dtype"] == "float32"
+                 for name, b in _baselines(e).items()]
+    if base_rows:
+        lines += ["", ("| skills | baseline (dense top-100 + reranker) | p50 ms | / default long mean "
+                       "| / default short mean |"), "|---|---|---|---|---|"]
+        for e, name, ms in base_rows:
+            d = (e.get("tiers") or {}).get("default") or {}
+            lines.append(f"| {e['n_docs']:,} | {name} | {_fmt(ms)} | {_ratio(ms, d.get('end_to_end_mean'))} "
+                         f"| {_ratio(ms, d.get('short_end_to_end_mean'))} |")
     return "\n".join(lines)
+
+
+def _spread(t: dict[str, Any], key: str) -> str:
+    """``p50 / p90 / mean`` of one tier's timings (``-`` for what was not timed)."""
+    if t.get(key) is None:
+        return "-"
+    return " / ".join(_fmt(t.get(k)) for k in (key, f"{key}_p90", f"{key}_mean"))
+
+
+def _baselines(entry: dict[str, Any]) -> dict[str, float]:
+    """Every reranker baseline of one size entry, by a name that says how it ran, with its p50 ms:
+    the reference and TinyBERT arms, then ``detail.rerank_variants`` (dense top-100 included: each
+    variant's reranker cost plus the same faiss top-100 as the reference)."""
+    p = entry["p50_ms"]
+    out = {"MiniLM-L6 fp32 512 tokens 1 thread (reference)": p.get("dense_rerank"),
+           "TinyBERT-L-2 fp32 512 tokens 1 thread": p.get("tinybert_rerank")}
+    for name, v in (entry.get("detail", {}).get("rerank_variants") or {}).items():
+        out[name] = v.get("p50_ms")
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def plot(report: dict[str, Any], out: str | Path) -> None:
@@ -464,6 +543,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     reps = args.reps or (10 if args.quick else 40)
     rerank_reps = args.rerank_reps or (1 if args.quick else 3)
     encoder = cross = tinybert = static = int8_encoder = contextual = fitted = None
+    variants: dict[str, Any] = {}
+    shorts: list[str] = []
     if not args.no_model:
         from skillsight_fast.models import load_encoder
         from skillsight_fast.lab.baselines.cross_encoder import load_cross_encoder, load_tinybert_reranker
@@ -475,6 +556,8 @@ def run_from_args(args: argparse.Namespace) -> int:
         cross = load_cross_encoder(threads=1)
         tinybert = load_tinybert_reranker(threads=1)
         static = load_static_encoder(resolve_static_model(args.static_model, encoder.model_id, teacher=encoder))
+        variants = reranker_variants(os.cpu_count() or 1)
+        shorts = short_tasks(Path(args.corpus[0]).parent, per_dataset=8 if args.quick else 64, seed=args.seed)
     base = _base_index(args, encoder)
     qfile = Path(args.queries) if args.queries else Path(args.corpus[0]) / "queries.jsonl.gz"
     queries = [t.text for t in read_queries(qfile)] if qfile.exists() else [s.description or s.name for s in base.skills[:64]]
@@ -507,7 +590,7 @@ def run_from_args(args: argparse.Namespace) -> int:
                            rerank_reps=rerank_reps,
                            rerank_pairs=10 if args.quick else 100,
                            compressed_from=args.compressed_from, seed=args.seed, progress=say,
-                           checkpoint=args.details)
+                           checkpoint=args.details, short_texts=shorts, rerank_variants=variants)
     report["meta"]["wall_s"] = round(time.perf_counter() - t_start, 1)
     report["meta"]["command"] = "skillsight " + " ".join(sys.argv[1:]) if sys.argv else ""
     if args.json:

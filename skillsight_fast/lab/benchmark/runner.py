@@ -29,6 +29,9 @@ STAGES = ("encode", "project", "dense_topk", "lexical", "fuse_topk", "scoring", 
           "faiss_flat", "bm25s", "dense_rerank", "tinybert_rerank")
 #: Candidates scanned by the dense + reranker baseline.
 RERANK_DEPTH = 100
+#: Tiers also timed on short tasks (tool and API catalogue tasks): the float32 reference, the int8
+#: transformer, the lookup alone and the default cascade (with and without the int8 scan).
+SHORT_TIERS = ("transformer", "transformer-int8", "fitted", "cascade", "cascade+int8")
 
 
 def cpu_name() -> str:
@@ -133,6 +136,9 @@ def bench_size(
     all_threads: int = 2,
     bandwidth_buffer: np.ndarray | None = None,
     int8_scan: Any = None,
+    short_texts: Sequence[str] | None = None,
+    rerank_variants: dict[str, Any] | None = None,
+    variant_costs: dict[str, float] | None = None,
 ) -> list[dict[str, Any]]:
     """Time every arm on one index; returns one report entry (two with ``compressed``).
 
@@ -143,6 +149,12 @@ def bench_size(
     (the ms-marco-TinyBERT-L-2-v2 architecture) timed like ``cross_encoder``. ``int8_scan``: an
     :class:`~skillsight_fast.engine.scan.Int8Scan` over the index's matrix, built by the caller (the
     ``compressed`` arms use it instead of building their own).
+
+    ``short_texts``: short tasks (tool and API catalogue tasks) timed end to end, one at a time, on
+    the tiers of :data:`SHORT_TIERS` beside the long ``query_texts`` (``tiers[*].short_end_to_end``,
+    ``_p90``, ``_mean``). ``rerank_variants``: more rerankers (name to a cross-encoder: int8, two
+    threads, 256 tokens, ...) timed like ``cross_encoder`` over the same 100 candidates
+    (``detail.rerank_variants``); ``variant_costs`` (name to seconds per task) reuses a measurement.
     """
     import faiss
 
@@ -232,6 +244,19 @@ def bench_size(
 
         arms[f"encode@{tier_name}"] = a_tier_encode
         arms[f"end_to_end@{tier_name}"] = a_tier_e2e
+    shorts = list(short_texts or [])
+    if shorts:
+        def short_arm(view: Any) -> Callable[[int], None]:
+            def arm(r: int) -> None:
+                view.search([shorts[r % len(shorts)]], k)
+
+            return arm
+
+        if encoder is not None:
+            arms["end_to_end_short@transformer"] = short_arm(index)
+        for tier_name, view in (tiers or {}).items():
+            if tier_name in SHORT_TIERS:
+                arms[f"end_to_end_short@{tier_name}"] = short_arm(view)
     scan8 = ivf_scan = None
 
     def scoring_with(scan: Any) -> Callable[[int], None]:
@@ -284,8 +309,11 @@ def bench_size(
     load_after = load_average()
 
     rerank: dict[str, Any] = {}
+    costs = dict(variant_costs or {})
     rerankers = [(name, ce, cost) for name, ce, cost in (("dense_rerank", cross_encoder, rerank_cost),
-                                                         ("tinybert_rerank", tinybert, tinybert_cost))
+                                                         ("tinybert_rerank", tinybert, tinybert_cost),
+                                                         *((f"rerank@{v}", ce, costs.get(v))
+                                                           for v, ce in (rerank_variants or {}).items()))
                  if ce is not None]
     if rerankers and all(cost is not None for _, _, cost in rerankers):
         # the cross-encoder part does not depend on the library size: reuse the run's measurement
@@ -321,6 +349,12 @@ def bench_size(
             ce_s = state[f"ce_s_{name}"]
             rerank["cross_encoder_s" if name == "dense_rerank" else f"{name}_cross_encoder_s"] = float(
                 np.median(ce_s[1:] or ce_s))
+    variants_out: dict[str, Any] = {}
+    for v, ce in (rerank_variants or {}).items():
+        describe = getattr(ce, "describe", None)
+        variants_out[v] = {**(describe() if callable(describe) else {}), "p50_ms": round(timings.p(f"rerank@{v}", 50), 2),
+                           "cross_encoder_s": rerank.get(f"rerank@{v}_cross_encoder_s",
+                                                         rerank.get(f"rerank@{v}_cross_encoder_s_reused"))}
 
     bandwidth = bw_buf.nbytes / np.median(timings.samples["bandwidth"]) / 1e9
     matrix_bytes = perp.nbytes
@@ -374,6 +408,8 @@ def bench_size(
     detail_common = {
         "p95_ms": {s: p95(s) for s in STAGES},
         "extra_p50_ms": {name: p50(name) for name in timings.samples if name not in STAGES},
+        "rerank_variants": variants_out,
+        "short_tasks": len(shorts),
         "bandwidth_GBps": round(bandwidth, 2), "matrix_MB": round(matrix_bytes / 1e6, 1),
         "throughput_qps": throughput, "batch": nb, "reps": reps, "rerank_reps": rerank_reps if cross_encoder else 0,
         "load_before": round(load_before, 2), "load_after": round(load_after, 2),
@@ -388,15 +424,23 @@ def bench_size(
             "dense_topk_ms": scan8_p50, "scoring_ms": p50("scoring_int8"), "floor_ms": float(f"{floor8:.4g}"),
             "scan_over_floor": None if scan8_p50 is None else round(scan8_p50 / floor8, 3),
             "matrix_MB": round(scan8.nbytes() / 1e6, 1), "oversample": scan8.oversample}
+    def spread(arm: str, prefix: str) -> dict[str, float | None]:
+        """p90 and mean of an arm's samples (a cascade's tasks take one of two paths: they tell the rest)."""
+        e2e = timings.samples.get(arm) or []
+        return {f"{prefix}_p90": None if not e2e else round(timings.p(arm, 90), 4),
+                f"{prefix}_mean": None if not e2e else round(1000 * float(np.mean(e2e)), 4)}
+
+    def short(tier_name: str) -> dict[str, float | None]:
+        arm = f"end_to_end_short@{tier_name}"
+        return {"short_end_to_end": p50(arm), **spread(arm, "short_end_to_end")} if arm in timings.samples else {}
+
     tier_p50: dict[str, dict[str, float | None]] = {}
     if encoder is not None:
-        tier_p50["transformer"] = {"encode": base_p50["encode"], "end_to_end": base_p50["end_to_end"]}
+        tier_p50["transformer"] = {"encode": base_p50["encode"], "end_to_end": base_p50["end_to_end"],
+                                   **spread("end_to_end", "end_to_end"), **short("transformer")}
     for tier_name in tiers or {}:
-        e2e = timings.samples.get(f"end_to_end@{tier_name}") or []
         tier_p50[tier_name] = {"encode": p50(f"encode@{tier_name}"), "end_to_end": p50(f"end_to_end@{tier_name}"),
-                               # a cascade's tasks take one of two paths: its p90 and mean tell the rest
-                               "end_to_end_p90": None if not e2e else round(timings.p(f"end_to_end@{tier_name}", 90), 4),
-                               "end_to_end_mean": None if not e2e else round(1000 * float(np.mean(e2e)), 4)}
+                               **spread(f"end_to_end@{tier_name}", "end_to_end"), **short(tier_name)}
     entries = [{"n_docs": n_docs, "dim": dim, "dtype": "float32", "p50_ms": base_p50,
                 "floor_ms": float(f"{floor_ms:.4g}"), "tiers": tier_p50, "detail": detail_common}]
     if compressed:

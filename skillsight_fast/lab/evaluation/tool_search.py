@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from skillsight_fast.lab.evaluation.datasets import Dataset
-from skillsight_fast.metrics import bootstrap_diff, bootstrap_mean, completeness_at_k, hit_at_k
 from skillsight_fast.library.skills import Skill
+from skillsight_fast.metrics import bootstrap_diff, bootstrap_mean, completeness_at_k, hit_at_k
 from skillsight_fast.tools.catalog import TOOL_TEXTS, tool_body
 
 #: Methods compared (names of :mod:`skillsight_fast.lab.evaluation.methods`).
@@ -123,18 +123,44 @@ RULE_METRICS = ("R@10", "nDCG@10", "R@50", "C@10")
 RULE_BASELINES = ("dense", "bm25", "rrf")
 
 
+#: The columns of the depth tables of docs/TOOLS.md (k = 3/5/10/20/50).
+TABLE_METRICS = ("R@3", "R@5", "R@10", "R@20", "R@50", "C@3", "C@5", "C@10", "C@20", "C@50", "nDCG@10")
+#: The metrics of issue 44's criterion (not significantly worse than the best of dense, BM25, RRF).
+DEPTH_RULE_METRICS = ("R@10", "nDCG@10", "R@20", "R@50", "C@10")
+
+
 def depth_metrics(ranked: np.ndarray, gold: Sequence[frozenset[int]]) -> dict[str, np.ndarray]:
-    """Per-query recall R@k and Completeness C@k (every gold tool in the top k) at k = 5, 10, 20
-    (R also at 50), and nDCG@10; ``ranked`` needs at least 50 columns (-1 padding)."""
+    """Per-query recall R@k and Completeness C@k (every gold tool in the top k) at k = 3, 5, 10, 20,
+    50, and nDCG@10; ``ranked`` needs at least 50 columns (-1 padding)."""
     from skillsight_fast.metrics import ndcg_at_k, recall_at_k
 
     out: dict[str, np.ndarray] = {}
-    for k in (5, 10, 20, 50):
+    for k in (3, 5, 10, 20, 50):
         out[f"R@{k}"] = recall_at_k(ranked, gold, k)
-    for k in (5, 10, 20):
+    for k in (3, 5, 10, 20, 50):
         out[f"C@{k}"] = completeness_at_k(ranked, gold, k)
     out["nDCG@10"] = ndcg_at_k(ranked, gold, 10)
     return out
+
+
+def recall_curve(ranked: np.ndarray, gold: Sequence[frozenset[int]], depth: int = 50) -> np.ndarray:
+    """Per-query recall at every depth 1..``depth``: float64 (n, depth)."""
+    n = ranked.shape[0]
+    out = np.zeros((n, depth), np.float64)
+    for i in range(n):
+        g = gold[i]
+        hit = np.array([j in g for j in ranked[i, :depth].tolist()], np.float64)
+        out[i, : hit.size] = np.cumsum(hit) / max(1, len(g))
+        out[i, hit.size:] = out[i, hit.size - 1] if hit.size else 0.0
+    return out
+
+
+def curve_losses(candidate: np.ndarray, reference: np.ndarray, *, n_boot: int = 2000, seed: int = 0
+                 ) -> list[int]:
+    """Depths k (1-based) where ``candidate``'s recall@k is significantly below ``reference``'s
+    (paired bootstrap 95 %: the interval of candidate − reference lies below 0); curves (n, depth)."""
+    return [k + 1 for k in range(candidate.shape[1])
+            if bootstrap_diff(candidate[:, k], reference[:, k], n_boot=n_boot, seed=seed)[2] < 0]
 
 
 def rule_check(candidate: dict[str, np.ndarray], baselines: dict[str, dict[str, np.ndarray]],

@@ -138,7 +138,7 @@ def test_bench_times_the_static_tiers_with_the_int8_scan(tiny_index):
     task = "merge pdf pages and extract tables"
     for name in ("static-mapped", "static"):
         v8 = views[f"{name}+int8"]
-        assert v8.scan is scan8 and v8.config.scan == "int8" and v8.config.query_encoder == name
+        assert v8.scan is scan8 and v8.config.scan.kind == "int8" and v8.config.encoder.query_encoder == name
         assert v8.dense.embeddings_perp is base.dense.embeddings_perp
         np.testing.assert_allclose(v8.encode([task]), views[name].encode([task]))
         # a tiny library: every document survives the int8 scan, so the results are the exact scan's
@@ -179,7 +179,7 @@ def test_bench_times_the_int8_task_tier_beside_the_float32_reference():
     ds = load_dataset(Path(__file__).parents[3] / "data" / "skillsbench", limit=2)
     skills = ds.docs[::300]
     base = SkillIndex.build(skills, fp32, IndexConfig(query_encoder="transformer"))
-    assert base.config.query_int8_side  # the default: int8 tasks
+    assert base.config.encoder.query_int8  # the default: int8 tasks
     tasks = list(ds.query_texts)
     views = tier_views(base, int8_encoder=int8)
     assert set(views) == {"transformer-int8"}
@@ -261,3 +261,90 @@ def test_tinybert_reranker_has_the_architecture(tmp_path):
     assert shapes["encoder.layer.0.intermediate.dense.weight_t"] == (128, 512)
     s = ce.score("merge two pdf files", ["pdf tools to merge and split", "git helper"])
     assert s.shape == (2,) and np.isfinite(s).all()
+
+
+def test_bench_times_short_tasks_beside_the_long_ones(tiny_index):
+    """Short tasks are timed end to end on the tiers of SHORT_TIERS only, with p50, p90 and mean;
+    the default copies them, and the table prints both task lengths."""
+    from skillsight_fast.lab.benchmark.driver import add_default_tier, format_table, tier_views
+    from skillsight_fast.lab.benchmark.runner import SHORT_TIERS, bench_size
+    from skillsight_fast.models.static import fit_query_map
+
+    directory, _ = tiny_index
+    base = SkillIndex.load(directory, encoder=HashEncoder(dim=32))
+    static = HashEncoder(dim=32, model_id="hash-static", checksum="static0")
+    texts = [f"{m.name}\n{m.description}" for m in base.skills]
+    views = tier_views(base, static, fit_query_map(static.encode(texts), base.dense.embeddings))
+    long_tasks = ["merge pdf pages and extract the tables of every page into one spreadsheet " * 4]
+    shorts = ["get weather", "convert currency", "send an email"]
+    assert "static" not in SHORT_TIERS and "transformer" in SHORT_TIERS
+    entry = bench_size(base, long_tasks, base.encode(long_tasks), lambda j: texts[j], encoder=base.encoder,
+                       tiers={"static": views["static"]}, reps=4, short_texts=shorts)[0]
+    t = entry["tiers"]["transformer"]
+    for key in ("end_to_end", "short_end_to_end"):
+        assert 0 < t[key] <= t[f"{key}_p90"] and t[f"{key}_mean"] > 0
+    assert "short_end_to_end" not in entry["tiers"]["static"]  # not a short tier: not timed
+    assert entry["detail"]["short_tasks"] == 3
+    entry["tiers"]["cascade"] = dict(t)  # stands in for the default's own timings
+    add_default_tier([entry])
+    assert entry["tiers"]["default"]["short_end_to_end_mean"] == t["short_end_to_end_mean"]
+    table = format_table({"sizes": [entry]})
+    assert f"| {_fmt3(t['short_end_to_end'])} / " in table and "short e2e p50 / p90 / mean" in table
+
+
+def _fmt3(x: float) -> str:
+    from skillsight_fast.lab.benchmark.driver import _fmt
+
+    return _fmt(x)
+
+
+def test_short_tasks_interleave_the_catalogues():
+    from skillsight_fast.lab.benchmark.driver import SHORT_DATASETS, short_tasks
+    from skillsight_fast.library.queries import read_queries
+
+    data = Path(__file__).parents[3] / "data"
+    tasks = short_tasks(data, per_dataset=5, seed=1)
+    assert len(tasks) == 5 * len(SHORT_DATASETS)
+    for i, name in enumerate(SHORT_DATASETS):  # task j comes from catalogue j mod 3, in file order
+        own = [q.text for q in read_queries(data / name / "queries.jsonl.gz")]
+        picked = tasks[i::len(SHORT_DATASETS)]
+        assert all(p in own for p in picked)
+        assert [own.index(p) for p in picked] == sorted(own.index(p) for p in picked)
+    assert short_tasks(data, per_dataset=5, seed=1) == tasks and short_tasks(data, per_dataset=5, seed=2) != tasks
+    assert short_tasks(data / "nowhere") == []
+
+
+@pytest.mark.model
+def test_reranker_variants_are_timed_and_reused(tiny_index, tmp_path):
+    """A variant reranker (TinyBERT-L-2, int8, 64 tokens) is timed over the dense top-100 like the
+    reference; a second size reuses its measured cost."""
+    import numpy as np
+    import onnx
+
+    from skillsight_fast.lab.baselines.cross_encoder import load_tinybert_reranker
+    from skillsight_fast.lab.benchmark.driver import format_table
+    from skillsight_fast.lab.benchmark.runner import bench_size
+
+    try:
+        fp32 = load_tinybert_reranker(cache_dir=tmp_path, threads=1)
+        ce = load_tinybert_reranker(cache_dir=tmp_path, threads=1, int8=True, max_length=64)
+    except Exception as exc:  # the bundled tokenizer's package is not installed
+        pytest.skip(f"bundled model unavailable: {exc}")
+    ops = {n.op_type for n in onnx.load(str(ce.onnx_path)).graph.node}
+    assert ce.int8 and ce.onnx_path.name == "model.int8.onnx" and "MatMulInteger" in ops
+    assert ce.describe() == {"architecture": fp32.architecture, "trained": False, "int8": True, "max_length": 64,
+                             "batch_size": 16, "threads": 1}
+    task = "merge pdf pages and extract tables"
+    s32, s8 = fp32.score(task, ["pdf tools to merge and split"] * 2), ce.score(task, ["pdf tools to merge and split"] * 2)
+    assert np.isfinite(s8).all() and abs(float(s8[0] - s32[0])) < 0.05  # same graph, int8 weights
+    directory, _ = tiny_index
+    base = SkillIndex.load(directory, encoder=HashEncoder(dim=32))
+    texts = [f"{m.name}\n{m.description}" for m in base.skills]
+    entry = bench_size(base, [task], base.encode([task]), lambda j: texts[j], rerank_variants={"tiny int8": ce},
+                       reps=2, rerank_reps=2)[0]
+    v = entry["detail"]["rerank_variants"]["tiny int8"]
+    assert v["int8"] and v["max_length"] == 64 and v["p50_ms"] > 0 and v["cross_encoder_s"] > 0
+    again = bench_size(base, [task], base.encode([task]), lambda j: texts[j], rerank_variants={"tiny int8": ce},
+                       variant_costs={"tiny int8": 5.0}, reps=2)[0]
+    assert again["detail"]["rerank_variants"]["tiny int8"]["p50_ms"] >= 5000  # the reused cost plus faiss
+    assert "| tiny int8 |" in format_table({"sizes": [{**again, "p50_ms": {**again["p50_ms"], "end_to_end": 1.0}}]})

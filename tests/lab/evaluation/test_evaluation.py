@@ -341,7 +341,7 @@ def test_adaptive_rules_and_paper_switch():
     enc = HashEncoder()
     paper = SkillIndex.build(skills, enc, IndexConfig(adaptive=False))
     assert paper.stats.rank >= 1 and paper.decisions.rule == "config" and paper.decisions.background
-    assert paper.decisions.lexical_weight == IndexConfig().lexical_weight and paper.decisions.lexical == "lec"
+    assert paper.decisions.lexical_weight == IndexConfig().scoring.lexical_weight and paper.decisions.lexical == "lec"
     ada = SkillIndex.build(skills, enc, IndexConfig())
     s, d = ada.stats, ada.decisions
     assert d.rule == "adaptive" and d.lexical_weight == 0.25 and d.lexical == "bm25"

@@ -1,0 +1,97 @@
+"""Shard folders served on a local multi-node Ray cluster (ray.cluster_utils.Cluster: a head and two
+worker nodes in this machine, one module-scoped cluster): each shard actor placed on its node by a
+custom resource opens only its folder, answers as the single index for both scans, and a shard actor
+killed between searches is restarted, re-opened and the search answered."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from fakes import HashEncoder
+from test_cluster import CORPUS, QUERIES
+from test_shard_folders import _same
+
+from skillsight_fast.cluster.index import ShardedIndex
+from skillsight_fast.cluster.layout import split_index
+from skillsight_fast.config import IndexConfig
+from skillsight_fast.engine.index import SkillIndex
+from skillsight_fast.library.skills import load_skills
+
+NODES = ("node-a", "node-b")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    ray = pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    for name in NODES:
+        c.add_node(num_cpus=1, resources={name: 1})
+    ray.init(address=c.address, include_dashboard=False, log_to_driver=False)
+    try:
+        yield c
+    finally:
+        ray.shutdown()
+        c.shutdown()
+
+
+@pytest.fixture(scope="module")
+def layouts(tmp_path_factory):
+    root = tmp_path_factory.mktemp("nodes")
+    index = SkillIndex.build(load_skills([CORPUS]).skills[:400], HashEncoder(dim=48), IndexConfig(candidates=40))
+    out = {}
+    for scan in ("exact", "int8"):
+        index.rebuild_scan(scan)
+        folder = index.save(root / scan)
+        split_index(folder, root / f"{scan}-shards", len(NODES))
+        out[scan] = (folder, root / f"{scan}-shards")
+    return out
+
+
+def _serve(folder, layout):
+    sharded = ShardedIndex.from_layout(folder, layout, cpus_per_shard=0.5,
+                                       resources=[{name: 0.5} for name in NODES])
+    sharded.head.encoder = HashEncoder(dim=48)
+    return sharded
+
+
+@pytest.mark.parametrize("scan", ["exact", "int8"])
+def test_shards_on_their_nodes_answer_as_the_single_index(cluster, layouts, scan):
+    import ray
+
+    folder, layout = layouts[scan]
+    single = SkillIndex.load(folder, encoder=HashEncoder(dim=48))
+    sharded = _serve(folder, layout)
+    try:
+        _same(single.search(QUERIES, k=7), sharded.search(QUERIES, k=7))
+        nodes = ray.get([h.__ray_call__.remote(lambda self: ray.get_runtime_context().get_node_id())
+                         for h in sharded.shards])
+        assert len(set(nodes)) == len(NODES)  # one shard per node
+        info = sharded.shard_info()
+        assert all(str(layout) in h for h in ray.get([s.__ray_call__.remote(
+            lambda self: self.engines[0].directory) for s in sharded.shards]))
+        assert sum(i["stop"] - i["start"] for i in info) == len(single)
+    finally:
+        sharded.close()
+
+
+def test_a_killed_shard_is_restarted_and_the_search_answered(cluster, layouts):
+    import ray
+
+    folder, layout = layouts["int8"]
+    single = SkillIndex.load(folder, encoder=HashEncoder(dim=48))
+    sharded = _serve(folder, layout)
+    try:
+        before = single.search(QUERIES, k=5)
+        _same(before, sharded.search(QUERIES, k=5))
+        ray.kill(sharded.shards[1], no_restart=False)  # Ray restarts the actor, empty
+        t0 = time.monotonic()
+        _same(before, sharded.search(QUERIES, k=5))
+        assert time.monotonic() - t0 < 90  # bounded: CALL_TIMEOUT_S + RESTART_TIMEOUT_S at most
+        assert [r["shard"] for r in sharded.recoveries] == [1]
+        _same(before, sharded.search(QUERIES, k=5))  # and served again without another recovery
+        assert len(sharded.recoveries) == 1
+    finally:
+        sharded.close()
