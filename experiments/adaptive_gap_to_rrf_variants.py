@@ -174,7 +174,6 @@ def local_idf(ctx: EvalContext) -> list[str]:
 def fallback(ctx: EvalContext) -> list[str]:
     ds = ctx.dataset
     idx = ctx.index(IndexConfig())
-    lex = idx.lexical.lexicon
     present = candidate_tf(idx) > 0
     cand, s = default_candidates(ctx, idx)
     ev_t, ev_p = idx.evidence_tokens(ds.query_texts)

@@ -56,6 +56,7 @@ import os
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
     os.environ[_var] = "1"  # latency is one query on one thread (before numpy/numba load)
 
+import itertools  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -89,7 +90,7 @@ def chunk_texts(tokenizer, text: str, span: int) -> list[str]:
         if b >= n:
             break
     out = []
-    for a, b in zip(bounds[1:-1], bounds[2:]):
+    for a, b in itertools.pairwise(bounds[1:]):
         if b > a:
             out.append(text[offs[a][0] : offs[b - 1][1]])
     return out[: MAX_CHUNKS - 1]
@@ -131,8 +132,8 @@ def p50_ms(fn, q: np.ndarray) -> float:
 def main() -> None:
     names = datasets(sys.argv) if len(sys.argv) > 1 else list(ORDER)
     report = Report()
-    costs = ["| dataset | skills | skills > 254 tokens | extra chunks | extra bytes | default stage p50 ms | "
-             "chunk-max stage p50 ms | search p50 ms default / chunk-max | load average |",
+    costs = [("| dataset | skills | skills > 254 tokens | extra chunks | extra bytes | default stage p50 ms | "
+              "chunk-max stage p50 ms | search p50 ms default / chunk-max | load average |"),
              "|---|---:|---:|---:|---:|---:|---:|---|---|"]
     for name in names:
         ctx = context(name)
@@ -157,11 +158,12 @@ def main() -> None:
         report.add(name, "chunk max (8 x 256)", ids, ds.gold)
         q = np.ascontiguousarray(idx.remove_background(ctx.query_emb[:200]))
         k = idx.decisions.candidates
-        t_def = p50_ms(lambda x: idx.dense_candidates(x, k), q)
-        t_chk = p50_ms(lambda x: stage(x, k), q)
+        t_def = p50_ms(lambda x, idx=idx, k=k: idx.dense_candidates(x, k), q)
+        t_chk = p50_ms(lambda x, stage=stage, k=k: stage(x, k), q)
         qe, qt = ctx.query_emb[:200], ds.query_texts[:200]
-        s_def = p50_ms(lambda x: idx.search_vectors(x, qt[:1], 10, explain=False), qe)
-        s_chk = p50_ms(lambda x: idx.search_vectors(x, qt[:1], 10, dense_stage=stage, explain=False), qe)
+        s_def = p50_ms(lambda x, idx=idx, qt=qt: idx.search_vectors(x, qt[:1], 10, explain=False), qe)
+        s_chk = p50_ms(lambda x, idx=idx, qt=qt, stage=stage:
+                       idx.search_vectors(x, qt[:1], 10, dense_stage=stage, explain=False), qe)
         extra_bytes = c_perp.nbytes + owner.size * 4
         load = " ".join(f"{x:.2f}" for x in os.getloadavg())
         costs.append(f"| {name} | {len(ds.docs)} | {len(set(owner_list))} | {len(texts)} | "

@@ -214,7 +214,8 @@ def main() -> None:
         bags = bags_of_slots(token_rows(static, texts, cls, sep), slot_of)
         meta.update(n_pieces=len(pieces), n_train=len(texts), table_rows=int(ids.size))
         mapped = dict(zip(ds.query_texts, mapped_ctx.query_emb))
-        fallback = (lambda ts: np.stack([mapped[t] for t in ts]))
+        def fallback(ts, mapped=mapped):
+            return np.stack([mapped[t] for t in ts])
         qtexts = list(ds.query_texts)
 
         def lookup(table: np.ndarray) -> ContextualEncoder:

@@ -82,11 +82,12 @@ def original_front_matter(repos: Path) -> dict[str, dict]:
         meta = json.loads((DATA / ds / "meta.json").read_text())
         commits = {s["repo"]: s["commit"] for s in meta["sources"]}
         by_repo: dict[str, list[tuple[str, str]]] = {}
-        for line in gzip.open(DATA / ds / "corpus.jsonl.gz", "rt", encoding="utf-8"):
-            rec = json.loads(line)
-            repo, _, path = str(rec.get("source", "")).partition(":")
-            if repo in commits and path.endswith(".md"):
-                by_repo.setdefault(repo, []).append((rec["id"], path))
+        with gzip.open(DATA / ds / "corpus.jsonl.gz", "rt", encoding="utf-8") as fh:
+            for line in fh:
+                rec = json.loads(line)
+                repo, _, path = str(rec.get("source", "")).partition(":")
+                if repo in commits and path.endswith(".md"):
+                    by_repo.setdefault(repo, []).append((rec["id"], path))
         for repo, items in by_repo.items():
             git = _git_dir(repos, repo)
             if not git.exists():

@@ -226,7 +226,8 @@ def main() -> None:
         rows_extra = token_rows(static, extra_texts, cls, sep) if extra_texts else []
         meta.update(n_train=len(texts), n_extra_tasks=len(extra_texts), table_rows=int(ids.size))
         mapped = dict(zip(ds.query_texts, mapped_ctx.query_emb))
-        fallback = (lambda ts: np.stack([mapped[t] for t in ts]))
+        def fallback(ts, mapped=mapped):
+            return np.stack([mapped[t] for t in ts])
         qtexts = list(ds.query_texts)
 
         def lookup(t_ids: np.ndarray, table: np.ndarray) -> ContextualEncoder:

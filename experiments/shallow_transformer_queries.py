@@ -251,7 +251,9 @@ class Library:
 
     def features(self, layers: int) -> np.ndarray:
         e = self.shallow[layers]
-        get = (lambda kind, texts: EmbeddingCache(self.ctx.cache, e.model_id, e.checksum, kind).get(list(texts), e.encode))
+        def get(kind, texts):
+            return EmbeddingCache(self.ctx.cache, e.model_id, e.checksum, kind).get(list(texts), e.encode)
+
         return np.vstack([get("fitpiece", self.pieces), get("namedesc", self.nd), get("doc", self.ds.texts)])
 
     def task_features(self, layers: int) -> np.ndarray:

@@ -74,15 +74,16 @@ def fallback_tokens(idx, texts: list[str], median: float) -> tuple[np.ndarray, n
 
 def main() -> None:
     report = Report()
-    stats = ["| dataset | tasks | empty Q' | no known token | Otsu tau | median idf (vocab) | "
-             "median idf (occurrence) | tasks changed (vocab / occurrence) |", "|---|---:|---:|---:|---:|---:|---:|---|"]
+    stats = [("| dataset | tasks | empty Q' | no known token | Otsu tau | median idf (vocab) | "
+              "median idf (occurrence) | tasks changed (vocab / occurrence) |"),
+             "|---|---:|---:|---:|---:|---:|---:|---|"]
     for name in datasets(sys.argv):
         ctx = context(name)
         ds = ctx.dataset
         idx = ctx.index(BASELINE)
         texts = ds.query_texts
-        ev_t, ev_p = idx.evidence_tokens(texts)
-        all_t, all_p = idx.evidence_tokens(texts, exclude=np.zeros_like(idx.lexical.generic))
+        _ev_t, ev_p = idx.evidence_tokens(texts)
+        _all_t, all_p = idx.evidence_tokens(texts, exclude=np.zeros_like(idx.lexical.generic))
         empty = np.diff(ev_p) == 0
         unknown = np.diff(all_p) == 0
         idf, df = idx.lexical.idf, idx.lexical.lexicon.df()
@@ -94,7 +95,8 @@ def main() -> None:
             terms, ptr = fallback_tokens(idx, texts, med)
             changed.append(int(((np.diff(ptr) > 0) & empty).sum()))
 
-            def stage(cand: np.ndarray, _t: np.ndarray, _p: np.ndarray, terms=terms, ptr=ptr) -> np.ndarray:
+            def stage(cand: np.ndarray, _t: np.ndarray, _p: np.ndarray, terms=terms, ptr=ptr,
+                      idx=idx) -> np.ndarray:
                 return idx.lexical_scores(cand, terms, ptr)
 
             ids = idx.search_vectors(ctx.query_emb, texts, DEPTH, lexical_stage=stage, explain=False).ids

@@ -93,8 +93,8 @@ def main() -> None:
     assert ds is not None
     long_task = max(load_dataset(Path(args.data[0])).query_texts, key=len)
     for label, text in (("short", "merge two PDF files"), ("long", long_task)):
-        print(f"encode p50 {label}: transformer {p50_ms(lambda: teacher.encode([text]), 10):.2f} ms, "
-              f"static {p50_ms(lambda: static.encode([text])):.3f} ms", flush=True)
+        print(f"encode p50 {label}: transformer {p50_ms(lambda text=text: teacher.encode([text]), 10):.2f} ms, "
+              f"static {p50_ms(lambda text=text: static.encode([text])):.3f} ms", flush=True)
 
 
 if __name__ == "__main__":

@@ -89,10 +89,9 @@ def main() -> int:
         best = max(mean_h5, key=mean_h5.get)
         ties = []
         for t in TOOL_TEXTS:  # shortest first
-            tied = all(
-                (lambda d: d[1] <= 0 <= d[2])(bootstrap_diff(per_all[(n, t)]["skillsight"]["hit@5"],
-                                                             per_all[(n, best)]["skillsight"]["hit@5"]))
-                for n in schema_sets)
+            diffs = (bootstrap_diff(per_all[(n, t)]["skillsight"]["hit@5"],
+                                    per_all[(n, best)]["skillsight"]["hit@5"]) for n in schema_sets)
+            tied = all(d[1] <= 0 <= d[2] for d in diffs)
             if t == best or tied:
                 ties.append(t)
         choice = ties[0]

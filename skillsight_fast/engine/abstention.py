@@ -67,7 +67,7 @@ class Abstention:
         return {"signal": self.signal, "threshold": self.threshold}
 
     @classmethod
-    def of_rule(cls, rule: dict[str, Any] | None) -> "Abstention | None":
+    def of_rule(cls, rule: dict[str, Any] | None) -> Abstention | None:
         """The rule of a stored dict (the index's derived ``abstention``, or ``calibration.json``);
         None when there is none or its threshold is None (the two sides did not separate)."""
         if not isinstance(rule, dict) or rule.get("threshold") is None:
@@ -182,7 +182,7 @@ class QueryScores:
         return self.signal(name).max(axis=1).astype(np.float64) if self.scores.size else np.zeros(0)
 
 
-def score_queries(index: Any, queries: Sequence["Task"], k: int = 10,
+def score_queries(index: Any, queries: Sequence[Task], k: int = 10,
                   batch: int = 256) -> QueryScores:
     """Search ``queries`` (in batches) and keep the top-k signals and gold flags."""
     k = min(k, max(len(index), 1))
@@ -241,7 +241,7 @@ def pick_threshold(answerable_best: np.ndarray, max_loss: float) -> float:
     s = s[np.isfinite(s)]
     if s.size == 0:
         raise SkillsightError("no answerable query got any hit; cannot calibrate")
-    allowed = int(math.floor(max_loss * s.size + 1e-9))
+    allowed = math.floor(max_loss * s.size + 1e-9)
     return float(s[min(allowed, s.size - 1)])
 
 
@@ -264,8 +264,8 @@ def refine_threshold(answerable_best: np.ndarray, offtopic_best: np.ndarray, max
 LOSSES = (0.0, 0.01, 0.02, 0.05, 0.10, 0.20, 0.30)
 
 
-def calibrate(index: Any, answerable: Sequence["Task"],
-              offtopic: Sequence["Task"] | dict[str, Sequence["Task"]], *,
+def calibrate(index: Any, answerable: Sequence[Task],
+              offtopic: Sequence[Task] | dict[str, Sequence[Task]], *,
               max_loss: float = 0.05, k: int = 10, signal: str | None = None) -> dict[str, Any]:
     """Pick the abstention signal and threshold, and describe the trade-off.
 
@@ -335,7 +335,7 @@ def calibrate(index: Any, answerable: Sequence["Task"],
     }
 
 
-def sample(queries: list["Task"], n: int | None, seed: int = 0) -> list["Task"]:
+def sample(queries: list[Task], n: int | None, seed: int = 0) -> list[Task]:
     """At most ``n`` queries, a seeded random subset in file order (all when n is None)."""
     if n is None or len(queries) <= n:
         return queries

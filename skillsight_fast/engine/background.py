@@ -67,7 +67,7 @@ def effective_rank(singular_values: np.ndarray) -> int:
     if total <= 0:
         return 0
     p = s2[s2 > 0] / total
-    return int(math.ceil(math.exp(-(p * np.log(p)).sum()) - 1e-9))
+    return math.ceil(math.exp(-(p * np.log(p)).sum()) - 1e-9)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ may pass another one (``cascade=``) or :data:`NO_CASCADE`.
 from __future__ import annotations
 
 import unicodedata
-
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any

@@ -108,22 +108,22 @@ class Lexicon:
         return self.doc_terms[self.doc_indptr[row] : self.doc_indptr[row + 1]]
 
     @classmethod
-    def build(cls, texts: Sequence[str], min_len: int = 2, max_len: int = 40) -> "Lexicon":
+    def build(cls, texts: Sequence[str], min_len: int = 2, max_len: int = 40) -> Lexicon:
         """Analyse ``texts`` and build the vocabulary, both CSR indexes, term frequencies and lengths."""
         return cls.from_token_counts([Counter(analyze(t, min_len, max_len)) for t in texts])
 
     @classmethod
-    def from_token_counts(cls, counts: Sequence[Mapping[str, int]]) -> "Lexicon":
+    def from_token_counts(cls, counts: Sequence[Mapping[str, int]]) -> Lexicon:
         """Build from one token → count mapping per document (counts ≥ 1); keeps tf and lengths."""
         return cls._from_docs(counts, with_tf=True)
 
     @classmethod
-    def from_token_sets(cls, sets: Sequence[set[str]]) -> "Lexicon":
+    def from_token_sets(cls, sets: Sequence[set[str]]) -> Lexicon:
         """Build from one token set per document."""
         return cls._from_docs(sets, with_tf=False)
 
     @classmethod
-    def _from_docs(cls, docs: Sequence[Any], *, with_tf: bool) -> "Lexicon":
+    def _from_docs(cls, docs: Sequence[Any], *, with_tf: bool) -> Lexicon:
         """One pass over the documents' distinct tokens (sets, or token → count mappings when
         ``with_tf``): vocabulary, both CSR indexes, and the term frequencies in ``doc_terms`` order."""
         vocab = sorted(set().union(*docs)) if docs else []
@@ -147,7 +147,7 @@ class Lexicon:
         return lex
 
     def reuse_rows(self, rows: np.ndarray, texts: Sequence[str], min_len: int = 2,
-                   max_len: int = 40) -> "Lexicon":
+                   max_len: int = 40) -> Lexicon:
         """A lexicon whose row i is this lexicon's row ``rows[i]``, or a fresh analysis where -1.
 
         ``texts`` are the texts of the rows marked -1, in order. The result equals

@@ -63,7 +63,7 @@ class SkillMeta:
             object.__setattr__(self, "tags", tuple(self.tags))
 
     @classmethod
-    def of(cls, skill: Any) -> "SkillMeta":
+    def of(cls, skill: Any) -> SkillMeta:
         """From a :class:`~skillsight_fast.library.skills.Skill`."""
         return cls(skill.id, skill.name, skill.description, skill.path, skill.sha256,
                    tuple(getattr(skill, "tags", ())), getattr(skill, "when_to_use", ""))
@@ -143,7 +143,7 @@ class DenseState:
     def build(cls, embeddings: np.ndarray, basis: np.ndarray, singular_values: np.ndarray, *,
               renormalize: bool = False, query_map: np.ndarray | None = None,
               namedesc: np.ndarray | None = None,
-              query_table: tuple[np.ndarray, np.ndarray] | None = None) -> "DenseState":
+              query_table: tuple[np.ndarray, np.ndarray] | None = None) -> DenseState:
         """Project the background ``basis`` out of ``embeddings`` (shared when r = 0).
 
         With ``namedesc`` (float32 (N, d)), the scored matrix is the mean of the two
@@ -178,7 +178,7 @@ class DenseState:
         return {name: getattr(self, name) for name in self.ARRAYS if getattr(self, name) is not None}
 
     @classmethod
-    def from_arrays(cls, arrays: dict[str, np.ndarray], n_docs: int, dim: int) -> "DenseState":
+    def from_arrays(cls, arrays: dict[str, np.ndarray], n_docs: int, dim: int) -> DenseState:
         """Inverse of :meth:`arrays`, with the shapes checked (IndexFormatError)."""
         state = cls(**{name: arrays.get(name) for name in cls.ARRAYS})
         qmap = state.query_map
@@ -240,7 +240,7 @@ class LexicalState:
 
     @classmethod
     def build(cls, lexicon: Lexicon, *, beta: float = 1.0, otsu_weighted: bool = False
-              ) -> tuple["LexicalState", float]:
+              ) -> tuple[LexicalState, float]:
         """Per-term statistics of ``lexicon``; returns the state and Otsu's threshold τ."""
         n = lexicon.n_docs
         df = lexicon.df()
@@ -292,7 +292,7 @@ class LexicalState:
         return out
 
     @classmethod
-    def from_arrays(cls, arrays: dict[str, np.ndarray], vocab: list[str], n_docs: int) -> "LexicalState":
+    def from_arrays(cls, arrays: dict[str, np.ndarray], vocab: list[str], n_docs: int) -> LexicalState:
         """Inverse of :meth:`arrays`, with the shapes checked (IndexFormatError)."""
         if ("doc_tf" in arrays) != ("doc_len" in arrays):
             raise IndexFormatError("doc_tf and doc_len must be stored together")
@@ -377,7 +377,7 @@ class Decisions:
 
     @classmethod
     def of_config(cls, config: IndexConfig, *, background: bool = True, lexical_weight: float | None = None,
-                  rule: str = "config") -> "Decisions":
+                  rule: str = "config") -> Decisions:
         """The config's query-time defaults, with the build's decisions (the adaptive None fields decided)."""
         config = config.settled(can_fit=False)  # the tier does not matter to these fields
         return cls(background=background, lexical=config.scoring.lexical,
@@ -386,7 +386,7 @@ class Decisions:
                    lexical_candidates=config.scoring.lexical_candidates, rrf_k=config.scoring.rrf_k, rule=rule,
                    document_vector=config.encoder.document_vector, lexical_evidence=config.scoring.lexical_evidence)
 
-    def replace(self, **changes: Any) -> "Decisions":
+    def replace(self, **changes: Any) -> Decisions:
         """A copy with some fields changed (validated)."""
         return dataclasses.replace(self, **changes)
 
@@ -394,7 +394,7 @@ class Decisions:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Decisions":
+    def from_dict(cls, data: dict[str, Any]) -> Decisions:
         names = {f.name for f in dataclasses.fields(cls)}
         if not isinstance(data, dict) or set(data) - names:
             raise IndexFormatError(f"unknown decision fields: {sorted(set(data) - names) if isinstance(data, dict) else data!r}")
@@ -426,7 +426,7 @@ class IndexStats:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "IndexStats":
+    def from_dict(cls, data: dict[str, Any]) -> IndexStats:
         names = {f.name for f in dataclasses.fields(cls)}
         if not isinstance(data, dict) or set(data) - names:
             raise IndexFormatError("unknown or malformed stats in the manifest")
@@ -528,7 +528,7 @@ class IndexState:
 
 
 #: Every array the format knows, by bundle.
-BUNDLES: dict[str, type[DenseState] | type[LexicalState]] = {"dense": DenseState, "lexical": LexicalState}
+BUNDLES: dict[str, type[DenseState | LexicalState]] = {"dense": DenseState, "lexical": LexicalState}
 
 def query_decisions(index: Any, **knobs: Any) -> Decisions:
     """``index``'s decisions with per-call knobs applied (None = the index's value).

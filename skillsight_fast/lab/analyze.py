@@ -39,7 +39,7 @@ LABELS = {"dense": "dense (qᵀd)", "sbc": "SBC only (q⊥ᵀd⊥)", "skillsight
 COLORS = {"dense": "#888888", "sbc": "#4C72B0", "skillsight": "#C44E52"}
 
 
-def description_queries(index: "SkillIndex", limit: int = 500, seed: int = 0) -> list["Task"]:
+def description_queries(index: SkillIndex, limit: int = 500, seed: int = 0) -> list[Task]:
     """The skills' descriptions as queries (gold = the skill itself), a seeded sample."""
     from skillsight_fast.engine.abstention import sample
     from skillsight_fast.library.queries import Task
@@ -48,7 +48,7 @@ def description_queries(index: "SkillIndex", limit: int = 500, seed: int = 0) ->
     return sample(qs, limit, seed)
 
 
-def gold_ranks(index: "SkillIndex", q: np.ndarray, texts: Sequence[str], gold_rows: list[np.ndarray],
+def gold_ranks(index: SkillIndex, q: np.ndarray, texts: Sequence[str], gold_rows: list[np.ndarray],
                batch: int = 128) -> dict[str, list[np.ndarray]]:
     """1-based rank of every gold skill of every query, per method.
 
@@ -79,7 +79,7 @@ def _recall_curve(ranks: list[np.ndarray], depths: np.ndarray) -> np.ndarray:
     return np.array([np.mean([np.mean(r <= k) for r in ranks]) for k in depths])
 
 
-def write_report(index: "SkillIndex", queries: Sequence["Task"] | None, out_dir: str | Path, *,
+def write_report(index: SkillIndex, queries: Sequence[Task] | None, out_dir: str | Path, *,
                  title: str = "", max_queries: int = 2000, seed: int = 0) -> dict[str, Any]:
     """Write the plots and ``report.md`` into ``out_dir`` and return the numbers.
 

@@ -87,8 +87,7 @@ def load_bert_weights(model_dir: str | os.PathLike[str]) -> dict[str, np.ndarray
         raise ModelError(f"cannot read {path}: {exc}") from exc
     out: dict[str, np.ndarray] = {}
     for key, value in raw.items():
-        if key.startswith("bert."):
-            key = key[len("bert.") :]
+        key = key.removeprefix("bert.")
         if ".LayerNorm." in key or key.startswith("LayerNorm."):
             key = key.replace(".gamma", ".weight").replace(".beta", ".bias")
         out[key] = value

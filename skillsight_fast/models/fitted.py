@@ -139,7 +139,9 @@ def bags_of_slots(token_rows: Sequence[np.ndarray], slot_of: np.ndarray) -> Bags
         slots.append(u)
         counts.append(c)
         indptr.append(indptr[-1] + u.size)
-    cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
+    def cat(xs: list[np.ndarray], dt: type) -> np.ndarray:
+        return np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt)
+
     return Bags(np.asarray(indptr, np.int64), cat(slots, np.int64), cat(counts, np.float32))
 
 

@@ -56,7 +56,7 @@ class FastWordPiece:
         self._added = tuple(t.content for t in added if t.content)
 
     @classmethod
-    def from_tokenizer(cls, tokenizer: Any) -> "FastWordPiece | None":
+    def from_tokenizer(cls, tokenizer: Any) -> FastWordPiece | None:
         """The fast path for ``tokenizer``, or None when its pipeline is not BERT's WordPiece.
 
         Reads the pipeline's components (not the tokenizer's JSON, which costs ~50 ms to dump).

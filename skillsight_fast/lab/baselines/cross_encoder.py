@@ -365,7 +365,7 @@ def load_cross_encoder(
     from skillsight_fast.models.encoder import _copy_atomic, cache_root
     from skillsight_fast.models.registry import DEFAULT_MODEL, find_model_dir, get_spec
 
-    kwargs = dict(max_length=max_length, batch_size=batch_size, threads=threads, int8=int8)
+    kwargs = {"max_length": max_length, "batch_size": batch_size, "threads": threads, "int8": int8}
     root = cache_root(cache_dir)
     if path is None:
         spec = get_spec(DEFAULT_MODEL)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from skillsight_fast.config import MAPPED_TIERS
-from skillsight_fast.errors import install_hint
+from skillsight_fast.errors import SkillsightError, install_hint
 
 logger = logging.getLogger(__name__)
 
@@ -210,7 +210,7 @@ def _doc_texts(index, sources: Sequence[str]) -> list[str]:
 
         by_id = {s.id: s.text for s in load_skills(list(sources)).skills}
         texts = [by_id.get(m.id, t) for m, t in zip(index.skills, texts)]
-    except Exception as exc:  # sources missing or unreadable: fall back to the metadata
+    except (OSError, ValueError, SkillsightError) as exc:  # sources missing or unreadable: the metadata
         logger.warning("cannot read the corpus texts (%s); reranking name + description", exc)
     return texts
 
@@ -546,8 +546,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     variants: dict[str, Any] = {}
     shorts: list[str] = []
     if not args.no_model:
-        from skillsight_fast.models import load_encoder
         from skillsight_fast.lab.baselines.cross_encoder import load_cross_encoder, load_tinybert_reranker
+        from skillsight_fast.models import load_encoder
         from skillsight_fast.models.distill import resolve_static_model
         from skillsight_fast.models.static import load_static_encoder
 

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from skillsight_fast.engine.background import BM25_B, BM25_K1, bm25_idf
-from skillsight_fast.kernels.bandwidth import stream_read as _stream_read
 from skillsight_fast.engine.lexical_candidates import lexical_scores_all
+from skillsight_fast.kernels.bandwidth import stream_read as _stream_read
 
 logger = logging.getLogger(__name__)
 

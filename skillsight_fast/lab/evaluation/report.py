@@ -113,7 +113,7 @@ def _chunk_sentence(abl: dict[str, Any]) -> str:
                 "not run here (it encodes up to 8x the corpus, ~1 h on 2 shared cores).")
     res = block["results"]
     wins = [d for d, r in res.items() if len(r) == 2 and
-            list(r.values())[1]["recall@10"] > list(r.values())[0]["recall@10"]]
+            list(r.values())[1]["recall@10"] > next(iter(r.values()))["recall@10"]]
     counts = [v.get("mean_chunks") for r in res.values() for v in r.values() if v.get("mean_chunks")]
     per_doc = f"; {min(counts):.1f}–{max(counts):.1f} chunks per document on average here" if counts else ""
     verdict = ("the chunk mean wins on " + ", ".join(wins)) if wins else "the chunk mean loses on every dataset run"
@@ -127,12 +127,12 @@ def compose(eval_json: Path, ablations_json: Path | None, extra_json: list[Path]
     import json
 
     data = json.loads(eval_json.read_text())
-    objs = data["datasets"] if "datasets" in data else [data]
+    objs = data.get("datasets", [data])
     for extra in extra_json:  # rows of methods run separately (e.g. splade), merged by dataset
         if not extra.is_file():
             continue
         e = json.loads(extra.read_text())
-        for eo in e["datasets"] if "datasets" in e else [e]:
+        for eo in e.get("datasets", [e]):
             for o in objs:
                 if o["dataset"] == eo["dataset"]:
                     for key in ("results", "n_queries_by_method", "ci", "seconds"):
@@ -140,8 +140,8 @@ def compose(eval_json: Path, ablations_json: Path | None, extra_json: list[Path]
     parts = ["# Evaluation results\n", f"Regenerate everything: `{command}`\n", NOTES, "## Main table\n",
              results_markdown(objs)]
     stats_rows = ["## Statistics behind the adaptive rules (per dataset)\n",
-                  "| dataset | generic share g | doc background energy e_D | query background energy e_Q | "
-                  "SBC applied | lexical side | lexical weight | paper r | size of T_g |",
+                  ("| dataset | generic share g | doc background energy e_D | query background energy e_Q | "
+                   "SBC applied | lexical side | lexical weight | paper r | size of T_g |"),
                   "|---|---:|---:|---:|---|---|---:|---:|---:|"]
     for o in objs:
         a = o.get("stats", {}).get("adaptive")
