@@ -75,13 +75,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from skillsight_fast.agents.find import find_skills
-from skillsight_fast.engine.abstention import Abstention, offtopic_prompts
-from skillsight_fast.lab.evaluation.abstention import read_prompts, wilson
-from skillsight_fast.lab.evaluation.cache import EmbeddingCache
-from skillsight_fast.lab.evaluation.datasets import load_dataset
-from skillsight_fast.lab.evaluation.methods import EvalContext, shipped_config
-from skillsight_fast.models import load_encoder
+from skillsight_fast.agents.find import find_skills  # noqa: E402
+from skillsight_fast.engine.abstention import Abstention, offtopic_prompts  # noqa: E402
+from skillsight_fast.lab.evaluation.abstention import read_prompts, wilson  # noqa: E402
+from skillsight_fast.lab.evaluation.cache import EmbeddingCache  # noqa: E402
+from skillsight_fast.lab.evaluation.datasets import load_dataset  # noqa: E402
+from skillsight_fast.lab.evaluation.methods import EvalContext, shipped_config  # noqa: E402
+from skillsight_fast.models import load_encoder  # noqa: E402
 
 FIT, CONFIRM = ("skillsbench", "sra_theoremqa", "bfcl"), ("metatool", "gorilla_hf")
 OFFTOPIC_FILES = {"skillsbench": ("skillsbench_offtopic.jsonl",), "metatool": ("metatool_offtopic.jsonl",)}

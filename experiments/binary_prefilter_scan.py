@@ -119,8 +119,8 @@ def _arms(index, kinds: dict, qv: np.ndarray, texts: list[str], depth: int) -> d
 
 
 def _timed(arms: dict, reps: int) -> dict:
-    from skillsight_fast.lab.benchmark.runner import Timings, time_round_robin
     from skillsight_fast.kernels import single_thread
+    from skillsight_fast.lab.benchmark.runner import Timings, time_round_robin
 
     t = Timings()
     with single_thread():

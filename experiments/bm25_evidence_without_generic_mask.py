@@ -69,11 +69,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from skillsight_fast.config import IndexConfig
-from skillsight_fast.lab.evaluation.datasets import load_dataset
-from skillsight_fast.lab.evaluation.methods import METHODS, EvalContext
-from skillsight_fast.metrics import DEPTH, bootstrap_diff
-from skillsight_fast.lab.evaluation.tool_search import (
+from skillsight_fast.config import IndexConfig  # noqa: E402
+from skillsight_fast.lab.evaluation.datasets import load_dataset  # noqa: E402
+from skillsight_fast.lab.evaluation.methods import METHODS, EvalContext  # noqa: E402
+from skillsight_fast.lab.evaluation.tool_search import (  # noqa: E402
     DEPTH_METRICS,
     RULE_BASELINES,
     RULE_METRICS,
@@ -82,6 +81,7 @@ from skillsight_fast.lab.evaluation.tool_search import (
     not_worse,
     rule_check,
 )
+from skillsight_fast.metrics import DEPTH, bootstrap_diff  # noqa: E402
 
 FIT, FIT_SKILLS, CONFIRM = "bfcl", ("skillsbench", "sra_theoremqa"), ("metatool", "gorilla_hf")
 

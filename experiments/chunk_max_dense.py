@@ -64,8 +64,8 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 from selection_rule import BASELINE, DEFAULT, FIT, Report, context, datasets, top_depth  # noqa: E402
 
-from skillsight_fast.metrics import DEPTH  # noqa: E402
 from skillsight_fast.limits import MAX_ENCODE_CHARS  # noqa: E402
+from skillsight_fast.metrics import DEPTH  # noqa: E402
 from skillsight_fast.models.tokenizer import load_tokenizer  # noqa: E402
 
 MAX_CHUNKS = 8

@@ -53,8 +53,8 @@ from pathlib import Path
 
 import numpy as np
 
-from skillsight_fast.lab.benchmark.runner import cpu_name
 from skillsight_fast.config import IndexConfig
+from skillsight_fast.lab.benchmark.runner import cpu_name
 from skillsight_fast.lab.evaluation.cache import EmbeddingCache
 from skillsight_fast.lab.evaluation.datasets import FIT_DATASETS, load_dataset
 from skillsight_fast.lab.evaluation.methods import EvalContext

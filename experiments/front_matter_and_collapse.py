@@ -45,8 +45,8 @@ sys.path.insert(0, str(ROOT))
 from skillsight_fast.agents.find import collapse_rows  # noqa: E402
 from skillsight_fast.lab.evaluation.datasets import load_dataset  # noqa: E402
 from skillsight_fast.lab.evaluation.methods import EvalContext  # noqa: E402
-from skillsight_fast.metrics import bootstrap_diff, per_query  # noqa: E402
 from skillsight_fast.library.skills import Skill, front_matter_fields  # noqa: E402
+from skillsight_fast.metrics import bootstrap_diff, per_query  # noqa: E402
 
 DATA = ROOT / "data"
 DATASETS = ("skillsbench", "sra_theoremqa")

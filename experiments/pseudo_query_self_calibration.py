@@ -72,8 +72,8 @@ from skillsight_fast.engine.analyzer import analyze
 from skillsight_fast.engine.index import SkillIndex
 from skillsight_fast.lab.evaluation.datasets import FIT_DATASETS, SHARED_DATASETS, load_dataset
 from skillsight_fast.lab.evaluation.methods import EvalContext, paper_config, run_bm25, run_dense, run_rrf
-from skillsight_fast.metrics import bootstrap_diff, per_query
 from skillsight_fast.library.skills import Skill, namedesc_text
+from skillsight_fast.metrics import bootstrap_diff, per_query
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 

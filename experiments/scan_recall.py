@@ -139,8 +139,8 @@ def run_datasets(out: dict) -> None:
 
 
 def _timed(arms: dict, reps: int) -> dict:
-    from skillsight_fast.lab.benchmark.runner import Timings, time_round_robin
     from skillsight_fast.kernels import single_thread
+    from skillsight_fast.lab.benchmark.runner import Timings, time_round_robin
 
     t = Timings()
     with single_thread():
@@ -151,8 +151,8 @@ def _timed(arms: dict, reps: int) -> dict:
 def run_sizes(out: dict, sizes: list[int], reps: int, nprobes: list[int]) -> None:
     import faiss
 
-    from skillsight_fast.lab.benchmark.synthetic import scale_up
     from skillsight_fast.engine.index import SkillIndex
+    from skillsight_fast.lab.benchmark.synthetic import scale_up
     from skillsight_fast.lab.evaluation.datasets import load_dataset
     from skillsight_fast.lab.evaluation.methods import EvalContext
 
@@ -173,7 +173,7 @@ def run_sizes(out: dict, sizes: list[int], reps: int, nprobes: list[int]) -> Non
                  "fused": index.search_vectors(qv, texts, K_FINAL, explain=False).ids}
         row: dict = {"n_docs": n, "corpus_s": round(time.perf_counter() - t0, 1)}
 
-        def arms_for(name: str) -> dict:
+        def arms_for(name: str, index=index, qp=qp, nq=nq, depth=depth) -> dict:
             def cand(r: int) -> None:
                 index.scan.candidates(qp[r % nq : r % nq + 1], depth)
 

@@ -69,12 +69,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from skillsight_fast.errors import SkillsightError
-from skillsight_fast.lab.evaluation.abstention import wilson
-from skillsight_fast.lab.evaluation.datasets import Dataset, EvalQuery, load_dataset
-from skillsight_fast.lab.evaluation.methods import METHODS, EvalContext
-from skillsight_fast.lab.evaluation.tool_search import DEPTH_RULE_METRICS, depth_metrics, fmt_diff, not_worse
-from skillsight_fast.tools.examples import EXAMPLE_KEYS, strip_examples
+from skillsight_fast.errors import SkillsightError  # noqa: E402
+from skillsight_fast.lab.evaluation.abstention import wilson  # noqa: E402
+from skillsight_fast.lab.evaluation.datasets import Dataset, EvalQuery, load_dataset  # noqa: E402
+from skillsight_fast.lab.evaluation.methods import METHODS, EvalContext  # noqa: E402
+from skillsight_fast.lab.evaluation.tool_search import DEPTH_RULE_METRICS, depth_metrics, fmt_diff, not_worse  # noqa: E402
+from skillsight_fast.tools.examples import EXAMPLE_KEYS, strip_examples  # noqa: E402
 
 DATASETS = ("bfcl", "gorilla_hf")
 _CLAUSE = re.compile(r"\b(?:e\.g\.|eg\.|for example|for instance)\s*((?:[^.)]|\.(?=\S))*)", re.IGNORECASE)

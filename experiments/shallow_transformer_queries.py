@@ -128,12 +128,12 @@ from pathlib import Path
 import numpy as np
 
 from skillsight_fast.config import IndexConfig
+from skillsight_fast.files import atomic_write_bytes
 from skillsight_fast.lab.evaluation.cache import EmbeddingCache
 from skillsight_fast.lab.evaluation.datasets import FIT_DATASETS, SHARED_DATASETS, load_dataset
 from skillsight_fast.lab.evaluation.methods import EvalContext
-from skillsight_fast.metrics import DEPTH, bootstrap_diff, per_query
-from skillsight_fast.files import atomic_write_bytes
 from skillsight_fast.library.skills import namedesc_text
+from skillsight_fast.metrics import DEPTH, bootstrap_diff, per_query
 from skillsight_fast.models import cache_root, load_encoder
 from skillsight_fast.models.encoder import OnnxEncoder
 from skillsight_fast.models.export import (

@@ -46,11 +46,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from skillsight_fast.config import IndexConfig
-from skillsight_fast.lab.evaluation.datasets import Dataset, EvalQuery, load_dataset
-from skillsight_fast.lab.evaluation.methods import METHODS, EvalContext
-from skillsight_fast.metrics import bootstrap_diff, bootstrap_mean
-from skillsight_fast.lab.evaluation.tool_search import (
+from skillsight_fast.config import IndexConfig  # noqa: E402
+from skillsight_fast.lab.evaluation.datasets import Dataset, EvalQuery, load_dataset  # noqa: E402
+from skillsight_fast.lab.evaluation.methods import METHODS, EvalContext  # noqa: E402
+from skillsight_fast.lab.evaluation.tool_search import (  # noqa: E402
     DEPTH_METRICS,
     RULE_BASELINES,
     RULE_METRICS,
@@ -59,7 +58,8 @@ from skillsight_fast.lab.evaluation.tool_search import (
     not_worse,
     rule_check,
 )
-from skillsight_fast.tools.catalog import tool_index_config
+from skillsight_fast.metrics import bootstrap_diff, bootstrap_mean  # noqa: E402
+from skillsight_fast.tools.catalog import tool_index_config  # noqa: E402
 
 COMMIT = "35e81bb7576826e980c80fed8f8c0a2b4a1e6fbb"
 

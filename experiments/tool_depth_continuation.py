@@ -82,10 +82,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from skillsight_fast.engine.depth import head_then_rrf
-from skillsight_fast.lab.evaluation.datasets import Dataset, load_dataset
-from skillsight_fast.lab.evaluation.methods import METHODS, EvalContext, shipped_config
-from skillsight_fast.lab.evaluation.tool_search import (
+from skillsight_fast.engine.depth import head_then_rrf  # noqa: E402
+from skillsight_fast.lab.evaluation.datasets import Dataset, load_dataset  # noqa: E402
+from skillsight_fast.lab.evaluation.methods import METHODS, EvalContext, shipped_config  # noqa: E402
+from skillsight_fast.lab.evaluation.tool_search import (  # noqa: E402
     DEPTH_RULE_METRICS,
     RULE_BASELINES,
     TABLE_METRICS,
@@ -96,7 +96,7 @@ from skillsight_fast.lab.evaluation.tool_search import (
     recall_curve,
     rule_check,
 )
-from skillsight_fast.metrics import DEPTH, bootstrap_diff, bootstrap_mean
+from skillsight_fast.metrics import DEPTH, bootstrap_diff, bootstrap_mean  # noqa: E402
 
 FIT_TOOLS, FIT_SKILLS = ("bfcl",), ("skillsbench", "sra_theoremqa")
 CONFIRM = ("metatool", "gorilla_hf", "metatool_multi")

@@ -55,11 +55,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from skillsight_fast.config import IndexConfig
-from skillsight_fast.lab.evaluation.datasets import Dataset, load_dataset
-from skillsight_fast.lab.evaluation.methods import EvalContext
-from skillsight_fast.metrics import DEPTH
-from skillsight_fast.lab.evaluation.tool_search import (
+from skillsight_fast.config import IndexConfig  # noqa: E402
+from skillsight_fast.lab.evaluation.datasets import Dataset, load_dataset  # noqa: E402
+from skillsight_fast.lab.evaluation.methods import EvalContext  # noqa: E402
+from skillsight_fast.lab.evaluation.tool_search import (  # noqa: E402
     DEPTH_METRICS,
     RULE_METRICS,
     _record_schema,
@@ -67,7 +66,8 @@ from skillsight_fast.lab.evaluation.tool_search import (
     fmt_diff,
     not_worse,
 )
-from skillsight_fast.tools.catalog import iter_params
+from skillsight_fast.metrics import DEPTH  # noqa: E402
+from skillsight_fast.tools.catalog import iter_params  # noqa: E402
 
 VARIANTS = ("single", "fields", "single+fields")
 FIELDS = ("name", "description", "params")

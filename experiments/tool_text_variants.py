@@ -40,7 +40,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from skillsight_fast.lab.evaluation.datasets import load_dataset  # noqa: E402
-from skillsight_fast.metrics import bootstrap_diff  # noqa: E402
 from skillsight_fast.lab.evaluation.tool_search import (  # noqa: E402
     TOOL_METHODS,
     has_schemas,
@@ -48,6 +47,7 @@ from skillsight_fast.lab.evaluation.tool_search import (  # noqa: E402
     summarise,
     tool_docs,
 )
+from skillsight_fast.metrics import bootstrap_diff  # noqa: E402
 from skillsight_fast.tools.catalog import TOOL_TEXTS  # noqa: E402
 
 
