@@ -128,7 +128,8 @@ def main() -> int:
             out["throughput_qps"] = round(sum(done) / (time.perf_counter() - t), 2)
             out["clients"] = args.clients
             info = sharded.shard_info()
-            out["per_shard"] = [{"rows": s["stop"] - s["start"], "rss_anon_mb": round(s["rss"]["anon"] / 2**20, 1),
+            out["per_shard"] = [{"rows": s["stop"] - s["start"],
+                                 "rss_anon_mb": round(s["rss"]["anon"] / 2**20, 1),
                                  "rss_file_mb": round(s["rss"]["file"] / 2**20, 1),
                                  "folder_mb": folder_mb(layout / e["folder"])}
                                 for s, e in zip(info, plan["shards"])]

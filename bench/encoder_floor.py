@@ -48,11 +48,13 @@ def cpu_flags() -> list[str]:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
         return []
-    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
+    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")),
+                 [])
     return sorted(f for f in flags if "vnni" in f or f.startswith(("avx512", "amx")) or f in ("avx2", "fma"))
 
 
-def session(path: str | bytes, threads: int = 1, level: str = "ORT_ENABLE_ALL", disabled: list[str] | None = None,
+def session(path: str | bytes, threads: int = 1, level: str = "ORT_ENABLE_ALL",
+            disabled: list[str] | None = None,
             save: str | None = None):
     import onnxruntime as ort
 
@@ -146,13 +148,15 @@ def main() -> int:
     from skillsight_fast.models import load_encoder
 
     report: dict = {"load_before": [round(x, 2) for x in os.getloadavg()], "cpu": platform.processor(),
-                    "cpu_flags": cpu_flags(), "onnxruntime": ort.__version__, "macs_per_piece": MACS_PER_PIECE}
+                    "cpu_flags": cpu_flags(), "onnxruntime": ort.__version__,
+                    "macs_per_piece": MACS_PER_PIECE}
     rates = {}
     for kind in ("fp32", "int8"):
         rates[kind] = {rows: machine_rate(rows, kind == "int8", args.reps) for rows in (8, 64, 256)}
         print(f"machine {kind} rate (rows x 384 x 1536, 1 thread): "
               + ", ".join(f"{r} rows {v / 1e9:.1f} GMAC/s" for r, v in rates[kind].items()), flush=True)
-    report["machine_gmac_per_s"] = {k: {str(r): round(v / 1e9, 1) for r, v in d.items()} for k, d in rates.items()}
+    report["machine_gmac_per_s"] = {k: {str(r): round(v / 1e9, 1) for r, v in d.items()}
+                                    for k, d in rates.items()}
     floor = {k: max(d.values()) for k, d in rates.items()}
     print(f"floor: int8 {MACS_PER_PIECE / floor['int8'] * 1e6:.0f} us/piece, "
           f"fp32 {MACS_PER_PIECE / floor['fp32'] * 1e6:.0f} us/piece", flush=True)
@@ -179,7 +183,8 @@ def main() -> int:
         saved = str(Path(tmp) / "int8.optimised.onnx")
         session(paths["int8"], save=saved)
         for label, make in (("int8 as exported, ORT_ENABLE_ALL", lambda: session(paths["int8"])),
-                            ("int8 pre-optimised, ORT_DISABLE_ALL", lambda: session(saved, level="ORT_DISABLE_ALL"))):
+                            ("int8 pre-optimised, ORT_DISABLE_ALL",
+                             lambda: session(saved, level="ORT_DISABLE_ALL"))):
             t = time.process_time()
             for _ in range(5):
                 make()
@@ -192,7 +197,8 @@ def main() -> int:
         for t in (1, 2):
             s = session(paths["int8"], threads=t)
             feed = feed_of(s, n)
-            threads[f"{n} pieces, {t} thread(s)"] = round(median_wall(lambda s=s, feed=feed: s.run(None, feed), args.reps) * 1e3, 2)
+            wall = median_wall(lambda s=s, feed=feed: s.run(None, feed), args.reps)
+            threads[f"{n} pieces, {t} thread(s)"] = round(wall * 1e3, 2)
     print("one task, int8, wall ms:", threads, flush=True)
     report["one_task_wall_ms"] = threads
 

@@ -49,7 +49,8 @@ TASK = "merge two PDF files into one and add page numbers"
 #: the build in a thread of its own).
 MARKERS: tuple[tuple[str, str, str], ...] = (
     ("onnx export", r"exporting it to ONNX", r"exported .* -> |still exporting"),
-    ("static distillation", r"distilling a static encoder", r"saved static model|distilling the static encoder"),
+    ("static distillation", r"distilling a static encoder",
+     r"saved static model|distilling the static encoder"),
     ("int8 quantisation", r"quantising .* to int8", r"quantized .* -> |still quantising"),
     ("kernel compile", r"compiling search kernels", r"compiling search kernels"),
     ("document encoding", r"^encoding \d+ skills", r"document encoding: \d+ texts|^encoding \d+ skills"),
@@ -88,7 +89,8 @@ def run(cmd: list[str], env: dict[str, str], stdin: bytes | None = None) -> dict
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if end - last > gap:
         gap, gap_at = end - last, last - t0
-    return {"cmd": [Path(cmd[0]).name, *cmd[1:]], "rc": rc, "seconds": round(end - t0, 2), "cpu_s": round(cpu, 2),
+    return {"cmd": [Path(cmd[0]).name, *cmd[1:]], "rc": rc, "seconds": round(end - t0, 2),
+            "cpu_s": round(cpu, 2),
             "longest_silence_s": round(gap, 2), "silence_starts_at_s": round(gap_at, 2),
             "phases": phases(lines, end - t0), "stderr": lines, "stdout_tail": out[-400:]}
 
@@ -107,7 +109,8 @@ def phases(lines: list[tuple[float, str]], total: float) -> list[dict]:
 
 
 def show(label: str, r: dict) -> None:
-    print(f"{label}: {r['seconds']:.1f} s, CPU {r['cpu_s']:.1f} s (exit {r['rc']}), longest silence {r['longest_silence_s']:.1f} s "
+    print(f"{label}: {r['seconds']:.1f} s, CPU {r['cpu_s']:.1f} s (exit {r['rc']}), "
+          f"longest silence {r['longest_silence_s']:.1f} s "
           f"from {r['silence_starts_at_s']:.1f} s", flush=True)
     for p in r["phases"]:
         if r["phases"]:
@@ -123,17 +126,20 @@ def main() -> int:
     ap.add_argument("-o", "--output", default=str(ROOT / "results" / "bench" / "first_hour.json"))
     args = ap.parse_args()
 
-    home = Path(args.keep_cache) if args.keep_cache else Path(tempfile.mkdtemp(prefix="skillsight-first-hour-"))
+    home = (Path(args.keep_cache) if args.keep_cache
+            else Path(tempfile.mkdtemp(prefix="skillsight-first-hour-")))
     home.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SKILLSIGHT_", "NUMBA_"))}
-    env.update(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"), NUMBA_CACHE_DIR=str(home / ".cache" / "numba"),
+    env.update(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"),
+               NUMBA_CACHE_DIR=str(home / ".cache" / "numba"),
                PYTHONUNBUFFERED="1")
     cli = [args.skillsight]
     small, big = home / "personal-index", home / "bundled-index"
     for folder in (small, big):
         shutil.rmtree(folder, ignore_errors=True)
     report: dict = {"load_before": loadavg(), "cpu": platform.processor() or platform.machine(),
-                    "cores": os.cpu_count(), "home": str(home), "fresh_cache": not args.keep_cache, "steps": {}}
+                    "cores": os.cpu_count(), "home": str(home), "fresh_cache": not args.keep_cache,
+                    "steps": {}}
     steps = report["steps"]
     try:
         steps["first_index_personal"] = run([*cli, "-v", "index", "data/personal", "-o", str(small)], env)

@@ -74,7 +74,8 @@ from fakes import HashEncoder
 from skillsight_fast.tools.catalog import ServerConfig
 from skillsight_fast.tools.proxy import ToolProxy
 mode, n = sys.argv[2], sys.argv[3]
-proxy = ToolProxy([ServerConfig(name="up", command=sys.executable, args=(sys.argv[1] + "/tests/data/mcp_hostile_server.py", mode, n))],
+proxy = ToolProxy([ServerConfig(name="up", command=sys.executable,
+                                args=(sys.argv[1] + "/tests/data/mcp_hostile_server.py", mode, n))],
                   encoder=HashEncoder(), errlog=open("/dev/null", "w"), index_cache=False, abstain=False,
                   start_timeout=120)
 async def main():
@@ -84,7 +85,8 @@ async def main():
         first = time.perf_counter() - t0
         await proxy.wait_ready()
         ready = time.perf_counter() - t0
-        return {"first_search_s": round(first, 2), "ready_s": round(ready, 2), "state": proxy.status()[0]["state"],
+        return {"first_search_s": round(first, 2), "ready_s": round(ready, 2),
+                "state": proxy.status()[0]["state"],
                 "tools": proxy.status()[0]["tools"], "note": proxy.status()[0]["note"],
                 "first_search_tools": len(out["tools"]), "indexing": out.get("indexing")}
 res = anyio.run(main)
@@ -95,8 +97,8 @@ print(json.dumps(res))
 
 def proxy_case(mode: str, n: int) -> dict:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    done = subprocess.run([sys.executable, "-c", CHILD, str(ROOT), mode, str(n)], capture_output=True, text=True,
-                          env=env, timeout=900)
+    done = subprocess.run([sys.executable, "-c", CHILD, str(ROOT), mode, str(n)], capture_output=True,
+                          text=True, env=env, timeout=900, check=False)
     if done.returncode != 0:
         return {"error": done.stderr.strip().splitlines()[-1:]}
     return json.loads(done.stdout.strip().splitlines()[-1])
