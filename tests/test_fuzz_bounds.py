@@ -225,7 +225,8 @@ NAME = st.text(alphabet="ab.", min_size=1, max_size=4)
 
 
 @FUZZ
-@given(files=st.lists(st.tuples(st.lists(NAME, min_size=1, max_size=3), st.sampled_from([0o600, 0o640, 0o644, 0o604])),
+@given(files=st.lists(st.tuples(st.lists(NAME, min_size=1, max_size=3),
+                                st.sampled_from([0o600, 0o640, 0o644, 0o604])),
                       min_size=1, max_size=5),
        ask=st.lists(NAME, min_size=1, max_size=3))
 def test_a_skill_folder_serves_only_visible_world_readable_files(folder_catalog, files, ask):
@@ -306,7 +307,8 @@ def test_a_watched_root_ends_in_the_state_of_the_library(ops):
                     time.sleep(0.3)
                     shutil.copytree(release(k + 2), target)
                 else:
-                    write_skill(target, f"added{k}", name=f"added{k}", description="Added.", body="added words")
+                    write_skill(target, f"added{k}", name=f"added{k}", description="Added.",
+                                body="added words")
                 time.sleep(0.2)
             want = {s.id for s in load_skills([root]).skills}
             deadline = time.monotonic() + 60

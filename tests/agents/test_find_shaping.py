@@ -153,7 +153,7 @@ def test_source_matches_folders_and_id_prefixes():
 def test_pins_come_first_whatever_the_task(index):
     index.pins = ["style"]
     (answer,) = find_skills(index, "merge pdf pages", k=2)
-    assert [h.id for h in answer.hits][0] == "style" and answer.hits[0].pinned
+    assert next(h.id for h in answer.hits) == "style" and answer.hits[0].pinned
     assert len(answer.hits) == 3 and not any(h.pinned for h in answer.hits[1:])
     # an abstaining task still gets its pins, and a filter can leave a pin out
     index_rule = Abstention("score", 1e9)
@@ -272,7 +272,7 @@ def test_mcp_find_skills_filters_pins_and_copies(tmp_path):
 
     tools, plain, tagged, sourced, bad = asyncio.run(asyncio.wait_for(calls(), 120))
     tool = tools["find_skills"]
-    schema = getattr(tool, "input_schema", None) or getattr(tool, "inputSchema")
+    schema = getattr(tool, "input_schema", None) or tool.inputSchema
     schema = schema["properties"]
     assert {"task", "k", "tags", "source", "cut", "collapse"} <= set(schema)
     hits = json.loads(plain.content[0].text)["hits"]

@@ -191,18 +191,17 @@ def test_hook_asks_the_mcp_server_the_host_started(calibrated, runtime):
                                    args=["-m", "skillsight_fast.cli", "serve", "--mcp", "-i", str(idx), "--endpoint", "-q"])
 
     async def session():
-        async with stdio_client(params) as (r, w):
-            async with mcp.ClientSession(r, w) as s:
-                await s.initialize()
-                t0 = time.monotonic()
-                while endpoint.lookup(idx) is None:  # published once the index is loaded and warm
-                    assert time.monotonic() - t0 < 120, "serve --mcp --endpoint never published its endpoint"
-                    await asyncio.sleep(0.1)
-                record = endpoint.lookup(idx)
-                done = await asyncio.to_thread(run_hook, idx, host_json(task["text"]), "--no-cold",
-                                               "--server-timeout", "30")
-                found = await s.call_tool("find_skills", {"task": task["text"], "k": 3})
-                return record, done, json.loads(found.content[0].text)
+        async with stdio_client(params) as (r, w), mcp.ClientSession(r, w) as s:
+            await s.initialize()
+            t0 = time.monotonic()
+            while endpoint.lookup(idx) is None:  # published once the index is loaded and warm
+                assert time.monotonic() - t0 < 120, "serve --mcp --endpoint never published its endpoint"
+                await asyncio.sleep(0.1)
+            record = endpoint.lookup(idx)
+            done = await asyncio.to_thread(run_hook, idx, host_json(task["text"]), "--no-cold",
+                                           "--server-timeout", "30")
+            found = await s.call_tool("find_skills", {"task": task["text"], "k": 3})
+            return record, done, json.loads(found.content[0].text)
 
     record, done, found = asyncio.run(asyncio.wait_for(session(), 240))
     assert record["url"].startswith("http://127.0.0.1:")
@@ -223,7 +222,7 @@ def test_serve_withdraws_its_endpoint_when_stopped(calibrated, runtime, tmp_path
                               env=os.environ.copy(),
                               # a test run started in the background (`pytest &`) ignores SIGINT, and a
                               # child would inherit that: give the server the default disposition
-                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509
     try:
         json.loads(server.stdout.readline())
         assert endpoint.lookup(idx) is not None
@@ -322,7 +321,7 @@ def test_over_budget_gives_no_output_and_exit_0(calibrated, runtime):
 class _Hanging(http.server.BaseHTTPRequestHandler):
     """A 'server' that accepts the request and never answers."""
 
-    def do_POST(self):  # noqa: N802 - stdlib name
+    def do_POST(self):
         time.sleep(60)
 
     def log_message(self, *args):
@@ -332,7 +331,7 @@ class _Hanging(http.server.BaseHTTPRequestHandler):
 class _Garbage(http.server.BaseHTTPRequestHandler):
     """A server that answers 200 with something that is not a search answer."""
 
-    def do_POST(self):  # noqa: N802 - stdlib name
+    def do_POST(self):
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         body = b'{"hits": "not a list"'
         self.send_response(200)

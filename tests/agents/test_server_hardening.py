@@ -32,7 +32,7 @@ from skillsight_fast.errors import SkillsightError
 from skillsight_fast.library.skills import load_skills
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from load_test import run_load_test  # noqa: E402
+from load_test import run_load_test
 
 SECRET = "TOP-SECRET-CONTENT"
 TOKEN = "correct-horse-battery-staple-42"

@@ -25,8 +25,7 @@ import numpy as np
 import pytest
 from fakes import HashEncoder
 
-import skillsight_fast.models as models
-from skillsight_fast import SkillIndex
+from skillsight_fast import SkillIndex, models
 from skillsight_fast.cli import main
 from skillsight_fast.engine.index import MAX_QUERY_CHARS
 from skillsight_fast.errors import (

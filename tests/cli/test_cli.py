@@ -8,7 +8,7 @@ import pytest
 from fakes import HashEncoder
 from skill_files import write_skill
 
-import skillsight_fast.models as models
+from skillsight_fast import models
 from skillsight_fast.cli import main
 
 

@@ -140,7 +140,8 @@ for line in sys.stdin:
         if name == "listings":
             args = {"text": LISTED[0]}
         if name == "big" and MODE in ("big", "noline"):
-            head = f'{{"jsonrpc": "2.0", "id": {json.dumps(mid)}, "result": {{"content": [{{"type": "text", "text": "'
+            head = (f'{{"jsonrpc": "2.0", "id": {json.dumps(mid)}, '
+                    '"result": {"content": [{"type": "text", "text": "')
             sys.stdout.write(head)
             for _ in range(N):
                 sys.stdout.write("y" * (1 << 20))

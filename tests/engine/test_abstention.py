@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 from fakes import HashEncoder, toy_skills
 
-import skillsight_fast.models as models
-from skillsight_fast import SkillIndex
+from skillsight_fast import SkillIndex, models
 from skillsight_fast.cli import main
 from skillsight_fast.engine.abstention import (
     Abstention,

@@ -142,7 +142,7 @@ def test_failed_save_keeps_the_previous_index(two_indexes, tmp_path, monkeypatch
     _, a, b = two_indexes
     target = tmp_path / "idx"
     a.save(target)
-    import skillsight_fast.engine.io as io
+    from skillsight_fast.engine import io
 
     def boom(*args, **kwargs):
         raise OSError(28, "No space left on device")
@@ -164,7 +164,7 @@ def test_concurrent_saves_from_threads_serialise(two_indexes, tmp_path):
         try:
             for _ in range(3):
                 index.save(target)
-        except BaseException as exc:  # pragma: no cover - reported below
+        except BaseException as exc:  # noqa: BLE001 # pragma: no cover - reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=save, args=(x,)) for x in (a, b, a, b)]
@@ -191,13 +191,13 @@ def test_a_load_racing_a_save_between_every_two_reads_still_gets_one_whole_index
     import fcntl
     import shutil
 
-    import skillsight_fast.engine.io as io
+    from skillsight_fast.engine import io
 
     root, a, b = two_indexes
     target = tmp_path / "idx"
     a.save(target)
     if portable:
-        import skillsight_fast.engine.io_folder as io_folder
+        from skillsight_fast.engine import io_folder
 
         monkeypatch.setattr(io_folder, "_exchange", lambda x, y: False)
     real_load_array = io._load_array

@@ -199,8 +199,8 @@ def test_length_gate_skips_the_tokenizer_only_for_tasks_short_for_certain():
 
     from tokenizers import Tokenizer  # the real WordPiece tokenizer of the shipped model
 
-    from skillsight_fast.engine.cascade import Cascade
     from skillsight_fast.config import IndexConfig
+    from skillsight_fast.engine.cascade import Cascade
     from skillsight_fast.models.registry import find_model_dir
 
     tok = Tokenizer.from_file(str(find_model_dir(IndexConfig().model) / "tokenizer.json"))

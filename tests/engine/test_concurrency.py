@@ -21,8 +21,7 @@ import numpy as np
 import pytest
 from fakes import HashEncoder, toy_skills
 
-import skillsight_fast.models as models
-from skillsight_fast import SkillIndex, kernels
+from skillsight_fast import SkillIndex, kernels, models
 from skillsight_fast.kernels import compressed, fusion, lexical, projection, stats, topk
 
 N_THREADS = 8
@@ -46,7 +45,7 @@ def test_every_kernel_releases_the_gil():
 
 def queries(n: int, seed: int = 7) -> list[str]:
     rng = np.random.default_rng(seed)
-    words = "pdf merge csv docker git stl mesh email sql image resize pytest scrape html tables deploy".split()
+    words = ["pdf", "merge", "csv", "docker", "git", "stl", "mesh", "email", "sql", "image", "resize", "pytest", "scrape", "html", "tables", "deploy"]
     return [" ".join(rng.choice(words, size=int(rng.integers(1, 7)))) for _ in range(n)]
 
 

@@ -11,7 +11,7 @@ from skillsight_fast.engine.depth import head_then_rrf, rrf_order
 def reference(fused, dense, lexical, k, head, rrf_k=60.0):
     """Obviously correct: score every id by Σ 1/(rrf_k + rank), sort, prepend the head."""
     out = []
-    for f, d, l in zip(fused, dense, lexical):
+    for f, d, l in zip(fused, dense, lexical):  # noqa: E741
         kept = []
         for j in f:
             if len(kept) >= min(head, k):

@@ -252,7 +252,7 @@ def test_one_pass_draws_the_wrappers_progress(teacher, real) -> None:
     skills, _, _ = real
     texts = [s.text for s in skills[:6]]
     out = io.StringIO()
-    emb, sums, counts = encode_with_token_sums(ProgressEncoder(teacher, desc="encoding 6 skills", stream=out,
+    emb, _sums, counts = encode_with_token_sums(ProgressEncoder(teacher, desc="encoding 6 skills", stream=out,
                                                                lines=False), texts)
     ref = encode_with_token_sums(teacher, texts)
     np.testing.assert_array_equal(emb, ref[0])

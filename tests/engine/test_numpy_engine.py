@@ -21,7 +21,7 @@ import pytest
 from test_pipeline_reference import CONFIGS, library
 
 from skillsight_fast import IndexConfig, SkillIndex, kernels
-from skillsight_fast.errors import SkillsightError
+from skillsight_fast.errors import ModelNotFoundError, SkillsightError
 from skillsight_fast.kernels import twins
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -267,7 +267,7 @@ def static_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
         from skillsight_fast.models import load_encoder
 
         load_encoder("all-MiniLM-L6-v2")
-    except Exception as exc:  # weights package not installed
+    except ModelNotFoundError as exc:  # weights package not installed
         pytest.skip(f"bundled model unavailable: {exc}")
     out = tmp_path_factory.mktemp("static") / "idx"
     assert main(["-c", "query-encoder=static", "index", str(ROOT / "data" / "skillsbench"), "-o", str(out), "-q"]) == 0

@@ -13,8 +13,8 @@ import pytest
 import reference as ref
 
 from skillsight_fast import IndexConfig, SkillIndex
-from skillsight_fast.engine.state import query_decisions
 from skillsight_fast.engine.index import SkillMeta
+from skillsight_fast.engine.state import query_decisions
 
 WORDS = [f"w{i}" for i in range(60)] + ["skill", "use", "the", "file", "data"]
 
@@ -38,9 +38,9 @@ def raw(index: SkillIndex) -> dict:
     for j in range(len(index)):
         a, b = lex.doc_indptr[j], lex.doc_indptr[j + 1]
         tfs.append(dict(zip(lex.doc_terms[a:b].tolist(), lex.doc_tf[a:b].tolist())))
-    return dict(embeddings=index.dense.embeddings, basis=index.dense.basis, renormalize=index.config.background.renormalize,
-                vocab=lex.vocab, doc_terms=terms, doc_tf=tfs, doc_len=lex.doc_len, generic=index.lexical.generic,
-                beta=index.config.scoring.beta, namedesc=index.dense.namedesc)
+    return {"embeddings": index.dense.embeddings, "basis": index.dense.basis, "renormalize": index.config.background.renormalize,
+                "vocab": lex.vocab, "doc_terms": terms, "doc_tf": tfs, "doc_len": lex.doc_len, "generic": index.lexical.generic,
+                "beta": index.config.scoring.beta, "namedesc": index.dense.namedesc}
 
 
 def check(index: SkillIndex, qv: np.ndarray, texts: list[str], k: int, **knobs) -> None:

@@ -64,7 +64,7 @@ def test_fit_query_map_is_the_ridge_solution() -> None:
 
 
 def test_static_mapped_index_builds_saves_and_searches(teacher, real, tmp_path: Path) -> None:
-    skills, tasks, gold, folder, emb = real
+    skills, tasks, gold, folder, _emb = real
     config = IndexConfig(query_encoder="static-mapped", query_model=str(folder))
     index = SkillIndex.build(skills, teacher, config)
     static = load_static_encoder(folder)
@@ -93,7 +93,7 @@ def test_static_mapped_index_builds_saves_and_searches(teacher, real, tmp_path: 
 
 
 def test_static_mapped_refuses_other_static_model(teacher, real, tmp_path: Path) -> None:
-    skills, tasks, _, folder, emb = real
+    skills, _tasks, _, folder, emb = real
     index = SkillIndex.from_embeddings(skills, emb, mapped_config(folder))
     other = load_static_encoder(folder)
     other.checksum = "0" * 64
@@ -161,7 +161,7 @@ def _write_dataset(folder: Path, skills, tasks, gold) -> Path:
 def test_cli_index_info_search_and_eval_with_tiers(real, tmp_path: Path, monkeypatch, capsys) -> None:
     from skillsight_fast.cli import main
 
-    skills, tasks, gold, folder, emb = real
+    skills, tasks, gold, folder, _emb = real
     monkeypatch.setenv("SKILLSIGHT_CACHE", str(tmp_path / "cache"))
     data = _write_dataset(tmp_path / "ds", skills, tasks, gold)
     results = {}

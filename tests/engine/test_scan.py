@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 from fakes import HashEncoder, toy_skills
 
-import skillsight_fast.models as models
-from skillsight_fast import IndexConfig, SkillIndex
+from skillsight_fast import IndexConfig, SkillIndex, models
 from skillsight_fast.cli import main
 from skillsight_fast.engine.lexicon import Lexicon
 from skillsight_fast.engine.scan import AUTO_INT8_FROM, AUTO_IVF_FROM, ivf_nlist, resolve_scan

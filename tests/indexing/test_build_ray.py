@@ -18,9 +18,9 @@ import pytest
 from fakes import HashEncoder
 from test_build_stream import assert_same_index, queries
 
-from skillsight_fast.indexing.ray import ray_build
 from skillsight_fast.config import IndexConfig
 from skillsight_fast.engine.index import SkillIndex
+from skillsight_fast.indexing.ray import ray_build
 from skillsight_fast.library.skills import LoadReport, iter_skills, load_skills
 
 ROOT = Path(__file__).resolve().parents[2]

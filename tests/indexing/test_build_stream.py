@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from fakes import HashEncoder, toy_skills
 
-from skillsight_fast.indexing import CorpusStats, TokenStats, encode_shard, stream_build
 from skillsight_fast.config import IndexConfig
 from skillsight_fast.engine.adaptive import background_energy, decide, generic_share
 from skillsight_fast.engine.background import background_from_directions, estimate_background
 from skillsight_fast.engine.index import SkillIndex
+from skillsight_fast.indexing import CorpusStats, TokenStats, encode_shard, stream_build
 from skillsight_fast.library.skills import LoadReport, iter_skills, load_skills
 
 DATA = Path(__file__).resolve().parents[2] / "data"
@@ -144,7 +144,7 @@ def test_streamed_build_refuses_duplicates_and_empty_input():
 def test_cli_index_stream_writes_the_same_index(tmp_path, monkeypatch, capsys):
     from skill_files import write_skill
 
-    import skillsight_fast.models as models
+    from skillsight_fast import models
     from skillsight_fast.cli import main
 
     monkeypatch.setattr(models, "load_encoder", lambda *a, **k: HashEncoder())

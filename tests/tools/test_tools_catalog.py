@@ -9,9 +9,9 @@ import pytest
 
 from skillsight_fast.errors import SkillFormatError
 from skillsight_fast.lab.evaluation.datasets import Dataset, EvalQuery
-from skillsight_fast.metrics import completeness_at_k, hit_at_k
 from skillsight_fast.lab.evaluation.tool_search import has_schemas, summarise, tool_docs, tool_metrics
 from skillsight_fast.library.skills import Skill
+from skillsight_fast.metrics import completeness_at_k, hit_at_k
 from skillsight_fast.tools.catalog import (
     Tool,
     params_text,

@@ -57,8 +57,7 @@ def test_recursive_and_bad_specs(tmp_path):
 
 
 def test_index_cli_with_openapi_finds_an_operation(tmp_path, monkeypatch, capsys):
-    import skillsight_fast.models as models
-    from skillsight_fast import SkillIndex
+    from skillsight_fast import SkillIndex, models
     from skillsight_fast.agents.find import find_skills
     from skillsight_fast.cli import main
 

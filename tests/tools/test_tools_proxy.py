@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from fakes import HashEncoder
+
 from skillsight_fast._version import __version__
 
 pytest.importorskip("mcp")

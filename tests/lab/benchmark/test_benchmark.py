@@ -10,6 +10,7 @@ from fakes import HashEncoder, toy_skills
 
 from skillsight_fast import IndexConfig, SkillIndex
 from skillsight_fast.cli import main
+from skillsight_fast.errors import ModelNotFoundError
 
 pytest.importorskip("faiss")
 pytest.importorskip("bm25s")
@@ -122,9 +123,9 @@ def test_bench_times_each_query_encoder_tier(tiny_index):
 def test_bench_times_the_static_tiers_with_the_int8_scan(tiny_index):
     import numpy as np
 
+    from skillsight_fast.engine.scan import Int8Scan
     from skillsight_fast.lab.benchmark.driver import format_table, tier_views
     from skillsight_fast.lab.benchmark.runner import bench_size
-    from skillsight_fast.engine.scan import Int8Scan
     from skillsight_fast.models.static import fit_query_map
 
     directory, _ = tiny_index
@@ -173,7 +174,7 @@ def test_bench_times_the_int8_task_tier_beside_the_float32_reference():
 
     try:
         fp32 = load_encoder(threads=1)
-    except Exception as exc:  # weights package not installed
+    except ModelNotFoundError as exc:  # weights package not installed
         pytest.skip(f"bundled model unavailable: {exc}")
     int8 = load_encoder(threads=1, int8=True)
     ds = load_dataset(Path(__file__).parents[3] / "data" / "skillsbench", limit=2)
@@ -197,10 +198,10 @@ def test_bench_times_the_int8_task_tier_beside_the_float32_reference():
 
 def test_default_tier_follows_the_default_configuration_and_its_scan():
     """``tiers.default`` copies the timings of the tier and scan the default configuration resolves to."""
-    from skillsight_fast.lab.benchmark.driver import add_default_tier, default_tier, format_table
-    from skillsight_fast.lab.benchmark.runner import STAGES
     from skillsight_fast.config import IndexConfig
     from skillsight_fast.engine.scan import AUTO_INT8_FROM, AUTO_IVF_FROM
+    from skillsight_fast.lab.benchmark.driver import add_default_tier, default_tier, format_table
+    from skillsight_fast.lab.benchmark.runner import STAGES
 
     assert default_tier(1000) == ("cascade", "exact")  # auto settles to the lookup-first cascade
     assert default_tier(AUTO_INT8_FROM) == ("cascade", "binary")
@@ -250,7 +251,7 @@ def test_tinybert_reranker_has_the_architecture(tmp_path):
 
     try:
         ce = load_tinybert_reranker(cache_dir=tmp_path, threads=1)
-    except Exception as exc:  # the bundled tokenizer's package is not installed
+    except Exception as exc:  # noqa: BLE001 - the bundled tokenizer's package is not installed
         pytest.skip(f"bundled model unavailable: {exc}")
     assert not ce.trained and ce.architecture == TINYBERT_ARCHITECTURE and ce.max_length == 512
     model = onnx.load(str(ce.onnx_path))
@@ -328,7 +329,7 @@ def test_reranker_variants_are_timed_and_reused(tiny_index, tmp_path):
     try:
         fp32 = load_tinybert_reranker(cache_dir=tmp_path, threads=1)
         ce = load_tinybert_reranker(cache_dir=tmp_path, threads=1, int8=True, max_length=64)
-    except Exception as exc:  # the bundled tokenizer's package is not installed
+    except Exception as exc:  # noqa: BLE001 - the bundled tokenizer's package is not installed
         pytest.skip(f"bundled model unavailable: {exc}")
     ops = {n.op_type for n in onnx.load(str(ce.onnx_path)).graph.node}
     assert ce.int8 and ce.onnx_path.name == "model.int8.onnx" and "MatMulInteger" in ops

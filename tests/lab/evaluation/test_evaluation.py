@@ -114,7 +114,7 @@ def _write_dataset(tmp_path, monkeypatch, n_extra):
     (folder / "meta.json").write_text(json.dumps({"name": "tiny", "distractors": None}))
     monkeypatch.setenv("SKILLSIGHT_CACHE", str(tmp_path / "cache"))
     enc = HashEncoder(dim=64)
-    import skillsight_fast.lab.evaluation.methods as methods
+    from skillsight_fast.lab.evaluation import methods
 
     monkeypatch.setattr(methods, "load_encoder", lambda *a, **k: enc)
     return folder, enc
@@ -175,7 +175,7 @@ def test_embeddings_are_cached_between_runs(tiny_dataset):
     calls = enc.calls
     b = EvalContext(load_dataset(folder)).doc_emb
     assert enc.calls == calls and np.array_equal(a, b)
-    EvalContext(ds).query_emb  # all six queries encoded once
+    _ = EvalContext(ds).query_emb  # all six queries encoded once
     calls = enc.calls
     c = EvalContext(load_dataset(folder, limit=3)).query_emb  # a subset: served from the per-text store
     assert enc.calls == calls and c.shape == (3, 64)
@@ -218,7 +218,7 @@ def test_abtt_removes_the_common_direction():
     rng = np.random.default_rng(0)
     common = rng.normal(size=16)
     docs = rng.normal(size=(50, 16)) * 0.1 + common
-    d, q = abtt_transform(docs, docs[:3], n_components=1)
+    d, _q = abtt_transform(docs, docs[:3], n_components=1)
     assert np.allclose(np.linalg.norm(d, axis=1), 1, atol=1e-5)
     assert abs(d.mean(0) @ common) < abs(docs.mean(0) @ common)
 
@@ -318,10 +318,10 @@ def test_dense_rerank_method_runs(tiny_dataset, tmp_path):
 @pytest.mark.model
 def test_splade_method_runs_and_caches(tiny_dataset):
     from skillsight_fast.errors import ModelNotFoundError
+    from skillsight_fast.lab.baselines.splade import find_splade_dir
     from skillsight_fast.lab.evaluation.datasets import load_dataset
     from skillsight_fast.lab.evaluation.methods import METHODS, EvalContext
     from skillsight_fast.metrics import evaluate
-    from skillsight_fast.lab.baselines.splade import find_splade_dir
 
     try:
         find_splade_dir()
