@@ -80,8 +80,8 @@ class LiveIndex:
     _bodies: list[str] | None = None
 
     @classmethod
-    def of(cls, index: "SkillIndex", abstention: "Abstention | None", directory: str | os.PathLike[str], *,
-           version: int = 0) -> "LiveIndex":
+    def of(cls, index: SkillIndex, abstention: Abstention | None, directory: str | os.PathLike[str], *,
+           version: int = 0) -> LiveIndex:
         """Wrap a loaded index and read its stored skill bodies now.
 
         The bodies are read with the index, pinned to the ``texts.jsonl`` digest the index was
@@ -100,7 +100,7 @@ class LiveIndex:
         return cls(index=index, abstention=abstention, directory=directory, version=version,
                    row_of=rows_by_id(index.skills), _bodies=bodies)  # type: ignore[arg-type]
 
-    def with_abstention(self, abstention: "Abstention | None") -> "LiveIndex":
+    def with_abstention(self, abstention: Abstention | None) -> LiveIndex:
         """The same version with another abstention rule."""
         return LiveIndex(self.index, abstention, self.directory, self.version, self.row_of, self._bodies)
 

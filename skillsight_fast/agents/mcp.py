@@ -140,7 +140,7 @@ def build_mcp_server(service: SkillService) -> Any:
     try:
         from mcp.server.mcpserver.exceptions import ResourceNotFoundError
     except ImportError:  # mcp 1.x
-        ResourceNotFoundError = ResourceError  # noqa: N806
+        ResourceNotFoundError = ResourceError
     import anyio
     import mcp.types as mcp_types
     from mcp.server.lowlevel.helper_types import ReadResourceContents
@@ -235,7 +235,7 @@ def build_mcp_server(service: SkillService) -> Any:
             raise ToolError(str(exc)) from None
 
     @server.tool()
-    async def get_skill(id: str, path: str | None = None) -> str:  # noqa: A002 - the tool's public argument name
+    async def get_skill(id: str, path: str | None = None) -> str:
         """Return the full SKILL.md text of a skill found by find_skills, or a file in its folder.
 
         Args:

@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from skillsight_fast.errors import SkillsightError, install_hint
 
@@ -56,7 +56,7 @@ def _identity(path: Path) -> tuple[str, int, int] | None:
     return os.path.realpath(path), st.st_dev, st.st_ino
 
 
-def sources_of(index: "SkillIndex") -> list[Path]:
+def sources_of(index: SkillIndex) -> list[Path]:
     """The folder trees an index was built from, read back from its skills' ids and paths.
 
     A skill read from ``<root>/<id>/SKILL.md`` gives ``<root>``; ids prefixed with a root label
@@ -120,8 +120,8 @@ class LiveIndexWatcher:
         Passed to ``watchfiles`` (for file systems without change notifications).
     """
 
-    def __init__(self, service: "SkillService", sources: Sequence[str | os.PathLike[str]], *,
-                 rule: Callable[[Path], "Abstention | None"], debounce_ms: int = 200,
+    def __init__(self, service: SkillService, sources: Sequence[str | os.PathLike[str]], *,
+                 rule: Callable[[Path], Abstention | None], debounce_ms: int = 200,
                  force_polling: bool | None = None) -> None:
         try:
             import watchfiles  # noqa: F401
@@ -139,7 +139,7 @@ class LiveIndexWatcher:
         self.debounce_ms = debounce_ms
         self.force_polling = force_polling
         self.updates = 0
-        self.last_report: "UpdateReport | None" = None
+        self.last_report: UpdateReport | None = None
         self.last_error: str | None = None
         self._encoder: Any = None
         self._stop = threading.Event()
@@ -163,7 +163,7 @@ class LiveIndexWatcher:
                 "last_error": self.last_error, "ok": not self.missing and self.last_error is None}
 
     # ------------------------------------------------------------------ one update
-    def refresh(self) -> "UpdateReport | None":
+    def refresh(self) -> UpdateReport | None:
         """Re-read the library now; update, load and swap in a new version if anything changed.
 
         Returns the update's report, or None when nothing changed. Raises what loading the
@@ -308,7 +308,7 @@ class LiveIndexWatcher:
             logger.exception("watch: update failed after %.2f s; keeping the current version",
                              time.perf_counter() - t0)
 
-    def start(self, *, wait: bool = True, timeout: float = 60.0) -> "LiveIndexWatcher":
+    def start(self, *, wait: bool = True, timeout: float = 60.0) -> LiveIndexWatcher:
         """Start watching in a daemon thread (after one initial refresh when ``wait``)."""
         self._thread = threading.Thread(target=self._run, name="skillsight-watch", daemon=True)
         self._thread.start()
@@ -322,8 +322,8 @@ class LiveIndexWatcher:
         if self._thread is not None:
             self._thread.join(timeout)
 
-    def __enter__(self) -> "LiveIndexWatcher":
+    def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()

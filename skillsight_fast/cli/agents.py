@@ -213,7 +213,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _start_watcher(args: argparse.Namespace, service):  # noqa: ANN202 - LiveIndexWatcher, imported lazily
+def _start_watcher(args: argparse.Namespace, service):
     from skillsight_fast.agents.watch import LiveIndexWatcher, sources_of
     from skillsight_fast.engine.abstention import resolve_abstention
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from skillsight_fast.lab.benchmark import DEFAULT_SIZES, QUICK_SIZES
 from skillsight_fast.cli._common import non_negative_int, positive_int
 from skillsight_fast.cli.settings import settle
+from skillsight_fast.lab.benchmark import DEFAULT_SIZES, QUICK_SIZES
 
 
 def register(sub: argparse._SubParsersAction) -> None:

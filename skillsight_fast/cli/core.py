@@ -231,9 +231,9 @@ def cmd_index(args: argparse.Namespace) -> int:
     index.save(args.output)
     config = index.config  # what the build settled (auto: the cascade or the transformer)
     if config.encoder.query_int8 and not config.encoder.int8:
-        index.encoders.query_encoder  # quantise the task encoder once now, not in the first search
+        index.encoders.query_encoder  # quantise the task encoder once now, not in the first search  # noqa: B018
     if index.cascade.on:
-        index.encoders.fallback_encoder  # the cascade's int8 transformer, the same
+        index.encoders.fallback_encoder  # the cascade's int8 transformer, the same  # noqa: B018
     summary = {
         "output": str(args.output), "n_skills": len(index), "skipped": [str(p) for p in report.problems],
         "seconds": round(time.perf_counter() - t0, 2), **index.stats.to_dict(),
@@ -280,8 +280,8 @@ def _index_streaming(args: argparse.Namespace, config) -> tuple:
     import itertools
     from pathlib import Path
 
-    from skillsight_fast.indexing import DEFAULT_CHUNK, stream_build
     from skillsight_fast.errors import SkillFormatError
+    from skillsight_fast.indexing import DEFAULT_CHUNK, stream_build
     from skillsight_fast.library.skills import LoadReport, iter_skills
     from skillsight_fast.models import load_encoder
     from skillsight_fast.progress import LINE_EVERY, progress_enabled
@@ -355,8 +355,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     from skillsight_fast._startup import without_scipy_probe
     from skillsight_fast.agents.find import find_skills
     from skillsight_fast.engine.abstention import resolve_abstention
-    from skillsight_fast.kernels.twins import ONE_SHOT_MAX_QUERIES
     from skillsight_fast.engine.result import check_queries
+    from skillsight_fast.kernels.twins import ONE_SHOT_MAX_QUERIES
 
     # validated and cleaned once (lone surrogates from undecodable argv bytes become U+FFFD, printable)
     args.task = check_queries(task_list(args.task))

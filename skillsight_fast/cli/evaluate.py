@@ -106,7 +106,11 @@ def cmd_offtopic(args: argparse.Namespace) -> int:
     from skillsight_fast import SkillIndex
     from skillsight_fast.engine.abstention import resolve_abstention
     from skillsight_fast.errors import QueryError
-    from skillsight_fast.lab.evaluation.abstention import evaluate_abstention, format_abstention_eval, read_prompts
+    from skillsight_fast.lab.evaluation.abstention import (
+        evaluate_abstention,
+        format_abstention_eval,
+        read_prompts,
+    )
 
     if not args.index:
         raise QueryError("eval --offtopic needs the index to test: -i DIR")

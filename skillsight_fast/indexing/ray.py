@@ -21,10 +21,10 @@ import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from skillsight_fast.indexing.shard import Shard, encode_shard
-from skillsight_fast.indexing.stream import DEFAULT_CHUNK, StreamBuilder, chunks
 from skillsight_fast.config import IndexConfig
 from skillsight_fast.errors import SkillsightError, install_hint
+from skillsight_fast.indexing.shard import Shard, encode_shard
+from skillsight_fast.indexing.stream import DEFAULT_CHUNK, StreamBuilder, chunks
 from skillsight_fast.library.skills import Skill
 from skillsight_fast.types import Encoder
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from skillsight_fast.indexing.stats import CorpusStats
 from skillsight_fast.config import IndexConfig
 from skillsight_fast.engine.lexicon import Lexicon
 from skillsight_fast.engine.state import SkillMeta
 from skillsight_fast.errors import EmbeddingError
+from skillsight_fast.indexing.stats import CorpusStats
 from skillsight_fast.library.skills import Skill, namedesc_text
 from skillsight_fast.types import Encoder
 

@@ -55,17 +55,17 @@ class CorpusStats:
             self._ids = {t: i for i, t in enumerate(self.vocab)}
 
     @classmethod
-    def of(cls, vocab: Sequence[str], df: np.ndarray, embeddings: np.ndarray) -> "CorpusStats":
+    def of(cls, vocab: Sequence[str], df: np.ndarray, embeddings: np.ndarray) -> CorpusStats:
         """Statistics of one shard: its vocabulary and df, and its embeddings float32 (n, d)."""
         x = np.asarray(embeddings, dtype=np.float64)
         return cls(int(x.shape[0]), list(vocab), np.asarray(df, dtype=np.int64).copy(),
                    x.sum(axis=0), x.T @ x)
 
     @classmethod
-    def empty(cls, dim: int) -> "CorpusStats":
+    def empty(cls, dim: int) -> CorpusStats:
         return cls(0, [], np.zeros(0, np.int64), np.zeros(dim), np.zeros((dim, dim)))
 
-    def add(self, other: "CorpusStats") -> np.ndarray:
+    def add(self, other: CorpusStats) -> np.ndarray:
         """Add ``other``'s documents in place; returns the id here of each of ``other``'s terms.
 
         New terms are appended to ``vocab`` (amortised growth of ``df``), so adding S shards costs
@@ -89,7 +89,7 @@ class CorpusStats:
         self.gram = self.gram + other.gram
         return where
 
-    def sorted(self) -> tuple["CorpusStats", np.ndarray]:
+    def sorted(self) -> tuple[CorpusStats, np.ndarray]:
         """The statistics with the vocabulary sorted (the index's term order), and the new id of
         each current id (int32 (V,))."""
         v = len(self.vocab)
@@ -132,7 +132,7 @@ class TokenStats:
 
     @classmethod
     def of(cls, doc_indptr: np.ndarray, doc_terms: np.ndarray, embeddings: np.ndarray,
-           slot: np.ndarray, generic: np.ndarray, n_slots: int) -> "TokenStats":
+           slot: np.ndarray, generic: np.ndarray, n_slots: int) -> TokenStats:
         """Statistics of one block of documents.
 
         Parameters
@@ -159,7 +159,7 @@ class TokenStats:
                                      np.asarray(generic, np.bool_), sums)
         return cls(sums, float(share), int(nonempty))
 
-    def merge(self, other: "TokenStats") -> "TokenStats":
+    def merge(self, other: TokenStats) -> TokenStats:
         """The statistics of both blocks."""
         return TokenStats(self.sums + other.sums, self.share_sum + other.share_sum,
                           self.n_nonempty + other.n_nonempty)

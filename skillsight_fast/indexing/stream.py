@@ -43,16 +43,16 @@ from typing import IO, TYPE_CHECKING, Any, overload
 
 import numpy as np
 
-from skillsight_fast.kernels.sharded import remap_sort_rows
-from skillsight_fast.indexing.shard import Shard, encode_shard, skill_rows
-from skillsight_fast.indexing.stats import CorpusStats, TokenStats
 from skillsight_fast.config import IndexConfig
 from skillsight_fast.engine.background import background_from_directions, select_background_terms
 from skillsight_fast.engine.columns import row_index
 from skillsight_fast.engine.lexicon import Lexicon
 from skillsight_fast.engine.state import Decisions, LexicalState, SkillMeta
 from skillsight_fast.errors import DuplicateSkillError, EmbeddingError, EmptyLibraryError
+from skillsight_fast.indexing.shard import Shard, encode_shard, skill_rows
+from skillsight_fast.indexing.stats import CorpusStats, TokenStats
 from skillsight_fast.kernels import transpose_csr
+from skillsight_fast.kernels.sharded import remap_sort_rows
 from skillsight_fast.library.skills import Skill
 from skillsight_fast.types import Encoder
 
@@ -195,10 +195,10 @@ class StreamBuilder:
             self._lock = _try_lock(self._dir / ".lock")  # held while this build lives
         except (ImportError, OSError):  # pragma: no cover - no flock here
             pass
-        self._emb = open(self._dir / "embeddings.f32", "wb")
-        self._namedesc = open(self._dir / "namedesc.f32", "wb")  # stays empty for the text vector
+        self._emb = open(self._dir / "embeddings.f32", "wb")  # noqa: SIM115
+        self._namedesc = open(self._dir / "namedesc.f32", "wb")  # stays empty for the text vector  # noqa: SIM115
         self._n_namedesc = 0
-        self._texts = open(self._dir / "texts.jsonl", "w+b")
+        self._texts = open(self._dir / "texts.jsonl", "w+b")  # noqa: SIM115
         self._text_ends: list[int] = [0]
         self.stats: CorpusStats | None = None
         self.metas: list[SkillMeta] = []

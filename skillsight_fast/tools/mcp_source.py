@@ -67,7 +67,7 @@ async def open_session(stack: AsyncExitStack, config: ServerConfig, *, message_h
             command, args = orphan_guard(command, args)
         params = StdioServerParameters(command=command, args=args, env=dict(config.env) or None)
         if errlog is None:
-            errlog = stack.enter_context(open(os.devnull, "w"))
+            errlog = stack.enter_context(open(os.devnull, "w"))  # noqa: ASYNC230, SIM115 - closed by the stack
             streams = await stack.enter_async_context(stdio_client(params, errlog=errlog))
         else:
             pipe = _capped_copy(errlog, config.describe())

@@ -15,7 +15,7 @@ import logging
 import math
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
-from typing import Any
+from typing import Any, Self
 
 from skillsight_fast.errors import SkillsightError
 from skillsight_fast.tools import guard
@@ -82,10 +82,10 @@ class _WatchedStream:
         self._gone.set()
         await self._inner.aclose()
 
-    async def __aenter__(self) -> _WatchedStream:
+    async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
 

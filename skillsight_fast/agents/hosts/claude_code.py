@@ -56,9 +56,9 @@ class ClaudeCode(Host):
     def merge_hook(self, settings: dict[str, Any], command: str) -> dict[str, Any]:
         """The first of skillsight's own hook entries is replaced in place (any others are removed);
         without one, a new hook group is added at the end."""
-        from skillsight_fast.agents.install import HOOK_TIMEOUT, hook_groups
-
         import copy
+
+        from skillsight_fast.agents.install import HOOK_TIMEOUT, hook_groups
 
         out = copy.deepcopy(settings)
         hooks, groups = hook_groups(out, self.event)
@@ -89,9 +89,9 @@ class ClaudeCode(Host):
         """The local scope keeps the server under ``projects.<project folder>`` of ``~/.claude.json``."""
         if scope != "local":
             return super().merge_server(settings, entry, scope, project)
-        from skillsight_fast.errors import SkillsightError
-
         import copy
+
+        from skillsight_fast.errors import SkillsightError
 
         out = copy.deepcopy(settings)
         projects = out.setdefault("projects", {})

@@ -32,9 +32,9 @@ class Gemini(Host):
     def merge_hook(self, settings: dict[str, Any], command: str) -> dict[str, Any]:
         """skillsight's own hook entries are removed (and groups left empty by that), and a new hook
         group is added at the end. Gemini CLI's hook timeout is in milliseconds."""
-        from skillsight_fast.agents.install import HOOK_TIMEOUT, hook_groups
-
         import copy
+
+        from skillsight_fast.agents.install import HOOK_TIMEOUT, hook_groups
 
         out = copy.deepcopy(settings)
         hooks, groups = hook_groups(out, self.event)
