@@ -149,20 +149,6 @@ def resolve_abstention(directory: str | os.PathLike[str], min_score: float | Non
     return Abstention.of_rule(manifest.get("abstention"))
 
 
-def task_passes(result: Any, cosines: np.ndarray, rule: Abstention | None) -> np.ndarray:
-    """bool (n,): the tasks that keep their hits (abstention is decided per task, on its best hit).
-
-    A task passes when its best real hit reaches the rule's threshold; every task passes when rule
-    is None. A task that passes keeps all its real hits, one that does not gets none.
-    """
-    real = result.ids >= 0
-    if rule is None:
-        return np.ones(result.ids.shape[0], bool)
-    values = np.where(real, np.nan_to_num(cosines if rule.signal == "cosine" else result.scores, nan=-np.inf),
-                      -np.inf)
-    return values.max(axis=1, initial=-np.inf) >= rule.threshold
-
-
 # ---------------------------------------------------------------------- measuring
 
 
