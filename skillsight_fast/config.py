@@ -29,9 +29,10 @@ ADAPTIVE_LEXICAL = "bm25"
 #: transformer's space by a map fitted at build on the library's texts; a table of the transformer's token
 #: states averaged over the library's texts (contextual); skills and tasks both static.
 QUERY_ENCODERS = ("transformer", "static-mapped", "contextual", "fitted", "static")
-#: What IndexConfig.query_encoder and ``--query-encoder`` accept: a tier, or ``auto`` (the default), settled at
-#: build by :meth:`IndexConfig.settled`: ``fitted`` with the lookup-first cascade (:data:`FALLBACK_BELOW`,
-#: :data:`LOOKUP_MIN_PIECES`) where the build can fit its table, else ``transformer``.
+#: What IndexConfig.query_encoder and ``--query-encoder`` accept: a tier, or ``auto`` (the default),
+#: settled at build by :meth:`IndexConfig.settled`: ``fitted`` with the lookup-first cascade
+#: (:data:`FALLBACK_BELOW`, :data:`LOOKUP_MIN_PIECES`) where the build can fit its table, else
+#: ``transformer``.
 QUERY_ENCODER_CHOICES = ("auto", *QUERY_ENCODERS)
 #: Tiers whose tasks are encoded by a table lookup in the transformer's space (skills by the transformer).
 MAPPED_TIERS = ("static-mapped", "contextual", "fitted")
@@ -42,17 +43,19 @@ TABLE_TIERS = ("contextual", "fitted")
 #: The fused score is in cosine units (eq. 15), so the one value holds on every library; declared on the fit
 #: sets before the confirm sets ran.
 FALLBACK_BELOW = 0.45
-#: The cascade's length gate (same experiment, round 2): a task of fewer word pieces than this ([CLS] and [SEP]
-#: counted) goes to the int8 transformer directly; its encode costs a few milliseconds there, so a lookup pass
-#: would save little and risk much. Set by the transformer's cost curve, not by a dataset's accuracy.
+#: The cascade's length gate (same experiment, round 2): a task of fewer word pieces than this ([CLS]
+#: and [SEP] counted) goes to the int8 transformer directly; its encode costs a few milliseconds there,
+#: so a lookup pass would save little and risk much. Set by the transformer's cost curve, not by a
+#: dataset's accuracy.
 LOOKUP_MIN_PIECES = 64
 #: The cascade's two values in a build config saved before the cascade became a query-time object.
 CASCADE_KEYS = ("fallback_below", "lookup_min_pieces")
 #: What runs the query stages after the encoder: the Numba kernels, or their NumPy twins
 #: (skillsight_fast/kernels/twins.py: no Numba import, for a one-shot search of a few tasks).
 ENGINES = ("numba", "numpy")
-#: Document vectors of the dense side (docs/ADAPTIVE.md, "Document vector"): one vector of the indexed text (the
-#: paper), or the mean of it and a vector of the name + description alone (mean of the two cosines).
+#: Document vectors of the dense side (docs/ADAPTIVE.md, "Document vector"): one vector of the indexed
+#: text (the paper), or the mean of it and a vector of the name + description alone (mean of the two
+#: cosines).
 DOCUMENT_VECTORS = ("text", "text+namedesc")
 #: Document vector of the adaptive default; adaptive=False is the paper's single text vector.
 ADAPTIVE_DOCUMENT_VECTOR = "text+namedesc"
@@ -170,7 +173,8 @@ class EncoderConfig:
         if self.query_int8 and self.query_encoder not in ("transformer", "auto"):
             raise ValueError("query_int8 applies to the transformer tier only (query_encoder='transformer')")
         if self.int8 and self.query_int8 is False:
-            raise ValueError("an int8 index encodes its tasks with the int8 encoder too (query_int8=False with int8=True)")
+            raise ValueError("an int8 index encodes its tasks with the int8 encoder too "
+                             "(query_int8=False with int8=True)")
         if self.document_vector is not None and self.document_vector not in DOCUMENT_VECTORS:
             raise ValueError(f"document_vector must be one of {DOCUMENT_VECTORS} or None")
 
@@ -247,7 +251,8 @@ class ScanConfig:
         params = {name: value for name, value in dict(self.params).items() if value is not None}
         unknown = set(params) - set(FLAT_SCAN_KEYS.values())
         if unknown:
-            raise ValueError(f"unknown scan parameters {sorted(unknown)} (expected {sorted(FLAT_SCAN_KEYS.values())})")
+            raise ValueError(f"unknown scan parameters {sorted(unknown)} "
+                             f"(expected {sorted(FLAT_SCAN_KEYS.values())})")
         for name, value in params.items():
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"scan parameter {name} must be an integer >= 1")
@@ -324,7 +329,8 @@ class IndexConfig:
                  **flat: Any) -> None:
         sections: dict[str, Any] = {"analyzer": analyzer or AnalyzerConfig(),
                                     "background": background or BackgroundConfig(),
-                                    "encoder": encoder or EncoderConfig(), "scoring": scoring or ScoringConfig()}
+                                    "encoder": encoder or EncoderConfig(),
+                                    "scoring": scoring or ScoringConfig()}
         scan_section = scan if isinstance(scan, ScanConfig) else ScanConfig(
             kind="auto" if scan is None else scan)
         unknown = set(flat) - set(FLAT_KEYS) - set(FLAT_SCAN_KEYS)
@@ -359,7 +365,8 @@ class IndexConfig:
         enc, sc = self.encoder, self.scoring
         tier = enc.query_encoder
         if tier == "auto":
-            tier = "fitted" if can_fit and self.adaptive and not enc.int8 and enc.query_int8 is None else "transformer"
+            fits = can_fit and self.adaptive and not enc.int8 and enc.query_int8 is None
+            tier = "fitted" if fits else "transformer"
         if tier != "transformer":
             query_int8 = None
         elif enc.int8:
@@ -400,7 +407,8 @@ class IndexConfig:
         clear message. The cascade's keys of a config saved before the cascade left it (:data:`CASCADE_KEYS`)
         are left out: read them with :func:`skillsight_fast.engine.cascade.Cascade.from_dict`."""
         data = {key: value for key, value in data.items() if key not in CASCADE_KEYS}
-        given = {key: data.pop(key) for key in list(data) if key in _SECTIONS and isinstance(data[key], Mapping)}
+        given = {key: data.pop(key) for key in list(data)
+                 if key in _SECTIONS and isinstance(data[key], Mapping)}
         unknown = set(data) - set(FLAT_KEYS) - set(FLAT_SCAN_KEYS) - {"scan", "adaptive", "seed"}
         if unknown:
             raise ValueError(f"unknown IndexConfig fields: {sorted(unknown)}")

@@ -158,8 +158,10 @@ class ContextualEncoder:
         self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         self.fallback = fallback
         self.max_length = int(max_length)
-        specials = [self.slots[vocab[t]] for t in ("[CLS]", "[SEP]") if t in vocab and self.slots[vocab[t]] >= 0]
-        self._specials = self.vectors[specials].sum(0) if specials else np.zeros(self.vectors.shape[1], np.float32)
+        specials = [self.slots[vocab[t]] for t in ("[CLS]", "[SEP]")
+                    if t in vocab and self.slots[vocab[t]] >= 0]
+        self._specials = (self.vectors[specials].sum(0) if specials
+                          else np.zeros(self.vectors.shape[1], np.float32))
         self._n_specials = len(specials)
         self.model_id = static.model_id
         self.checksum = static.checksum

@@ -140,7 +140,8 @@ def distill_to_folder(
 
 
 def default_static_folder(model: str, cache_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Where the static model distilled from ``model`` lives in the cache (``<cache>/static/<name>-static``)."""
+    """Where the static model distilled from ``model`` lives in the cache
+    (``<cache>/static/<name>-static``)."""
     from skillsight_fast.models.encoder import cache_root
 
     return cache_root(cache_dir) / "static" / f"{Path(str(model)).name}-static"
@@ -169,7 +170,8 @@ def resolve_static_model(query_model: str | os.PathLike[str] | None, teacher_mod
 
         from skillsight_fast.models.encoder import load_encoder
 
-        logger.warning("distilling a static encoder from %s into %s (once; about a minute)", teacher_model, folder)
+        logger.warning("distilling a static encoder from %s into %s (once; about a minute)",
+                       teacher_model, folder)
         folder.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
         os.chmod(tmp, umask_mode(0o777))  # a shared model cache stays readable as the user's umask says

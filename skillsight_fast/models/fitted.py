@@ -217,8 +217,8 @@ def _project(x: np.ndarray, basis: np.ndarray) -> np.ndarray:
     return x - (x @ basis.T) @ basis if basis.shape[0] else x
 
 
-def teacher_candidates(targets: np.ndarray, docs_perp: np.ndarray, basis: np.ndarray, owner: np.ndarray | None,
-                       k: int, chunk: int = 4096) -> np.ndarray:
+def teacher_candidates(targets: np.ndarray, docs_perp: np.ndarray, basis: np.ndarray,
+                       owner: np.ndarray | None, k: int, chunk: int = 4096) -> np.ndarray:
     """int64 (n, k + 1): per text, its skill (column 0; the teacher's best when ``owner`` is None or -1)
     then the teacher's best ``k`` other documents by ``P t . D_perp``."""
     n, n_docs = targets.shape[0], docs_perp.shape[0]
@@ -409,7 +409,8 @@ DEFAULT_FIT = FitConfig(objective="mse+kl", epochs=14.0)
 GENERAL_DIRECT_BELOW = 500
 
 
-def direct_general_table(n_skills: int, checksum: str | None, dim: int) -> tuple[np.ndarray, np.ndarray] | None:
+def direct_general_table(n_skills: int, checksum: str | None,
+                         dim: int) -> tuple[np.ndarray, np.ndarray] | None:
     """The shipped general table when a library of ``n_skills`` is small enough to use it directly
     (:data:`GENERAL_DIRECT_BELOW`) and it was fitted for the model (``checksum``, ``dim``); else None."""
     if n_skills >= GENERAL_DIRECT_BELOW:

@@ -94,7 +94,8 @@ def merge_prior(lib_ids: np.ndarray, lib_table: np.ndarray, gen_ids: np.ndarray,
     lib_ids = np.asarray(lib_ids, np.int64)
     gen_ids = np.asarray(gen_ids, np.int64)
     if lib_table.shape[1] != gen_table.shape[1]:
-        raise ModelError(f"general table of dimension {gen_table.shape[1]}, library table {lib_table.shape[1]}")
+        raise ModelError(f"general table of dimension {gen_table.shape[1]}, "
+                         f"library table {lib_table.shape[1]}")
     only = ~np.isin(lib_ids, gen_ids)
     extra = np.asarray(lib_table, np.float32)[only]
     if extra.size:

@@ -88,7 +88,8 @@ class StaticEncoder:
         vocab = tokenizer.get_vocab()
         n_tokens = max(vocab.values()) + 1 if vocab else 0
         if mapping is None and table.shape[0] != n_tokens:
-            raise ModelError(f"static table has {table.shape[0]} rows but the tokenizer has {n_tokens} tokens")
+            raise ModelError(
+                f"static table has {table.shape[0]} rows but the tokenizer has {n_tokens} tokens")
         # one row per token id: fold the mapping and the weights in once, so encoding is one gather
         if mapping is not None:
             table = table[np.asarray(mapping, dtype=np.int64)]
@@ -195,7 +196,8 @@ def save_static_model(
     (folder / "config.json").write_text(json.dumps(cfg, indent=4), encoding="utf-8")
     modules = [{"idx": 0, "name": "0", "path": ".", "type": "sentence_transformers.models.StaticEmbedding"}]
     if normalize:
-        modules.append({"idx": 1, "name": "1", "path": "1_Normalize", "type": "sentence_transformers.models.Normalize"})
+        modules.append({"idx": 1, "name": "1", "path": "1_Normalize",
+                        "type": "sentence_transformers.models.Normalize"})
     (folder / "modules.json").write_text(json.dumps(modules, indent=4), encoding="utf-8")
     logger.info("saved static model (%d x %d) to %s", emb.shape[0], emb.shape[1], folder)
     return folder
@@ -283,7 +285,8 @@ def load_static_encoder(folder: str | os.PathLike[str], *, max_length: int | Non
 MAP_RIDGE = 1.0
 
 
-def fit_query_map(static_vectors: np.ndarray, target_vectors: np.ndarray, ridge: float = MAP_RIDGE) -> np.ndarray:
+def fit_query_map(static_vectors: np.ndarray, target_vectors: np.ndarray,
+                  ridge: float = MAP_RIDGE) -> np.ndarray:
     """The affine map from static vectors to the transformer's space, fitted on the library's texts.
 
     ``W`` minimises ``|[s 1] W − t|² + ridge·|W|²`` over the rows (``s`` the static vector of a skill
