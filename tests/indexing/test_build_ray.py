@@ -90,7 +90,8 @@ def test_ray_build_answers_as_the_single_machine_build_with_minilm(ray_cluster, 
 
     skills, tasks = subset()
     whole = SkillIndex.build(skills, teacher, IndexConfig())
-    index = ray_build(iter(skills), functools.partial(load_encoder, "all-MiniLM-L6-v2", threads=1), IndexConfig(),
+    factory = functools.partial(load_encoder, "all-MiniLM-L6-v2", threads=1)
+    index = ray_build(iter(skills), factory, IndexConfig(),
                       workers=2, chunk_size=37, workdir=tmp_path, query_encoder=teacher)
     assert index.state.config.encoder.query_encoder == "fitted" and index.state.abstention is not None
     assert_same_answers(index, whole, tasks)

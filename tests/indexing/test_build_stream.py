@@ -77,11 +77,13 @@ def test_shard_statistics_add_up_to_the_whole_corpus():
     half = len(skills) // 2
     tok = TokenStats.of(lex.doc_indptr[: half + 1], lex.doc_terms, index.dense.embeddings[:half], slot,
                         generic, terms.size).merge(
-        TokenStats.of(lex.doc_indptr[half:], lex.doc_terms, index.dense.embeddings[half:], slot, generic, terms.size))
+        TokenStats.of(lex.doc_indptr[half:], lex.doc_terms, index.dense.embeddings[half:], slot, generic,
+                      terms.size))
     assert abs(tok.generic_share - generic_share(lex, generic)) < 1e-12
     g = (tok.sums / total.df[terms][:, None]).astype(np.float32)
     bg = background_from_directions(g, total.mean, max_rank=cfg.background.max_rank)
-    ref = estimate_background(index.dense.embeddings, terms, lex.post_indptr, lex.post_docs, max_rank=cfg.background.max_rank)
+    ref = estimate_background(index.dense.embeddings, terms, lex.post_indptr, lex.post_docs,
+                              max_rank=cfg.background.max_rank)
     assert bg.basis.shape == ref.basis.shape and bg.effective_rank == ref.effective_rank
     np.testing.assert_allclose(np.abs(bg.basis @ ref.basis.T), np.eye(ref.basis.shape[0]), atol=1e-5)
     e_d = total.background_energy(ref.basis)
@@ -153,7 +155,8 @@ def test_cli_index_stream_writes_the_same_index(tmp_path, monkeypatch, capsys):
         write_skill(root, s.id, name=s.name, description=s.description, body=s.body)
     write_skill(root, "broken", raw="no front matter")
     assert main(["index", str(root), "-o", str(tmp_path / "a"), "-q"]) == 0
-    assert main(["-c", "stream=true", "-c", "chunk-size=5", "index", str(root), "-o", str(tmp_path / "b"), "--json"]) == 0
+    assert main(["-c", "stream=true", "-c", "chunk-size=5", "index", str(root), "-o", str(tmp_path / "b"),
+                 "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["n_skills"] == 22 and len(out["skipped"]) == 1
     a, b = SkillIndex.load(tmp_path / "a"), SkillIndex.load(tmp_path / "b")

@@ -155,7 +155,8 @@ def test_contextual_index_builds_saves_loads_and_updates(teacher, real, tmp_path
                             max_length=teacher.max_length)
     q = index.encode(tasks)
     np.testing.assert_allclose(q, ref.encode(tasks), atol=1e-5)
-    np.testing.assert_allclose(index.dense.embeddings, teacher.encode([s.text for s in skills]), atol=1e-5)  # skills: fp32
+    # skills: fp32
+    np.testing.assert_allclose(index.dense.embeddings, teacher.encode([s.text for s in skills]), atol=1e-5)
     got = index.search(tasks, k=5)
     want = index.search_vectors(ref.encode(tasks), tasks, 5)
     np.testing.assert_array_equal(got.ids, want.ids)
@@ -164,7 +165,8 @@ def test_contextual_index_builds_saves_loads_and_updates(teacher, real, tmp_path
     loaded = SkillIndex.load(tmp_path / "idx")
     np.testing.assert_allclose(loaded.encode(tasks), q, atol=1e-6)
     assert loaded.encoders.attached is None  # a search never loads the transformer
-    assert json.loads((tmp_path / "idx" / "manifest.json").read_text())["config"]["query_encoder"] == "contextual"
+    manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
+    assert manifest["config"]["query_encoder"] == "contextual"
 
     report = update_index(tmp_path / "idx", skills[:-3])  # the table is kept, the rest is updated
     assert len(report.removed) == 3
@@ -173,7 +175,8 @@ def test_contextual_index_builds_saves_loads_and_updates(teacher, real, tmp_path
     assert len(again) == len(skills) - 3
 
     with pytest.raises(SkillsightError, match="token states"):
-        SkillIndex.from_embeddings(skills, index.dense.embeddings, config)  # no transformer to take states from
+        # no transformer to take states from
+        SkillIndex.from_embeddings(skills, index.dense.embeddings, config)
 
 
 @pytest.mark.model
@@ -196,10 +199,13 @@ def test_eval_tier_gives_what_an_index_of_it_gives(teacher, real, tmp_path: Path
 
     skills, tasks, folder = real
     ds = Dataset("sample", list(skills), [EvalQuery(f"q{i}", t, frozenset({0})) for i, t in enumerate(tasks)])
-    ctx = EvalContext(ds, cache_dir=tmp_path, query_encoder="contextual", query_model=str(folder), encoder=teacher)
-    index = SkillIndex.build(skills, teacher, IndexConfig(query_encoder="contextual", query_model=str(folder)))
+    ctx = EvalContext(ds, cache_dir=tmp_path, query_encoder="contextual", query_model=str(folder),
+                      encoder=teacher)
+    index = SkillIndex.build(skills, teacher,
+                             IndexConfig(query_encoder="contextual", query_model=str(folder)))
     np.testing.assert_allclose(ctx.query_emb, index.encode(tasks), atol=1e-5)
-    again = EvalContext(ds, cache_dir=tmp_path, query_encoder="contextual", query_model=str(folder), encoder=teacher)
+    again = EvalContext(ds, cache_dir=tmp_path, query_encoder="contextual", query_model=str(folder),
+                        encoder=teacher)
     np.testing.assert_allclose(again.query_emb, ctx.query_emb, atol=1e-6)  # the cached table
     assert METHODS["skillsight"](ctx).shape[0] == len(tasks)
 
@@ -210,15 +216,18 @@ def test_cli_contextual_index_and_refusals(real, tmp_path: Path, capsys) -> None
 
     skills, tasks, folder = real
     src = tmp_path / "skills.jsonl"
-    src.write_text("".join(json.dumps({"id": s.id, "name": s.name, "description": s.description, "body": s.body})
+    src.write_text("".join(json.dumps({"id": s.id, "name": s.name, "description": s.description,
+                                       "body": s.body})
                            + "\n" for s in skills), encoding="utf-8")
     assert main(["-c", "query-encoder=contextual", "-c", f"query-model={folder}", "index", str(src), "-o",
                  str(tmp_path / "a"), "--json", "-q"]) == 0
     assert json.loads(capsys.readouterr().out)["query_encoder"] == "contextual"
     # no abstention: this tests the tier's mechanics, not whether the task fits this small library
-    assert main(["-c", "min-cosine=none", "search", "-i", str(tmp_path / "a"), tasks[-1], "-k", "2", "--json"]) == 0
+    assert main(["-c", "min-cosine=none", "search", "-i", str(tmp_path / "a"), tasks[-1], "-k", "2",
+                 "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["hits"]
-    assert main(["-c", "query-encoder=contextual", "-c", "stream=true", "index", str(src), "-o", str(tmp_path / "b")]) == 1
+    assert main(["-c", "query-encoder=contextual", "-c", "stream=true", "index", str(src), "-o",
+                 str(tmp_path / "b")]) == 1
     assert "--stream" in capsys.readouterr().err
     assert main(["-c", "query-encoder=contextual", "-c", "query-int8=true", "index", str(src), "-o",
                  str(tmp_path / "c")]) == 1
@@ -231,7 +240,8 @@ def test_bench_view_searches_like_a_contextual_index(teacher, real) -> None:
     from skillsight_fast.models.static import load_static_encoder
 
     skills, tasks, folder = real
-    index = SkillIndex.build(skills, teacher, IndexConfig(query_encoder="contextual", query_model=str(folder)))
+    index = SkillIndex.build(skills, teacher,
+                             IndexConfig(query_encoder="contextual", query_model=str(folder)))
     base = SkillIndex.build(skills, teacher, IndexConfig(query_encoder="transformer"))
     static = load_static_encoder(folder)
     views = tier_views(base, static, index.dense.query_map,
@@ -242,7 +252,8 @@ def test_bench_view_searches_like_a_contextual_index(teacher, real) -> None:
 
 
 @pytest.mark.model
-def test_one_shot_contextual_search_imports_neither_onnxruntime_nor_numba(teacher, real, tmp_path: Path) -> None:
+def test_one_shot_contextual_search_imports_neither_onnxruntime_nor_numba(teacher, real,
+                                                                            tmp_path: Path) -> None:
     import os
     import subprocess
     import sys
@@ -251,7 +262,8 @@ def test_one_shot_contextual_search_imports_neither_onnxruntime_nor_numba(teache
     SkillIndex.build(skills, teacher, IndexConfig(query_encoder="contextual", query_model=str(folder))).save(
         tmp_path / "idx")
     code = ("import json, sys; from skillsight_fast.cli import main; "
-            f"main(['search', '-i', {str(tmp_path / 'idx')!r}, {tasks[-1]!r}, '-k', '2', '--json', '--min-cosine', 'none']); "
+            f"main(['search', '-i', {str(tmp_path / 'idx')!r}, {tasks[-1]!r}, '-k', '2', '--json', "
+            "'--min-cosine', 'none']); "
             "print(json.dumps(['onnxruntime' in sys.modules, 'numba' in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})

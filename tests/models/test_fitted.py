@@ -85,7 +85,8 @@ def _reference_fit(bags: Bags, targets, prior, basis, config: FitConfig, docs_pe
         if config.learn_weights:
             m2 = 0.9 * m2 + 0.1 * ga
             v2 = 0.999 * v2 + 0.001 * ga * ga
-            logw = logw - config.lr_weights * (m2 / (1 - 0.9 ** step)) / (np.sqrt(v2 / (1 - 0.999 ** step)) + 1e-8)
+            logw = logw - config.lr_weights * (m2 / (1 - 0.9 ** step)) / (
+                np.sqrt(v2 / (1 - 0.999 ** step)) + 1e-8)
     return table * np.exp(logw)[:, None] * scale
 
 
@@ -161,7 +162,8 @@ def test_training_pieces():
     skills = [SimpleNamespace(name="pdf-merge", description="Merge PDF files into one. Use for reports.",
                               body="# PDF\nThis skill merges many files. It keeps the page order intact.\n"
                                    "Run the script with two paths. The output is written next to them.",
-                              when_to_use="When the user has several PDF files", examples=("merge a.pdf and b.pdf",),
+                              when_to_use="When the user has several PDF files",
+                              examples=("merge a.pdf and b.pdf",),
                               triggers=()),
               SimpleNamespace(name="x", description="Merge PDF files into one. Use for reports.", body="",
                               when_to_use="", examples=(), triggers=())]

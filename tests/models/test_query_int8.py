@@ -25,7 +25,8 @@ MIN_COSINE = 0.98
 @pytest.fixture(scope="module")
 def dataset(teacher):
     full = load_dataset(ROOT / "data" / "skillsbench", limit=8)
-    rows = sorted({g for q in full.queries for g in q.gold} | set(range(0, len(full.docs), len(full.docs) // 24)))
+    rows = sorted({g for q in full.queries for g in q.gold}
+                  | set(range(0, len(full.docs), len(full.docs) // 24)))
     new = {r: i for i, r in enumerate(rows)}
     queries = [EvalQuery(q.id, q.text, frozenset(new[g] for g in q.gold)) for q in full.queries]
     return Dataset("skillsbench-sample", [full.docs[r] for r in rows], queries)
@@ -87,17 +88,21 @@ def test_cli_eval_query_int8(dataset, tmp_path: Path, capsys) -> None:
     data.mkdir()
     with gzip.open(data / "corpus.jsonl.gz", "wt", encoding="utf-8") as fh:
         for s in dataset.docs:
-            fh.write(json.dumps({"id": s.id, "name": s.name, "description": s.description, "body": s.body}) + "\n")
+            fh.write(json.dumps({"id": s.id, "name": s.name, "description": s.description,
+                                 "body": s.body}) + "\n")
     with gzip.open(data / "queries.jsonl.gz", "wt", encoding="utf-8") as fh:
         for q in dataset.queries:
-            fh.write(json.dumps({"id": q.id, "text": q.text, "gold": [dataset.docs[g].id for g in q.gold]}) + "\n")
+            fh.write(json.dumps({"id": q.id, "text": q.text,
+                                 "gold": [dataset.docs[g].id for g in q.gold]}) + "\n")
     (data / "meta.json").write_text(json.dumps({"name": "skillsbench-sample", "distractors": None}))
     out = tmp_path / "r.json"
-    assert main(["-c", "methods=skillsight", "-c", "query-int8=true", "-c", f"cache-dir={tmp_path / 'cache'}", "-c",
+    assert main(["-c", "methods=skillsight", "-c", "query-int8=true", "-c", f"cache-dir={tmp_path / 'cache'}",
+                 "-c",
                  "bootstrap=20", "-c", "quiet=true", "eval", "--data", str(data), "--json", str(out)]) == 0
     obj = json.loads(out.read_text())
     assert obj["notes"]["query_encoder"]["query_int8"] == "all"
     assert 0.0 < obj["results"]["skillsight"]["recall@10"] <= 1.0
-    assert main(["-c", "methods=skillsight", "-c", "query-int8=true", "-c", "query-encoder=static", "-c", "quiet=true",
+    assert main(["-c", "methods=skillsight", "-c", "query-int8=true", "-c", "query-encoder=static",
+                 "-c", "quiet=true",
                  "eval", "--data", str(data)]) == 2
     assert "--query-int8" in capsys.readouterr().err

@@ -28,7 +28,8 @@ TEXTS = [
 @pytest.fixture(scope="module")
 def folder(teacher, tmp_path_factory: pytest.TempPathFactory) -> Path:
     # distil only the tokens of the test texts (the full vocabulary takes a minute)
-    ids = sorted({i for enc in teacher._tokenizer.encode_batch(TEXTS, add_special_tokens=False) for i in enc.ids})
+    ids = sorted({i for enc in teacher._tokenizer.encode_batch(TEXTS, add_special_tokens=False)
+                  for i in enc.ids})
     return distill_to_folder(teacher, tmp_path_factory.mktemp("m2v") / "minilm-static", token_ids=ids)
 
 
@@ -139,7 +140,8 @@ def test_the_table_is_mapped_and_other_files_still_load(folder: Path, tmp_path: 
     np.testing.assert_array_equal(enc.table, table)
     # float16 tables, extra tensors and a damaged header go through the safetensors library
     for name, tensors in (("f16", {"embeddings": table.astype(np.float16)}),
-                          ("weighted", {"embeddings": table, "weights": np.full(table.shape[0], 2, np.float32)})):
+                          ("weighted", {"embeddings": table,
+                                        "weights": np.full(table.shape[0], 2, np.float32)})):
         other = tmp_path / name
         other.mkdir()
         for f in ("tokenizer.json", "config.json"):

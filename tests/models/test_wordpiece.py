@@ -76,7 +76,8 @@ def test_edge_cases_equal_tokenizer(tokenizer, fast, text):
 
 def test_random_ascii_equals_tokenizer(tokenizer, fast):
     rng = np.random.default_rng(7)
-    alphabet = np.array(list("abcXYZ019 _-.,;:!?()[]{}'\"\t\n\r\x00\x07\x7f#@$%^&*+=/\\|~`<>") + ["ing", "un", "##"])
+    alphabet = np.array(list("abcXYZ019 _-.,;:!?()[]{}'\"\t\n\r\x00\x07\x7f#@$%^&*+=/\\|~`<>")
+                        + ["ing", "un", "##"])
     texts = ["".join(rng.choice(alphabet, size=rng.integers(0, 80))) for _ in range(3000)]
     got = fast.encode_ids(texts)
     want = [list(e.ids) for e in tokenizer.encode_batch(texts, add_special_tokens=False)]

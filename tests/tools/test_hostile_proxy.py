@@ -129,9 +129,9 @@ def test_upstreams_die_with_the_proxy(tmp_path):
         from fakes import HashEncoder
         from skillsight_fast.tools.catalog import ServerConfig
         from skillsight_fast.tools.proxy import ToolProxy
-        proxy = ToolProxy([ServerConfig(name="s", command=sys.executable, args=({str(HOSTILE)!r}, "stuck", "0",
-                                                                              {marker!r}))], encoder=HashEncoder(),
-                          index_cache=False)
+        proxy = ToolProxy([ServerConfig(name="s", command=sys.executable,
+                                        args=({str(HOSTILE)!r}, "stuck", "0", {marker!r}))],
+                          encoder=HashEncoder(), index_cache=False)
         async def main():
             async with proxy.running():
                 await proxy.wait_ready()
@@ -235,7 +235,8 @@ def test_a_server_stderr_is_copied_up_to_its_cap(tmp_path):
 
     log = tmp_path / "proxy.log"
     with open(log, "w") as errlog:
-        proxy = ToolProxy([ServerConfig(name="noisy", command=sys.executable, args=(str(HOSTILE), "noisy", "20"))],
+        proxy = ToolProxy([ServerConfig(name="noisy", command=sys.executable,
+                                        args=(str(HOSTILE), "noisy", "20"))],
                           encoder=HashEncoder(), errlog=errlog, index_cache=False, abstain=False)
 
         async def run():

@@ -36,7 +36,8 @@ def test_tool_skill_id_and_texts():
         assert s.description == "Current time. Get current time in a specific timezone"
         assert (expect in s.body) if expect else s.body == ""
     assert params_text(TIME_SCHEMA).splitlines() == [
-        "timezone (string): IANA timezone name, e.g. 'Asia/Tokyo'", "opts (object)", "opts.dst (boolean|null): DST"]
+        "timezone (string): IANA timezone name, e.g. 'Asia/Tokyo'", "opts (object)",
+        "opts.dst (boolean|null): DST"]
     assert tool_skill(tool).body == tool_body(TIME_SCHEMA, "schema")  # the measured default
     with pytest.raises(SkillFormatError, match="unknown tool text"):
         tool_body(TIME_SCHEMA, "everything")
@@ -76,7 +77,8 @@ def test_completeness_needs_every_gold_tool():
 def test_tool_docs_rewrites_bfcl_and_gorilla_records():
     bfcl = Skill("bfcl:f", "f", "Do f.", json.dumps({"name": "f", "parameters": {
         "type": "dict", "properties": {"x": {"type": "integer", "description": "the x"}}}}))
-    gorilla = Skill("g:0", "m", "A model.", json.dumps({"api_call": "M()", "api_arguments": ["inputs", "mask"]}))
+    gorilla = Skill("g:0", "m", "A model.",
+                    json.dumps({"api_call": "M()", "api_arguments": ["inputs", "mask"]}))
     plain = Skill("metatool:a", "a", "Plain tool.", "Plain tool.")
     ds = Dataset("t", [bfcl, gorilla, plain], [EvalQuery("q", "x", frozenset({0}))])
     assert has_schemas(ds)
@@ -121,7 +123,8 @@ def test_tool_index_config_scores_every_task_token_and_keeps_a_choice():
     from skillsight_fast.engine.state import Decisions
     from skillsight_fast.tools.catalog import tool_index_config
 
-    assert IndexConfig().settled(can_fit=False).scoring.lexical_evidence == "masked"  # skill libraries keep Q'
+    # skill libraries keep Q'
+    assert IndexConfig().settled(can_fit=False).scoring.lexical_evidence == "masked"
     assert tool_index_config().settled(can_fit=False).scoring.lexical_evidence == "all"
     assert tool_index_config(IndexConfig(lexical_evidence="masked")).scoring.lexical_evidence == "masked"
     assert tool_index_config(IndexConfig(int8=True)).encoder.int8
