@@ -112,14 +112,17 @@ def _huge(root: Path) -> None:
 BROKEN_SKILLS = {
     "no front matter": (lambda r: write_skill(r, "x", "# Title\nno front matter\n"), "no YAML front matter"),
     "unclosed front matter": (lambda r: write_skill(r, "x", "---\nname: x\ndescription: y\n"), "not closed"),
-    "malformed YAML": (lambda r: write_skill(r, "x", "---\nname: [oops\ndescription: y\n---\n"), "invalid YAML"),
+    "malformed YAML": (lambda r: write_skill(r, "x", "---\nname: [oops\ndescription: y\n---\n"),
+                       "invalid YAML"),
     "missing name": (lambda r: write_skill(r, "x", "---\ndescription: y\n---\nbody"), "'name'"),
     "front matter not a mapping": (lambda r: write_skill(r, "x", "---\n- a\n- b\n---\n"), "not a mapping"),
     "non-UTF-8 bytes": (lambda r: write_skill(r, "x", b"---\nname: x\ndescription: caf\xe9\n---\n"), "UTF-8"),
     "binary SKILL.md": (lambda r: write_skill(r, "x", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"), "binary"),
-    "invalid date in YAML": (lambda r: write_skill(r, "x", "---\nname: x\ndescription: y\nupdated: 2024-13-45\n---\n"),
+    "invalid date in YAML": (lambda r: write_skill(
+        r, "x", "---\nname: x\ndescription: y\nupdated: 2024-13-45\n---\n"),
                              "invalid YAML"),
-    "deeply nested YAML": (lambda r: write_skill(r, "x", "---\nname: " + "[" * 5000 + "\n---\n"), "invalid YAML"),
+    "deeply nested YAML": (lambda r: write_skill(r, "x", "---\nname: " + "[" * 5000 + "\n---\n"),
+                           "invalid YAML"),
     "50 MB SKILL.md": (_huge, "limit"),
     "symlink loop": (_symlink_loop, "cannot read"),
 }
@@ -397,7 +400,8 @@ BROKEN_INDEXES = {
     "missing folder": (lambda d: shutil.rmtree(d), "no such index"),
     "missing manifest": (lambda d: (d / "manifest.json").unlink(), "not an index"),
     "malformed manifest": (lambda d: (d / "manifest.json").write_text("{not json"), "unreadable manifest"),
-    "foreign manifest": (lambda d: (d / "manifest.json").write_text('{"format": "other"}'), "not a skillsight"),
+    "foreign manifest": (lambda d: (d / "manifest.json").write_text('{"format": "other"}'),
+                         "not a skillsight"),
     "wrong format version": (lambda d: _rewrite_manifest(d, lambda m: m.update(format_version=99)),
                              "format version 99"),
     "manifest without model": (lambda d: _rewrite_manifest(d, _del_model), "malformed manifest"),
@@ -405,7 +409,8 @@ BROKEN_INDEXES = {
     "truncated array": (_truncate, "checksum mismatch"),
     "wrong-dtype array": (_wrong_dtype, "expected float32"),
     "checksum mismatch": (_flip_byte, "checksum mismatch"),
-    "tampered skills.jsonl": (lambda d: (d / "skills.jsonl").write_text('{"id": "evil"}\n'), "checksum mismatch"),
+    "tampered skills.jsonl": (lambda d: (d / "skills.jsonl").write_text('{"id": "evil"}\n'),
+                              "checksum mismatch"),
     "missing vocab.json": (lambda d: (d / "vocab.json").unlink(), "cannot read vocab.json"),
     "BM25 index without tf": (lambda d: _rewrite_manifest(d, _drop_tf), "needs term frequencies"),
     "doc_len of wrong length": (_short_doc_len, "array doc_len"),
@@ -485,6 +490,7 @@ def test_real_encoder_survives_hostile_queries(tmp_path):
     encoder = load_encoder("all-MiniLM-L6-v2")
     skills = load_skills([good_library(tmp_path / "lib")]).skills
     index = SkillIndex.build(skills, encoder)
-    for query in ("\ud800 merge pdf \udcff", "merge\x00 pdf\x1b[0m", "合并两个PDF文件", "x" * MAX_QUERY_CHARS):
+    for query in ("\ud800 merge pdf \udcff", "merge\x00 pdf\x1b[0m", "合并两个PDF文件",
+                  "x" * MAX_QUERY_CHARS):
         res = index.search(query, k=2)
         assert (res.ids[0] >= 0).all() and np.isfinite(res.scores).all()

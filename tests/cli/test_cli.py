@@ -16,7 +16,8 @@ from skillsight_fast.cli import main
 def library(tmp_path, monkeypatch):
     monkeypatch.setattr(models, "load_encoder", lambda *a, **k: HashEncoder())
     root = tmp_path / "skills"
-    write_skill(root, "pdf", name="pdf", description="Merge and split PDF files.", body="pdf pages merge split")
+    write_skill(root, "pdf", name="pdf", description="Merge and split PDF files.",
+                body="pdf pages merge split")
     write_skill(root, "mesh", name="mesh", description="Analyse STL meshes.", body="stl mesh volume")
     write_skill(root, "csv", name="csv", description="Clean CSV files.", body="csv columns rows")
     write_skill(root, "broken", raw="no front matter")
@@ -65,7 +66,8 @@ def test_unquoted_words_are_one_task_and_stdin_gives_several(library, tmp_path, 
 def test_explain_shows_the_best_hit_against_the_threshold(library, tmp_path, capsys):
     idx = tmp_path / "idx"
     assert main(["index", str(library), "-o", str(idx), "-q"]) == 0
-    assert main(["-c", "min-cosine=none", "search", "-i", str(idx), "merge pdf pages", "--json", "-k", "1"]) == 0
+    assert main(["-c", "min-cosine=none", "search", "-i", str(idx), "merge pdf pages", "--json", "-k",
+                 "1"]) == 0
     top = json.loads(capsys.readouterr().out)["hits"][0]
     assert main(["-c", "min-cosine=0.999", "search", "-i", str(idx), "merge pdf pages", "--explain"]) == 0
     text = capsys.readouterr().out
@@ -134,7 +136,8 @@ def test_a_one_shot_search_imports_no_other_command(tmp_path):
             "print(sorted(m for m in sys.modules if m.startswith('skillsight_fast.cli.')))")
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "none")], capture_output=True, text=True,
                          check=True).stdout
-    assert out.strip() == "['skillsight_fast.cli._common', 'skillsight_fast.cli.core', 'skillsight_fast.cli.settings']"
+    assert out.strip() == ("['skillsight_fast.cli._common', 'skillsight_fast.cli.core', "
+                           "'skillsight_fast.cli.settings']")
 
 
 def test_index_of_a_tool_jsonl_gets_the_tool_config(tmp_path, monkeypatch, capsys):
@@ -148,7 +151,8 @@ def test_index_of_a_tool_jsonl_gets_the_tool_config(tmp_path, monkeypatch, capsy
             ("git_log", "Show the commit log of a repository")]
     tools.write_text("".join(json.dumps({"id": n, "name": n, "description": d, "inputSchema": schema}) + "\n"
                              for n, d in rows))
-    prose.write_text("".join(json.dumps({"id": n, "name": n, "description": d, "body": d}) + "\n" for n, d in rows))
+    prose.write_text("".join(json.dumps({"id": n, "name": n, "description": d, "body": d}) + "\n"
+                             for n, d in rows))
     got = {}
     for src in (tools, prose):
         idx = tmp_path / f"idx-{src.stem}"

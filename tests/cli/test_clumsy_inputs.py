@@ -110,7 +110,8 @@ def test_good_gold_forms_still_read(tmp_path):
 
 
 def test_deep_or_huge_query_json_gives_one_line(tmp_path, capsys, fake_model, index_dir):
-    for body in ('{"text": "a", "x": ' + "[" * 5000 + "]" * 5000 + "}", '{"text": "a", "x": 1' + "0" * 5000 + "}"):
+    for body in ('{"text": "a", "x": ' + "[" * 5000 + "]" * 5000 + "}",
+                 '{"text": "a", "x": 1' + "0" * 5000 + "}"):
         data = tmp_path / "q.jsonl"
         data.write_text(body + "\n")
         with pytest.raises(SkillFormatError, match="q.jsonl:1"):
@@ -156,13 +157,15 @@ def test_empty_offtopic_list_is_refused_not_stored_as_nan(tmp_path, capsys, fake
     labelled_only = tmp_path / "labelled.jsonl"  # every off-topic query has a gold skill in the index
     labelled_only.write_text(json.dumps({"text": "merge pdf", "gold": ["pdf"]}) + "\n")
     for off in (tmp_path / "none.txt", labelled_only):
-        code, _, err = run_cli(capsys, ["-c", f"offtopic={off}", "calibrate", "-i", index_dir, "--data", data])
+        code, _, err = run_cli(capsys, ["-c", f"offtopic={off}", "calibrate", "-i", index_dir,
+                                        "--data", data])
         assert_cli_error(code, err, "off-topic")
         assert not (index_dir / "calibration.json").exists()
 
 
 # ---------------------------------------------------------------------- search(None)
-@pytest.mark.parametrize("queries", [None, 5, 2.5, object(), {"a", "b"}], ids=["none", "int", "float", "object", "set"])
+@pytest.mark.parametrize("queries", [None, 5, 2.5, object(), {"a", "b"}],
+                         ids=["none", "int", "float", "object", "set"])
 def test_search_of_a_non_sequence_raises_query_error(index_dir, queries):
     index = SkillIndex.load(index_dir, encoder=HashEncoder())
     with pytest.raises(QueryError, match="string or a sequence"):
@@ -175,7 +178,8 @@ def test_search_of_a_non_sequence_raises_query_error(index_dir, queries):
 def test_overlapping_sources_are_refused(tmp_path, capsys, fake_model, library):
     (tmp_path / "link").symlink_to(library)
     for sources, needle in [([library, library / "pdf"], "inside"), ([library / "pdf", library], "inside"),
-                            ([library, library], "same source"), ([library, tmp_path / "link"], "same source"),
+                            ([library, library], "same source"),
+                            ([library, tmp_path / "link"], "same source"),
                             ([library, library / "pdf" / "SKILL.md"], "inside")]:
         with pytest.raises(SkillFormatError, match=needle):
             load_skills(sources)
@@ -257,7 +261,8 @@ def test_a_full_disk_during_save_gives_one_clear_line(tmp_path, library, limit):
     """A write cut short (RLIMIT_FSIZE: the kernel refuses bytes past the limit, as on a full disk)."""
     for i in range(40):  # arrays of a few KB, so the limit cuts the numpy writes and the JSON files
         (library / f"s{i}").mkdir()
-        (library / f"s{i}" / "SKILL.md").write_text(f"---\nname: s{i}\ndescription: Skill {i}.\n---\nwords {i}\n")
+        (library / f"s{i}" / "SKILL.md").write_text(
+            f"---\nname: s{i}\ndescription: Skill {i}.\n---\nwords {i}\n")
     out = tmp_path / "idx"
     SkillIndex.build(load_skills([library / "pdf"]).skills, HashEncoder()).save(out)
     before = {p.name: p.read_bytes() for p in out.iterdir()}

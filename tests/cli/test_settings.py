@@ -117,7 +117,8 @@ def test_every_experiment_is_listed():
 
 @pytest.mark.parametrize("watch", [False, True])
 def test_the_server_command_install_writes_still_parses(tmp_path, watch):
-    """Hosts run what ``install`` wrote (``serve --mcp -i IDX --endpoint -q [--watch]``): those stay options."""
+    """Hosts run what ``install`` wrote (``serve --mcp -i IDX --endpoint -q [--watch]``): those stay
+    options."""
     from skillsight_fast.agents.install import server_entry
 
     entry = server_entry(tmp_path / "idx", prefix=["skillsight"], watch=watch)

@@ -26,11 +26,13 @@ def index_dir(tmp_path, monkeypatch):
 
 def test_analyze_with_labelled_queries(index_dir, tmp_path, capsys):
     data = tmp_path / "q.jsonl"
-    data.write_text("".join(json.dumps({"id": f"q{i}", "text": t, "gold": [g]}) + "\n" for i, (t, g) in enumerate([
-        ("merge pdf pages", "pdf-tools"), ("docker compose deploy", "docker-deploy"),
-        ("stl mesh volume", "mesh-analysis"), ("unknown gold", "nope")])))
+    rows = [("merge pdf pages", "pdf-tools"), ("docker compose deploy", "docker-deploy"),
+            ("stl mesh volume", "mesh-analysis"), ("unknown gold", "nope")]
+    data.write_text("".join(json.dumps({"id": f"q{i}", "text": t, "gold": [g]}) + "\n"
+                            for i, (t, g) in enumerate(rows)))
     out = tmp_path / "out"
-    assert main(["-c", f"data={data}", "-c", "json=true", "analyze", "-i", str(index_dir), "-o", str(out)]) == 0
+    assert main(["-c", f"data={data}", "-c", "json=true", "analyze", "-i", str(index_dir), "-o",
+                 str(out)]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["n_queries"] == 3 and summary["n_docs"] == 50  # the query without gold is dropped
     for name in summary["plots"]:

@@ -87,7 +87,8 @@ def test_scale_up_keeps_the_real_rows_and_grows_the_vocabulary(tiny_index, tmp_p
     np.testing.assert_array_equal(again.dense.embeddings, syn.dense.embeddings)
     # a scaled-up index is a valid index: it saves and loads through the validating loader
     big, _ = scale_up(base, n_real * 40, seed=1)
-    assert len(big.lexical.lexicon.vocab) > len(base.lexical.lexicon.vocab) + 10  # enough new terms to need ordering
+    # enough new terms to need ordering
+    assert len(big.lexical.lexicon.vocab) > len(base.lexical.lexicon.vocab) + 10
     loaded = SkillIndex.load(big.save(tmp_path / "syn"))
     assert loaded.lexical.lexicon.vocab == big.lexical.lexicon.vocab and len(loaded) == len(big)
 
@@ -106,7 +107,8 @@ def test_bench_times_each_query_encoder_tier(tiny_index):
     qmap = fit_query_map(static.encode(texts), base.dense.embeddings)
     views = tier_views(base, static, qmap)
     task = "merge pdf pages and extract tables"
-    np.testing.assert_allclose(views["static-mapped"].encode([task]), apply_query_map(static.encode([task]), qmap))
+    np.testing.assert_allclose(views["static-mapped"].encode([task]),
+                               apply_query_map(static.encode([task]), qmap))
     np.testing.assert_allclose(views["static"].encode([task]), static.encode([task]))
     assert views["static-mapped"].search([task], k=3).skill_ids[0][0] is not None
     assert base.dense.query_map is None  # the views do not change the index they share arrays with
@@ -192,7 +194,8 @@ def test_bench_times_the_int8_task_tier_beside_the_float32_reference():
     for name in ("transformer", "transformer-int8"):  # measured, not compared: two reps are noise
         assert np.isfinite(entry["tiers"][name]["end_to_end"]) and entry["tiers"][name]["end_to_end"] > 0
     # the default configuration is the cascade: not timed without its fitted table
-    assert entry["tiers"]["default"] == {"tier": "cascade", "scan": "exact", "encode": None, "end_to_end": None}
+    assert entry["tiers"]["default"] == {"tier": "cascade", "scan": "exact", "encode": None,
+                                         "end_to_end": None}
     assert report["meta"]["int8_task_encoder"] == "model.int8.onnx"
 
 
@@ -212,9 +215,11 @@ def test_default_tier_follows_the_default_configuration_and_its_scan():
     assert default_tier(1000, IndexConfig(query_encoder="fitted", scan="int8")) == ("fitted", "int8")
 
     def entries(n: int) -> list[dict]:
-        tiers = {"transformer-int8": {"encode": 4.0, "end_to_end": 9.0}, "fitted": {"encode": 0.1, "end_to_end": 5.0},
+        tiers = {"transformer-int8": {"encode": 4.0, "end_to_end": 9.0},
+                 "fitted": {"encode": 0.1, "end_to_end": 5.0},
                  "fitted+int8": {"encode": 0.1, "end_to_end": 2.0},
-                 "cascade": {"encode": 0.1, "end_to_end": 6.0, "end_to_end_p90": 20.0, "end_to_end_mean": 8.0}}
+                 "cascade": {"encode": 0.1, "end_to_end": 6.0, "end_to_end_p90": 20.0,
+                             "end_to_end_mean": 8.0}}
         f32 = {"n_docs": n, "dtype": "float32", "p50_ms": {"scoring": 5.0}, "tiers": tiers,
                "detail": {"ivf": {"scoring_p50_ms": 1.5}}}
         i8 = {"n_docs": n, "dtype": "int8", "p50_ms": {"scoring": 3.0},
@@ -227,14 +232,17 @@ def test_default_tier_follows_the_default_configuration_and_its_scan():
                                                        "end_to_end": 6.0, "end_to_end_p90": 20.0,
                                                        "end_to_end_mean": 8.0}] * 2
     mid = entries(AUTO_INT8_FROM)
-    add_default_tier(mid, transformer.replace(scan="int8"))  # no +int8 view: the int8 entry's (shifted) timings
+    # no +int8 view: the int8 entry's (shifted) timings
+    add_default_tier(mid, transformer.replace(scan="int8"))
     assert mid[0]["tiers"]["default"]["end_to_end"] == 7.0
     binary = entries(AUTO_INT8_FROM)
     add_default_tier(binary)  # the binary scan is not timed by this bench (bench/serve_latency.py times it)
-    assert binary[0]["tiers"]["default"] == {"tier": "cascade", "scan": "binary", "encode": None, "end_to_end": None}
+    assert binary[0]["tiers"]["default"] == {"tier": "cascade", "scan": "binary", "encode": None,
+                                             "end_to_end": None}
     fitted = entries(AUTO_INT8_FROM)
     add_default_tier(fitted, IndexConfig(query_encoder="fitted", scan="int8"))  # its +int8 view
-    assert fitted[1]["tiers"]["default"] == {"tier": "fitted", "scan": "int8", "encode": 0.1, "end_to_end": 2.0}
+    assert fitted[1]["tiers"]["default"] == {"tier": "fitted", "scan": "int8", "encode": 0.1,
+                                             "end_to_end": 2.0}
     big = entries(AUTO_IVF_FROM)
     add_default_tier(big)  # end to end with the IVF scoring instead of the exact one
     assert big[0]["tiers"]["default"]["end_to_end"] == 6.0 - 5.0 + 1.5
@@ -311,7 +319,8 @@ def test_short_tasks_interleave_the_catalogues():
         picked = tasks[i::len(SHORT_DATASETS)]
         assert all(p in own for p in picked)
         assert [own.index(p) for p in picked] == sorted(own.index(p) for p in picked)
-    assert short_tasks(data, per_dataset=5, seed=1) == tasks and short_tasks(data, per_dataset=5, seed=2) != tasks
+    assert short_tasks(data, per_dataset=5, seed=1) == tasks
+    assert short_tasks(data, per_dataset=5, seed=2) != tasks
     assert short_tasks(data / "nowhere") == []
 
 
@@ -333,19 +342,24 @@ def test_reranker_variants_are_timed_and_reused(tiny_index, tmp_path):
         pytest.skip(f"bundled model unavailable: {exc}")
     ops = {n.op_type for n in onnx.load(str(ce.onnx_path)).graph.node}
     assert ce.int8 and ce.onnx_path.name == "model.int8.onnx" and "MatMulInteger" in ops
-    assert ce.describe() == {"architecture": fp32.architecture, "trained": False, "int8": True, "max_length": 64,
+    assert ce.describe() == {"architecture": fp32.architecture, "trained": False, "int8": True,
+                             "max_length": 64,
                              "batch_size": 16, "threads": 1}
     task = "merge pdf pages and extract tables"
-    s32, s8 = fp32.score(task, ["pdf tools to merge and split"] * 2), ce.score(task, ["pdf tools to merge and split"] * 2)
+    pair = ["pdf tools to merge and split"] * 2
+    s32, s8 = fp32.score(task, pair), ce.score(task, pair)
     assert np.isfinite(s8).all() and abs(float(s8[0] - s32[0])) < 0.05  # same graph, int8 weights
     directory, _ = tiny_index
     base = SkillIndex.load(directory, encoder=HashEncoder(dim=32))
     texts = [f"{m.name}\n{m.description}" for m in base.skills]
-    entry = bench_size(base, [task], base.encode([task]), lambda j: texts[j], rerank_variants={"tiny int8": ce},
+    entry = bench_size(base, [task], base.encode([task]), lambda j: texts[j],
+                       rerank_variants={"tiny int8": ce},
                        reps=2, rerank_reps=2)[0]
     v = entry["detail"]["rerank_variants"]["tiny int8"]
     assert v["int8"] and v["max_length"] == 64 and v["p50_ms"] > 0 and v["cross_encoder_s"] > 0
-    again = bench_size(base, [task], base.encode([task]), lambda j: texts[j], rerank_variants={"tiny int8": ce},
+    again = bench_size(base, [task], base.encode([task]), lambda j: texts[j],
+                       rerank_variants={"tiny int8": ce},
                        variant_costs={"tiny int8": 5.0}, reps=2)[0]
     assert again["detail"]["rerank_variants"]["tiny int8"]["p50_ms"] >= 5000  # the reused cost plus faiss
-    assert "| tiny int8 |" in format_table({"sizes": [{**again, "p50_ms": {**again["p50_ms"], "end_to_end": 1.0}}]})
+    table = format_table({"sizes": [{**again, "p50_ms": {**again["p50_ms"], "end_to_end": 1.0}}]})
+    assert "| tiny int8 |" in table

@@ -185,8 +185,10 @@ def test_eval_cli_json_has_exactly_the_required_keys(tiny_dataset, tmp_path, cap
     from skillsight_fast.cli import main
 
     out = tmp_path / "eval.json"
-    rc = main(["-c", "bootstrap=50", "-c", "quiet=true", "-c", "methods=dense,bm25,rrf,skillsight,skillsight-paper",
-               "-c", f"markdown={tmp_path / 'r.md'}", "eval", "--data", str(tiny_dataset[0]), "--json", str(out)])
+    rc = main(["-c", "bootstrap=50", "-c", "quiet=true",
+               "-c", "methods=dense,bm25,rrf,skillsight,skillsight-paper",
+               "-c", f"markdown={tmp_path / 'r.md'}", "eval", "--data", str(tiny_dataset[0]),
+               "--json", str(out)])
     assert rc == 0
     obj = json.loads(out.read_text())
     assert {"dataset", "n_queries", "n_docs", "results"} <= set(obj)
@@ -270,7 +272,8 @@ def test_cross_encoder_matches_numpy_reference(tmp_path):
     # batching and order do not change scores
     assert np.allclose(ce.score(q, docs[::-1])[::-1], got, atol=1e-5)
     # seeded: same head again
-    assert np.allclose(load_cross_encoder(cache_dir=tmp_path / "b", max_length=64).score(q, docs), got, atol=1e-6)
+    again = load_cross_encoder(cache_dir=tmp_path / "b", max_length=64).score(q, docs)
+    assert np.allclose(again, got, atol=1e-6)
 
 
 @pytest.mark.model
@@ -341,7 +344,8 @@ def test_adaptive_rules_and_paper_switch():
     enc = HashEncoder()
     paper = SkillIndex.build(skills, enc, IndexConfig(adaptive=False))
     assert paper.stats.rank >= 1 and paper.decisions.rule == "config" and paper.decisions.background
-    assert paper.decisions.lexical_weight == IndexConfig().scoring.lexical_weight and paper.decisions.lexical == "lec"
+    assert paper.decisions.lexical_weight == IndexConfig().scoring.lexical_weight
+    assert paper.decisions.lexical == "lec"
     ada = SkillIndex.build(skills, enc, IndexConfig())
     s, d = ada.stats, ada.decisions
     assert d.rule == "adaptive" and d.lexical_weight == 0.25 and d.lexical == "bm25"

@@ -21,7 +21,8 @@ def _dataset(tmp_path, monkeypatch, kind):
     folder.mkdir()
     with gzip.open(folder / "corpus.jsonl.gz", "wt", encoding="utf-8") as fh:
         for s in toy_skills(n_extra=20, seed=1):
-            fh.write(json.dumps({"id": s.id, "name": s.name, "description": s.description, "body": s.body}) + "\n")
+            fh.write(json.dumps({"id": s.id, "name": s.name, "description": s.description,
+                                 "body": s.body}) + "\n")
     with gzip.open(folder / "queries.jsonl.gz", "wt", encoding="utf-8") as fh:
         for i, t, g in QUERIES:
             fh.write(json.dumps({"id": i, "text": t, "gold": g}) + "\n")
@@ -48,7 +49,8 @@ def test_skillsight_uses_the_config_of_the_datasets_kind(tmp_path, monkeypatch, 
     assert ctx.notes["measured"].startswith("as shipped")
     # the ranking is the shipped index's own search over the shipped task vectors
     index = ctx.index(shipped_config(ds))
-    again = index.search_vectors(ctx.shipped_vectors(index), ds.query_texts, ranked.shape[1], explain=False).ids
+    again = index.search_vectors(ctx.shipped_vectors(index), ds.query_texts, ranked.shape[1],
+                                 explain=False).ids
     assert np.array_equal(ranked, again)
 
 
@@ -86,7 +88,8 @@ def test_recall_curve_and_the_depths_where_it_loses():
     assert curve.shape == (2, 50)
     assert curve[0, :5].tolist() == [0.5, 0.5, 0.5, 0.5, 1.0] and curve[1, :3].tolist() == [0.0, 0.0, 1.0]
     m = depth_metrics(ranked, gold)
-    assert m["R@3"].tolist() == [0.5, 1.0] and m["C@3"].tolist() == [0.0, 1.0] and m["C@50"].tolist() == [1.0, 1.0]
+    assert m["R@3"].tolist() == [0.5, 1.0] and m["C@3"].tolist() == [0.0, 1.0]
+    assert m["C@50"].tolist() == [1.0, 1.0]
     rng = np.random.default_rng(0)
     good = (rng.random((300, 50)) < 0.8).astype(float)
     worse = good.copy()
