@@ -33,7 +33,8 @@ QUERIES = ["extract the tables of a PDF report", "resize png thumbnails for a we
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("cluster")
-    index = SkillIndex.build(load_skills([CORPUS]).skills[:600], HashEncoder(dim=48), IndexConfig(candidates=40))
+    index = SkillIndex.build(load_skills([CORPUS]).skills[:600], HashEncoder(dim=48),
+                             IndexConfig(candidates=40))
     out = {}
     for scan in ("exact", "int8"):
         index.rebuild_scan(scan)
@@ -70,7 +71,8 @@ def test_in_process_shards_answer_as_the_single_index(folders, scan, shards):
     b = find_skills(sharded, QUERIES, 5)
     assert [x.to_dict() for x in a] == [x.to_dict() for x in b]
     for lc in (10, 1000):  # LEC coverage candidates, a few and all the library
-        _same(single.search(QUERIES, k=8, lexical_candidates=lc), sharded.search(QUERIES, k=8, lexical_candidates=lc))
+        _same(single.search(QUERIES, k=8, lexical_candidates=lc),
+              sharded.search(QUERIES, k=8, lexical_candidates=lc))
     with pytest.raises(QueryError, match="custom search stages"):
         sharded.search(QUERIES[:1], k=3, dense_stage=lambda q, depth: None)
 
@@ -128,7 +130,8 @@ def test_cli_serve_http_ray_answers_as_the_single_server(ray_cluster, tmp_path):
     src.write_text("".join(lines), encoding="utf-8")
     assert main(["index", str(src), "-o", str(tmp_path / "idx"), "--scan", "int8", "-q"]) == 0
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, "-m", "skillsight_fast.cli", "-c", f"ray={ray_cluster}", "-c", "shards=2",
+    proc = subprocess.Popen([sys.executable, "-m", "skillsight_fast.cli", "-c", f"ray={ray_cluster}",
+                             "-c", "shards=2",
                              "serve", "--http", "-i", str(tmp_path / "idx"), "--port", "0", "--json", "-q"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
@@ -141,7 +144,8 @@ def test_cli_serve_http_ray_answers_as_the_single_server(ray_cluster, tmp_path):
         single = SkillService(tmp_path / "idx", abstention=resolve_abstention(tmp_path / "idx"))
         conn = http.client.HTTPConnection(host, int(port), timeout=120)
         for q in QUERIES[:4]:
-            conn.request("POST", "/search", json.dumps({"task": q, "k": 4}), {"Content-Type": "application/json"})
+            conn.request("POST", "/search", json.dumps({"task": q, "k": 4}),
+                         {"Content-Type": "application/json"})
             resp = conn.getresponse()
             assert resp.status == 200
             assert json.loads(resp.read()) == single.find(q, 4)
@@ -169,8 +173,9 @@ def test_cli_serve_ray_watch_applies_an_update(ray_cluster, tmp_path):
     src = _write(tmp_path / "skills.jsonl", lines)
     assert main(["index", str(src), "-o", str(tmp_path / "idx"), "--scan", "int8", "-q"]) == 0
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, "-m", "skillsight_fast.cli", "-c", f"ray={ray_cluster}", "-c", "shards=2",
-                             "-c", "debounce=100", "serve", "--http", "-i", str(tmp_path / "idx"), "--watch", str(src),
+    proc = subprocess.Popen([sys.executable, "-m", "skillsight_fast.cli", "-c", f"ray={ray_cluster}",
+                             "-c", "shards=2", "-c", "debounce=100", "serve", "--http",
+                             "-i", str(tmp_path / "idx"), "--watch", str(src),
                              "--port", "0", "--json", "-q"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
@@ -201,7 +206,8 @@ def test_cli_serve_ray_watch_applies_an_update(ray_cluster, tmp_path):
             want = single.find(q, 4)
             got.pop("version"), want.pop("version")
             assert got == want
-        assert get("/search", {"task": "extract the tables of a PDF report", "k": 3})["hits"][0]["id"] == new["id"]
+        top = get("/search", {"task": "extract the tables of a PDF report", "k": 3})["hits"][0]
+        assert top["id"] == new["id"]
     finally:
         proc.terminate()
         proc.wait(60)
@@ -243,7 +249,8 @@ def _records(skills, *, tagged=True):
 
     out = []
     for i, s in enumerate(skills):
-        rec = {"id": s.id if i % 4 else "alpha:" + s.id.split(":")[-1], "name": s.name, "description": s.description,
+        rec = {"id": s.id if i % 4 else "alpha:" + s.id.split(":")[-1], "name": s.name,
+               "description": s.description,
                "body": s.body}
         if tagged:
             rec["tags"] = [t for t, on in (("even", i % 2 == 0), ("third", i % 3 == 0)) if on]
@@ -259,13 +266,16 @@ def _write(path, lines):
 def _library(tmp_path, lines, scan):
     """A JSONL library and its index (HashEncoder), built as `skillsight index` builds it."""
     src = _write(tmp_path / "skills.jsonl", lines)
-    index = SkillIndex.build(load_skills([src]).skills, HashEncoder(dim=48), IndexConfig(candidates=40, scan=scan))
+    index = SkillIndex.build(load_skills([src]).skills, HashEncoder(dim=48),
+                             IndexConfig(candidates=40, scan=scan))
     return src, index.save(tmp_path / "idx")
 
 
-FILTERS = [{"tags": ["even"]}, {"tags": ["even", "third"]}, {"source": "alpha"}, {"source": "alpha", "tags": "third"},
-           {"tags": ["nothing-has-this"]}, {"pins": ["alpha:audio-extractor", "skillsbench:academic-pdf-redaction"]},
-           {"pins": ["skillsbench:academic-pdf-redaction"], "tags": ["even"]}, {"cut": "hit"}, {"collapse": False},
+FILTERS = [{"tags": ["even"]}, {"tags": ["even", "third"]}, {"source": "alpha"},
+           {"source": "alpha", "tags": "third"}, {"tags": ["nothing-has-this"]},
+           {"pins": ["alpha:audio-extractor", "skillsbench:academic-pdf-redaction"]},
+           {"pins": ["skillsbench:academic-pdf-redaction"], "tags": ["even"]}, {"cut": "hit"},
+           {"collapse": False},
            {"candidates": 7}, {"fusion": "convex", "lexical_weight": 0.3}, {"fusion": "rrf", "rrf_k": 20.0},
            {"lexical": "lec"}, {"lexical": "bm25", "tags": ["third"]}, {"lexical_candidates": 12},
            {"lexical_candidates": 30, "lexical": "lec", "tags": ["even"]}, {"allow_flagged": True},
@@ -300,7 +310,8 @@ class _Rec:
     """A corpus record as a Skill-like object for :func:`_records`."""
 
     def __init__(self, rec):
-        self.id, self.name, self.description, self.body = rec["id"], rec["name"], rec["description"], rec["body"]
+        self.id, self.name = rec["id"], rec["name"]
+        self.description, self.body = rec["description"], rec["body"]
 
 
 def _update_lines(lines):
@@ -309,8 +320,10 @@ def _update_lines(lines):
     removed = rec.pop(10)
     rec[20]["body"] += "\n\nAlso converts spreadsheets to PDF reports and merges their tables."
     for i, new in enumerate(("pdf-table-miner", "kube-deployer", "audio-notes")):
-        rec.append({"id": f"alpha:{new}", "name": new, "description": f"{new.replace('-', ' ')} for agents, step {i}",
-                    "body": f"Use this skill to {new.replace('-', ' ')}: extract, deploy, transcribe.", "tags": ["even"]})
+        rec.append({"id": f"alpha:{new}", "name": new,
+                    "description": f"{new.replace('-', ' ')} for agents, step {i}",
+                    "body": f"Use this skill to {new.replace('-', ' ')}: extract, deploy, transcribe.",
+                    "tags": ["even"]})
     return [json.dumps(r) + "\n" for r in rec], removed["id"], rec[20]["id"]
 
 
@@ -337,8 +350,10 @@ def test_an_update_reaches_the_shards_and_answers_as_the_single_updated_index(tm
         _same(single.search(QUERIES, k=k), v1.search(QUERIES, k=k))
     for opts in FILTERS[:4]:
         a = find_skills(single, QUERIES, 4, abstention=None, **opts)
-        assert [x.to_dict() for x in a] == [x.to_dict() for x in find_skills(v1, QUERIES, 4, abstention=None, **opts)]
-    assert {"alpha:pdf-table-miner", changed} <= {m.id for m in v1.skills} and removed not in {m.id for m in v1.skills}
+        assert ([x.to_dict() for x in a]
+                == [x.to_dict() for x in find_skills(v1, QUERIES, 4, abstention=None, **opts)])
+    v1_ids = {m.id for m in v1.skills}
+    assert {"alpha:pdf-table-miner", changed} <= v1_ids and removed not in v1_ids
     # the previous version keeps answering (a search that began before the swap) until the next update
     _same(before, sharded.search(QUERIES, k=5))
     # nothing changed: every shard keeps its engine, and the answer stays the single index's
@@ -382,7 +397,8 @@ def test_ray_shards_take_a_watched_update_through_the_service(ray_cluster, tmp_p
         assert service.get_skill("alpha:kube-deployer")["name"] == "kube-deployer"
         # MCP resources/list of the updated sharded server, paged through by the SDK client
         listed = asyncio.run(_listing(service))
-        assert listed == [r["uri"] for r in single.live().resources()] and "skill://alpha%3Akube-deployer/SKILL.md" in listed
+        assert listed == [r["uri"] for r in single.live().resources()]
+        assert "skill://alpha%3Akube-deployer/SKILL.md" in listed
     finally:
         sharded.close()
 

@@ -23,7 +23,8 @@ from skillsight_fast.library.skills import load_skills
 def split(tmp_path_factory):
     """Per scan: (index folder, layout folder with 3 shards)."""
     root = tmp_path_factory.mktemp("layout")
-    index = SkillIndex.build(load_skills([CORPUS]).skills[:600], HashEncoder(dim=48), IndexConfig(candidates=40))
+    index = SkillIndex.build(load_skills([CORPUS]).skills[:600], HashEncoder(dim=48),
+                             IndexConfig(candidates=40))
     out = {}
     for scan in ("exact", "int8"):
         index.rebuild_scan(scan)
@@ -74,7 +75,8 @@ def test_hosts_on_their_own_folders_answer_as_the_single_index(split, scan):
     for k in (1, 5, 12):
         _same(single.search(QUERIES, k=k), sharded.search(QUERIES, k=k))
     for lc in (10, 1000):  # the LEC coverage candidates read each shard's own postings
-        _same(single.search(QUERIES, k=8, lexical_candidates=lc), sharded.search(QUERIES, k=8, lexical_candidates=lc))
+        _same(single.search(QUERIES, k=8, lexical_candidates=lc),
+              sharded.search(QUERIES, k=8, lexical_candidates=lc))
     for x, y in zip(find_skills(single, QUERIES, 5), find_skills(sharded, QUERIES, 5), strict=True):
         assert [h.id for h in x.hits] == [h.id for h in y.hits] and x.abstained == y.abstained
 
@@ -148,7 +150,8 @@ def test_an_update_holding_the_statistics_rewrites_only_the_changed_shard(split,
     emb[a:b] /= np.linalg.norm(emb[a:b], axis=1, keepdims=True)
     new = SkillIndex.from_embeddings(old.skills, emb, old.config, model_id=old.state.model.id,
                                      model_checksum=old.state.model.checksum, lexicon=old.lexical.lexicon,
-                                     basis=(old.dense.basis, old.dense.singular_values), decisions=old.decisions,
+                                     basis=(old.dense.basis, old.dense.singular_values),
+                                     decisions=old.decisions,
                                      namedesc=np.array(old.dense.namedesc, np.float32))
     new.state.bodies = old.state.bodies
     new.save(work)

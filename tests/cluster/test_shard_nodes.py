@@ -40,7 +40,8 @@ def cluster():
 @pytest.fixture(scope="module")
 def layouts(tmp_path_factory):
     root = tmp_path_factory.mktemp("nodes")
-    index = SkillIndex.build(load_skills([CORPUS]).skills[:400], HashEncoder(dim=48), IndexConfig(candidates=40))
+    index = SkillIndex.build(load_skills([CORPUS]).skills[:400], HashEncoder(dim=48),
+                             IndexConfig(candidates=40))
     out = {}
     for scan in ("exact", "int8"):
         index.rebuild_scan(scan)
