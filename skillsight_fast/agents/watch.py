@@ -192,7 +192,7 @@ class LiveIndexWatcher:
             return _LockedEncoder(enc, self.service.lock)
 
         report = update_index(self.service.directory, skills, encoder=encoder, wrap_encoder=wrap,
-                              roots=loaded.state.roots)
+                              roots=loaded.roots)
         encoder = self._encoder or encoder
         same = [(m.id, m.path) for m in current.index.skills] == [(s.id, s.path) for s in skills]
         if same and not (report.added or report.changed or report.removed):

@@ -27,7 +27,7 @@ COMMANDS: tuple[str, ...] = (
 #: The module that registers each command: a command given on the command line builds only its own
 #: parser (a one-shot ``search`` imports none of the others; tests/cli/test_cli.py checks the table).
 COMMAND_MODULES: dict[str, str] = {
-    **dict.fromkeys(("index", "search", "info", "rescan", "warmup"), "skillsight_fast.cli.core"),
+    **dict.fromkeys(("index", "search", "info", "rescan", "warmup", "split"), "skillsight_fast.cli.core"),
     **dict.fromkeys(("serve", "calibrate", "update"), "skillsight_fast.cli.agents"),
     **dict.fromkeys(("screen", "scan"), "skillsight_fast.cli.screen"),
     **dict.fromkeys(("hook", "install"), "skillsight_fast.cli.hooks"),

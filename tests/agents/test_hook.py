@@ -73,7 +73,7 @@ def calibrated(tmp_path_factory):
     lib, labelled, rows = write_library(root)
     idx = root / "idx"
     assert main(["index", str(lib), "-o", str(idx), "-q"]) == 0
-    assert main(["calibrate", "-i", str(idx), "--data", str(labelled), "--max-loss", "0.05"]) == 0  # no answerable task lost
+    assert main(["-c", "max-loss=0.05", "calibrate", "-i", str(idx), "--data", str(labelled)]) == 0  # no answerable task lost
     assert (idx / "calibration.json").is_file()
     return idx, rows
 

@@ -74,7 +74,7 @@ def test_doctor_cli_json_and_text(index, tmp_path, capsys, monkeypatch):
         return real(cls, directory, **{"encoder": HashEncoder(), **kw})
 
     monkeypatch.setattr(SkillIndex, "load", classmethod(load))
-    assert main(["doctor", "-i", str(tmp_path / "idx"), "--json", "-k", "3"]) == 0
+    assert main(["-c", "k=3", "doctor", "-i", str(tmp_path / "idx"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["summary"]["duplicate_name_groups"] == 1
     assert out["duplicate_names"][0]["ids"] == ["pdf", "copy/pdf"]
@@ -82,5 +82,4 @@ def test_doctor_cli_json_and_text(index, tmp_path, capsys, monkeypatch):
     assert main(["doctor", "-i", str(tmp_path / "idx")]) == 0
     assert "self-retrieval" in capsys.readouterr().out
     assert main(["doctor", "-i", str(tmp_path / "missing")]) == 1
-    with pytest.raises(SystemExit):  # a usage error
-        main(["doctor", "-i", str(tmp_path / "idx"), "-k", "0"])
+    assert main(["-c", "k=0", "doctor", "-i", str(tmp_path / "idx")]) == 2  # a usage error

@@ -119,9 +119,12 @@ def test_every_experiment_is_listed():
 def test_the_server_command_install_writes_still_parses(tmp_path, watch):
     """Hosts run what ``install`` wrote (``serve --mcp -i IDX --endpoint -q [--watch]``): those stay
     options."""
-    from skillsight_fast.agents.install import server_entry
+    from skillsight_fast.agents.hosts import HOSTS
 
-    entry = server_entry(tmp_path / "idx", prefix=["skillsight"], watch=watch)
-    args = build_parser().parse_args(entry["args"])
+    for host in HOSTS.values():
+        entry = host.server_entry(tmp_path / "idx", prefix=["skillsight"], watch=watch)
+        args = build_parser().parse_args(entry["args"])
+        assert args.command == "serve" and args.mcp and args.endpoint and args.quiet
+        assert (args.watch is not None) is watch
     assert args.command == "serve" and args.mcp and args.endpoint and args.quiet
     assert (args.watch is not None) is watch
