@@ -9,7 +9,8 @@ chunks and hands them round-robin to ``workers`` Ray actors. Each actor loads th
 flight, and assembles the index exactly as the single-machine streaming build does, so both write
 the same index (tests/indexing/test_build_ray.py).
 
-Ray is an optional dependency: the ``ray`` extra (``pip install '.[ray]'`` in the clone). On a cluster every node
+Ray is an optional dependency: the ``ray`` extra (``pip install '.[ray]'`` in the clone). On a cluster
+every node
 needs skillsight-fast and the model files at the same path.
 """
 
@@ -116,7 +117,8 @@ def ray_build(skills: Iterable[Skill], encoder_factory: Callable[[], Encoder],
             raise SkillsightError(f"the Ray workers loaded different encoders: {identities}")
         model_id, checksum, _ = identities[0]
         logger.info("ray build: %d workers, chunks of %d skills", n_workers, chunk_size)
-        if query_encoder is None:  # the driver's copy: the fitted tier's teacher, the abstention rule's searches
+        # the driver's copy: the fitted tier's teacher, the abstention rule's searches
+        if query_encoder is None:
             query_encoder = encoder_factory()
         builder = StreamBuilder(config, workdir)
         try:

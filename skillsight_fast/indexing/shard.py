@@ -108,10 +108,12 @@ def encode_shard(skills: Sequence[Skill], encoder: Encoder, config: IndexConfig)
     assert lex.doc_tf is not None and lex.doc_len is not None
     namedesc = None
     if config.settled(can_fit=False).encoder.document_vector == "text+namedesc":
-        namedesc = np.ascontiguousarray(encoder.encode([namedesc_text(s.name, s.description) for s in skills]),
+        texts = [namedesc_text(s.name, s.description) for s in skills]
+        namedesc = np.ascontiguousarray(encoder.encode(texts),
                                         dtype=np.float32)
         if namedesc.shape != emb.shape or not np.isfinite(namedesc).all():
-            raise EmbeddingError(f"name + description embeddings {namedesc.shape} are not {emb.shape} finite vectors")
+            raise EmbeddingError(f"name + description embeddings {namedesc.shape} are not {emb.shape} "
+                                 "finite vectors")
     return Shard(
         metas=[SkillMeta.of(s) for s in skills], bodies=[s.body for s in skills],
         flags=[screen_skill(s) for s in skills], vocab=lex.vocab,

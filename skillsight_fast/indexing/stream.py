@@ -20,7 +20,8 @@ workers' encoder gives the transformer's token states), the shards also carry th
 added here into the library's contextual table, and the fit and the query map, which read every
 skill, run once here over the skills rebuilt row by row (:class:`~skillsight_fast.indexing.shard.SkillRows`);
 the index then keeps the default lookup-first cascade. The label-free abstention rule and the duplicate
-collapse are derived last, from the finished index, as the in-memory build derives them. The result equals :meth:`SkillIndex.build` over
+collapse are derived last, from the finished index, as the in-memory build derives them. The result
+equals :meth:`SkillIndex.build` over
 the same skills (tests/indexing/test_build_stream.py).
 
 The temporary files live in a folder that is removed as soon as the arrays are mapped (POSIX
@@ -229,7 +230,8 @@ class StreamBuilder:
         t0 = time.perf_counter()
         for m in shard.metas:
             if m.id in self._ids:
-                raise DuplicateSkillError(f"duplicate skill id {m.id!r}; ids must be unique across all sources")
+                raise DuplicateSkillError(
+                    f"duplicate skill id {m.id!r}; ids must be unique across all sources")
             self._ids.add(m.id)
         emb = np.ascontiguousarray(shard.embeddings, dtype=np.float32)
         if self.stats is None:
@@ -243,7 +245,8 @@ class StreamBuilder:
             self._namedesc.write(np.ascontiguousarray(shard.namedesc, dtype=np.float32).tobytes())
             self._n_namedesc += len(shard)
         # terms to provisional corpus-wide ids (rows are re-sorted once the vocabulary is sorted)
-        self._terms.append(where[shard.doc_terms] if shard.doc_terms.size else shard.doc_terms.astype(np.int32))
+        self._terms.append(where[shard.doc_terms] if shard.doc_terms.size
+                           else shard.doc_terms.astype(np.int32))
         self._indptr.append(np.diff(shard.doc_indptr))
         self._tf.append(shard.doc_tf)
         self._len.append(shard.doc_len)
@@ -310,7 +313,8 @@ class StreamBuilder:
         remap_sort_rows(doc_indptr, doc_terms, doc_tf, rank)
         post_indptr, post_docs = transpose_csr(doc_indptr, doc_terms, len(stats.vocab))
         lexicon = Lexicon(stats.vocab, doc_indptr, doc_terms, post_indptr, post_docs, doc_tf, doc_len)
-        lexical, _ = LexicalState.build(lexicon, beta=config.scoring.beta, otsu_weighted=config.background.otsu_weighted)
+        lexical, _ = LexicalState.build(lexicon, beta=config.scoring.beta,
+                                        otsu_weighted=config.background.otsu_weighted)
         terms = select_background_terms(stats.df, lexical.idf, lexical.generic,
                                         config.background.tokens, config.seed)
 
@@ -324,7 +328,8 @@ class StreamBuilder:
                                           lexical.generic, terms.size))
         df_t = np.maximum(stats.df[terms], 1).astype(np.float64)[:, None]
         directions = (tok.sums / df_t).astype(np.float32)  # float32 as token_directions returns
-        bg = background_from_directions(directions, stats.mean, max_rank=config.background.max_rank, rank=config.background.rank)
+        bg = background_from_directions(directions, stats.mean, max_rank=config.background.max_rank,
+                                        rank=config.background.rank)
         if config.adaptive:
             decisions, basis, rule_stats = decide_from_statistics(
                 tok.generic_share, stats.background_energy(bg.basis), bg.basis, config)

@@ -177,7 +177,9 @@ def parse_server_arg(value: str) -> ServerConfig:
     Examples
     --------
     >>> parse_server_arg("time=uvx mcp-server-time --local-timezone UTC")
-    ServerConfig(name='time', command='uvx', args=('mcp-server-time', '--local-timezone', 'UTC'), env={}, url='')
+    ... # doctest: +NORMALIZE_WHITESPACE
+    ServerConfig(name='time', command='uvx', args=('mcp-server-time', '--local-timezone', 'UTC'),
+                 env={}, url='')
     """
     name = ""
     head, sep, rest = value.partition("=")

@@ -64,7 +64,8 @@ def _jsonl_is_tools(path: Path) -> bool:
             seen += 1
             if seen >= SNIFF_RECORDS:
                 break
-    except (OSError, UnicodeDecodeError, EOFError, ValueError, zlib.error):  # unreadable: its reader reports it
+    # unreadable: its reader reports it
+    except (OSError, UnicodeDecodeError, EOFError, ValueError, zlib.error):
         return False
     return seen > 0
 

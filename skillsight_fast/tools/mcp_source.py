@@ -242,7 +242,8 @@ def read_mcp_tools(configs: Sequence[ServerConfig], *, text: str = DEFAULT_TOOL_
             detail = str(exc) or type(exc).__name__
             if isinstance(exc, BaseExceptionGroup):
                 detail = "; ".join(str(e) or type(e).__name__ for e in exc.exceptions)
-            raise SkillFormatError(f"MCP server {config.describe()!r}: cannot list its tools ({detail})") from None
+            raise SkillFormatError(
+                f"MCP server {config.describe()!r}: cannot list its tools ({detail})") from None
         logger.info("%s: %d tools", config.describe(), len(tools))
         skills += [tool_skill(t, text) for t in tools]
     return skills

@@ -220,7 +220,8 @@ class ToolRanking:
         if not (folder / "manifest.json").is_file() or not (folder / _TOOLS_FILE).is_file():
             return None
         index = SkillIndex.load(folder, encoder=self.encoder)
-        if (index.state.model.id, index.state.model.checksum) != ident or (self.abstain and index.state.abstention is None):
+        if ((index.state.model.id, index.state.model.checksum) != ident
+                or (self.abstain and index.state.abstention is None)):
             return None  # another model, or saved before indexes derived their abstention rule
         entries: dict[str, tuple[Any, Any]] = {}
         for rec in json.loads((folder / _TOOLS_FILE).read_text(encoding="utf-8")):
@@ -273,7 +274,8 @@ class ToolRanking:
             for old in kept[INDEX_CACHE_KEEP:]:
                 shutil.rmtree(old, ignore_errors=True)
             for pointer in folder.parent.glob("servers-*"):  # pointers to removed indexes
-                target = folder.parent / pointer.read_text(encoding="utf-8").strip() if pointer.is_file() else None
+                target = (folder.parent / pointer.read_text(encoding="utf-8").strip()
+                          if pointer.is_file() else None)
                 if target is not None and not target.is_dir():
                     pointer.unlink(missing_ok=True)
         except (OSError, SkillsightError) as exc:
@@ -301,7 +303,8 @@ class ToolRanking:
             desc = _bounded(getattr(t, "description", None), guard.MAX_DESCRIPTION_CHARS)
             found = screen_text(f"{hit.id}\n{title}\n{desc}")
             if found:  # what reaches the agent passes the injection screen
-                out.setdefault("withheld", []).append({"name": hit.id[:200], "reasons": [f.rule for f in found]})
+                out.setdefault("withheld", []).append({"name": hit.id[:200],
+                                                       "reasons": [f.rule for f in found]})
                 continue
             out["tools"].append({
                 "name": hit.id, "server": up.name, "title": title, "description": desc,
