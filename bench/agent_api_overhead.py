@@ -74,7 +74,7 @@ def reference(index, task: str, k: int) -> list[str]:
     """Top ``k`` of ``index.search`` at or above the index's threshold, flagged rows left out."""
     from skillsight_fast.engine.abstention import Abstention
 
-    rule = Abstention.of_rule(index.abstention)
+    rule = Abstention.of_rule(index.state.abstention)
     flags = list(getattr(index, "flags", None) or [])
     result = index.search([task], min(len(index), 2 * k + 8))
     out = []

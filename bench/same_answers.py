@@ -16,11 +16,8 @@ import sys
 import time
 from pathlib import Path
 
-try:  # the research wing's path; before the house moved, the old one
-    from skillsight_fast.lab.evaluation.datasets import load_dataset
-except ImportError:  # pragma: no cover
-    from skillsight_fast.evaluation.datasets import load_dataset  # type: ignore[no-redef]
 from skillsight_fast import SkillIndex
+from skillsight_fast.lab.evaluation.datasets import load_dataset
 
 DATASETS = ("skillsbench", "sra_theoremqa", "bfcl", "metatool", "gorilla_hf")
 

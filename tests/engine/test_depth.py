@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from skillsight_fast.engine.depth import head_then_rrf, rrf_order
+from skillsight_fast.engine.result import fused_result
 
 
 def reference(fused, dense, lexical, k, head, rrf_k=60.0):
@@ -144,10 +145,10 @@ def test_the_hook_at_the_last_stage_gives_the_continuation_of_the_lists():
     d = index.decisions
     q = index.remove_background(vectors)
     cand, s_dense = index.dense_candidates(q, d.candidates)
-    terms, ptr = index.evidence_tokens(texts, exclude=index._no_generic)
+    terms, ptr = index.evidence_tokens(texts, exclude=index.lexical.stopword_flags)
     s_lex = index.lexical_scores(cand, terms, ptr)
     k = 20
-    full, pos = index.fused_result(cand, s_dense, s_lex, cand.shape[1], d, vectors)
+    full, pos = fused_result(index, cand, s_dense, s_lex, cand.shape[1], d, vectors)
     hooked = reorder_columns(full, pos, continue_positions(pos, s_dense, s_lex, k))
     assert np.array_equal(hooked.ids[:, :10], index.search_vectors(vectors, texts, 10, explain=False).ids)
     order = np.argsort(-np.where(cand >= 0, s_dense, -np.inf), axis=1, kind="stable")

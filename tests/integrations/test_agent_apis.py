@@ -44,7 +44,7 @@ def reference_hits(index, task, k):
     the find use case."""
     from skillsight_fast.engine.abstention import Abstention
 
-    rule = Abstention.of_rule(index.abstention)
+    rule = Abstention.of_rule(index.state.abstention)
     flags = list(getattr(index, "flags", None) or [])
     depth = min(len(index), 2 * k + 8)
     result = index.search([task], depth)

@@ -53,6 +53,6 @@ def test_first_entry_point_compiles_the_set_and_later_ones_load_it(tmp_path):
     assert "compiling" not in second.stderr, second.stderr
 
     # a streaming build compiles its own build-only kernels, silently under -q
-    third = run(cache, *cli, "index", str(SKILLS), "-o", str(tmp_path / "idx2"), "--stream", "-q")
+    third = run(cache, *cli, "-c", "stream=true", "index", str(SKILLS), "-o", str(tmp_path / "idx2"), "-q")
     assert saved(third) and all("sharded." in line for line in saved(third)), saved(third)
     assert "compiling" not in third.stderr, third.stderr

@@ -42,7 +42,7 @@ def test_skillsight_uses_the_config_of_the_datasets_kind(tmp_path, monkeypatch, 
     from skillsight_fast.lab.evaluation.methods import METHODS, EvalContext, shipped_config
 
     ds = _dataset(tmp_path, monkeypatch, kind)
-    assert shipped_config(ds).lexical_evidence_side == evidence
+    assert shipped_config(ds).settled(can_fit=False).scoring.lexical_evidence == evidence
     ctx = EvalContext(ds)
     ranked = METHODS["skillsight"](ctx)
     assert ctx.notes["adaptive"]["decisions"]["lexical_evidence"] == evidence
