@@ -217,7 +217,7 @@ def folder_catalog(tmp_path_factory):
     write_skill(lib, "pdf", name="pdf", description="Merge PDF files.")
     report = load_skills([lib])
     index = SkillIndex.build(report.skills, HashEncoder())
-    index.roots = report.roots
+    index.state.roots = report.roots
     return LiveIndex.of(index, None, root / "idx"), lib / "pdf"
 
 

@@ -198,8 +198,9 @@ def test_encoder_sees_at_most_the_character_budget():
 
     enc = object.__new__(OnnxEncoder)
     enc._tokenizer = Tok()
+    enc.max_length = 256
     enc.tokenize(["x" * 3_400_000, "short"])
-    assert seen == [MAX_ENCODE_CHARS, 5]
+    assert max(seen) <= MAX_ENCODE_CHARS and 5 in seen  # a prefix first, then at most the budget
 
 
 def test_huge_and_deep_json_give_one_line_errors(index_dir, tmp_path):

@@ -130,7 +130,7 @@ def wants_token_sums(config: IndexConfig, encoder: Encoder | None) -> bool:
     from skillsight_fast.config import TABLE_TIERS
     from skillsight_fast.engine.query_encoders import gives_token_states
 
-    return gives_token_states(encoder) and config.settled(can_fit=True).query_encoder in TABLE_TIERS
+    return gives_token_states(encoder) and config.settled(can_fit=True).encoder.query_encoder in TABLE_TIERS
 
 
 def skill_rows(metas: list[SkillMeta], bodies: Sequence[str],

@@ -343,7 +343,7 @@ class StreamBuilder:
             from skillsight_fast.models.contextual import contextual_table
 
             assert self.token_sums is not None and self.token_counts is not None
-            settled = config.settled(can_fit=True).query_encoder
+            settled = config.settled(can_fit=True).encoder.query_encoder
             rows = skill_rows(self.metas, texts, self.cues)
             ready = {"query_table": contextual_table(self.token_sums, self.token_counts),
                      "fit_query_table": settled == "fitted"}

@@ -57,7 +57,7 @@ def _jsonl_is_tools(path: Path) -> bool:
         for _, line in iter_lines(path):
             try:
                 rec = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
                 return False
             if not _record_is_tool(rec):
                 return False

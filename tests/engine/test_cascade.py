@@ -164,10 +164,10 @@ def test_the_cli_default_builds_the_cascade_and_info_says_so(tmp_path: Path, cap
     assert main(["info", "-i", str(tmp_path / "idx")]) == 0
     assert f"lookup-first cascade: the int8 transformer answers a task whose lookup search scores below " \
            f"{FALLBACK_BELOW:g}, and every task of fewer than 64 word pieces" in capsys.readouterr().out
-    # --stream cannot fit a table: the default there is the transformer
+    # a streamed build fits the same table from its shards' token sums: the same default (issue 43)
     assert main(["-c", "stream=true", "index", str(src), "-o", str(tmp_path / "s"), "--json", "-q"]) == 0
     streamed = json.loads(capsys.readouterr().out)
-    assert (streamed["query_encoder"], streamed["fallback_below"]) == ("transformer", None)
+    assert (streamed["query_encoder"], streamed["fallback_below"]) == ("fitted", FALLBACK_BELOW)
     assert main(["-c", "query-encoder=transformer", "index", str(src), "-o", str(tmp_path / "t"),
                  "--fallback-below", "0.4"]) == 1
     assert "--fallback-below" in capsys.readouterr().err
@@ -203,7 +203,7 @@ def test_length_gate_skips_the_tokenizer_only_for_tasks_short_for_certain():
     from skillsight_fast.engine.cascade import Cascade
     from skillsight_fast.models.registry import find_model_dir
 
-    tok = Tokenizer.from_file(str(find_model_dir(IndexConfig().model) / "tokenizer.json"))
+    tok = Tokenizer.from_file(str(find_model_dir(IndexConfig().encoder.model) / "tokenizer.json"))
     tok.no_truncation()
     tok.no_padding()
 

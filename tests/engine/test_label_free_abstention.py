@@ -130,7 +130,7 @@ def test_the_derived_rule_is_stored_loaded_and_shown(tmp_path, capsys):
     assert rule["source"] == "derived" and rule["signal"] == "cosine" and rule["n_offtopic"] > 50
     assert rule["n_pseudo"] >= 10 and rule["query_encoder"] == "transformer"
     index.save(tmp_path / "idx")
-    assert SkillIndex.load(tmp_path / "idx").abstention == rule
+    assert SkillIndex.load(tmp_path / "idx").state.abstention == rule
     assert main(["info", "-i", str(tmp_path / "idx"), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["abstention"]["derived"] == rule
@@ -151,9 +151,9 @@ def test_update_derives_the_rule_again(tmp_path):
 
     skills = _small_library()
     SkillIndex.build(skills[:4], HashEncoder()).save(tmp_path / "idx")
-    before = SkillIndex.load(tmp_path / "idx").abstention
+    before = SkillIndex.load(tmp_path / "idx").state.abstention
     update_index(tmp_path / "idx", skills, encoder=HashEncoder())
-    after = SkillIndex.load(tmp_path / "idx").abstention
+    after = SkillIndex.load(tmp_path / "idx").state.abstention
     assert before is not None and after is not None and after["n_pseudo"] > before["n_pseudo"]
 
 

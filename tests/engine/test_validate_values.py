@@ -38,7 +38,7 @@ def _build(tmp_path: Path, **config) -> Path:
         (root / name / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {desc}\n---\n{body}\n")
     report = load_skills([root])
     index = SkillIndex.build(report.skills, HashEncoder(), IndexConfig(**config) if config else None)
-    index.roots = report.roots
+    index.state.roots = report.roots
     return index.save(tmp_path / "idx")
 
 
