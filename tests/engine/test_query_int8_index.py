@@ -105,7 +105,7 @@ def test_transformer_index_int8_tasks_fp32_skills(skills, tmp_path: Path) -> Non
     np.testing.assert_allclose(off.encode(TASKS), ref, atol=1e-6)
     both = SkillIndex.build(skills, int8, IndexConfig(int8=True))
     np.testing.assert_allclose(both.dense.embeddings, int8.encode([s.text for s in skills]), atol=1e-6)
-    assert both.query_encoder is int8
+    assert both.encoders.query_encoder is int8
 
 
 @pytest.mark.model
