@@ -59,7 +59,7 @@ def installed(tmp_path_factory) -> dict[str, Path]:
 
 
 def run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120, check=False,
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=900, check=False,
                           env={"PATH": "/usr/bin:/bin", "HOME": str(cwd)})
 
 

@@ -80,8 +80,9 @@ def test_proxy_searches_calls_and_survives_a_killed_server(tmp_path):
     (tmp_path / "servers.json").write_text(json.dumps(config))
     repo = _git_repo(tmp_path / "repo")
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "skillsight_fast.cli", "serve", "--mcp", "--proxy",
-                                      str(tmp_path / "servers.json"), "-q", "--pin", "time/convert_time"],
+        command=sys.executable,
+        args=["-m", "skillsight_fast.cli", "-c", "pin=time/convert_time", "serve", "--mcp", "--proxy",
+              str(tmp_path / "servers.json"), "-q"],
         env={"PYTHONPATH": str(ROOT)})
 
     async def session_checks():
