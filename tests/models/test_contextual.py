@@ -262,8 +262,8 @@ def test_one_shot_contextual_search_imports_neither_onnxruntime_nor_numba(teache
     SkillIndex.build(skills, teacher, IndexConfig(query_encoder="contextual", query_model=str(folder))).save(
         tmp_path / "idx")
     code = ("import json, sys; from skillsight_fast.cli import main; "
-            f"main(['search', '-i', {str(tmp_path / 'idx')!r}, {tasks[-1]!r}, '-k', '2', '--json', "
-            "'--min-cosine', 'none']); "
+            f"main(['-c', 'min-cosine=none', 'search', '-i', {str(tmp_path / 'idx')!r}, {tasks[-1]!r}, "
+            "'-k', '2', '--json']); "
             "print(json.dumps(['onnxruntime' in sys.modules, 'numba' in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})

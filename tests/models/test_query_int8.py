@@ -54,7 +54,7 @@ def test_default_context_searches_as_each_index_would(dataset, tmp_path: Path) -
     from skillsight_fast.config import IndexConfig
     from skillsight_fast.lab.evaluation.methods import METHODS, paper_config
 
-    ctx = EvalContext(dataset, cache_dir=tmp_path)
+    ctx = EvalContext(dataset, cache_dir=tmp_path, shipped=False)  # as configured, not the shipped cascade
     fp32 = EvalContext(dataset, cache_dir=tmp_path, query_int8=False)
     q8 = EvalContext(dataset, cache_dir=tmp_path, query_int8=True)
     np.testing.assert_array_equal(ctx.task_vectors(IndexConfig()), q8.query_emb)
