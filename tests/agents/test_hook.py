@@ -403,7 +403,11 @@ def test_a_closed_stdout_gives_exit_0(calibrated, runtime):
 
 def test_an_unwritable_runtime_dir_is_no_failure(calibrated, tmp_path, monkeypatch):
     """No usable XDG_RUNTIME_DIR and an unwritable HOME: no server can be found, the cold path answers."""
+    from skillsight_fast.models.encoder import cache_root
+
     idx, rows = calibrated
+    # the model cache the index refers to stays where it is (the index names it by sha256)
+    monkeypatch.setenv("SKILLSIGHT_CACHE", str(cache_root()))
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "missing"))
     home = tmp_path / "home"
     home.mkdir(mode=0o500)
