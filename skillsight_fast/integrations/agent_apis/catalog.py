@@ -317,3 +317,26 @@ class ToolCatalog:
         answer = find_skills(index, [text], min(self.k, len(index)), abstention=self.abstention,
                              lock=self._lock, collapse=False, cut="hit")[0]
         return [by_id[h.id] for h in answer.hits]
+
+
+def field_of(obj: Any, name: str) -> Any:
+    """A field of an SDK model or of a plain dict (None when absent)."""
+    return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+
+
+class ClientToolSearch:
+    """What a client-side tool search of any API keeps: the names passed through unsearched, the
+    catalogue (its own, or one shared with another adapter) and the last request's tools."""
+
+    def __init__(self, k: int, *, keep_loaded: Sequence[str], encoder: Any, config: Any, tool_text: str,
+                 abstention: Abstention | str | None, catalog: ToolCatalog | None) -> None:
+        self.keep_loaded = frozenset(keep_loaded)
+        self.catalog = catalog if catalog is not None else ToolCatalog(
+            k=k, encoder=encoder, config=config, tool_text=tool_text, abstention=abstention)
+        #: The tools of the last request (``tools()``) and their index.
+        self.toolset: ToolSet | None = None
+
+    def _tools(self) -> ToolSet:
+        if self.toolset is None:
+            raise SkillFormatError("no tools yet: call tools() with the request's tools first")
+        return self.toolset

@@ -172,31 +172,23 @@ def skillsight_server(*, skills: Any = None, tools: Any = None, name: str = "ski
                 hit["uri"] = skill_uri(hit["id"])
         return out
 
+    def tool(tool_name: str, description: str, source: Any, as_tools: bool) -> Any:
+        index, rule = _load(source)
+
+        async def answer(args: dict[str, Any]) -> dict[str, Any]:
+            try:
+                found = await asyncio.to_thread(run, index, rule, args.get("task"), args.get("k"), as_tools)
+                return _text(found)
+            except SkillsightError as exc:
+                return _error(str(exc))
+
+        return sdk.tool(tool_name, description, schema)(answer)
+
     if skills is not None:
-        skill_index, skill_rule = _load(skills)
-
-        @sdk.tool("find_skills", "Find the agent skills that fit a task, best first; an empty list "
-                  "means no skill fits. Read a skill's SKILL.md (its path or skill:// URI) before "
-                  "following it.", schema)
-        async def find(args: dict[str, Any]) -> dict[str, Any]:
-            try:
-                return _text(await asyncio.to_thread(run, skill_index, skill_rule, args.get("task"),
-                                                     args.get("k"), False))
-            except SkillsightError as exc:
-                return _error(str(exc))
-
-        defs.append(find)
+        defs.append(tool("find_skills", "Find the agent skills that fit a task, best first; an empty list "
+                         "means no skill fits. Read a skill's SKILL.md (its path or skill:// URI) before "
+                         "following it.", skills, False))
     if tools is not None:
-        tool_index, tool_rule = _load(tools)
-
-        @sdk.tool("search_tools", "Search a catalogue of tools (MCP servers, APIs) for the ones that "
-                  "fit a task, best first; an empty list means none fits.", schema)
-        async def search(args: dict[str, Any]) -> dict[str, Any]:
-            try:
-                return _text(await asyncio.to_thread(run, tool_index, tool_rule, args.get("task"),
-                                                     args.get("k"), True))
-            except SkillsightError as exc:
-                return _error(str(exc))
-
-        defs.append(search)
+        defs.append(tool("search_tools", "Search a catalogue of tools (MCP servers, APIs) for the ones that "
+                         "fit a task, best first; an empty list means none fits.", tools, True))
     return sdk.create_sdk_mcp_server(name=name, tools=defs)

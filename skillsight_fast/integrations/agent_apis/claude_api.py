@@ -27,14 +27,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from skillsight_fast.engine.abstention import Abstention
-from skillsight_fast.errors import SkillFormatError, SkillsightError
+from skillsight_fast.errors import SkillsightError
 from skillsight_fast.integrations.agent_apis.catalog import (
     QUERY_SCHEMA,
     SEARCH_DESCRIPTION,
+    ClientToolSearch,
     Entry,
     ToolCatalog,
-    ToolSet,
     as_mapping,
+    field_of,
     make_entry,
     schema_of,
 )
@@ -53,12 +54,8 @@ NOTHING_FITS = ("No tool fits this search. Continue without one, or search again
                 "differently.")
 
 
-def _field(obj: Any, name: str) -> Any:
-    """A field of an SDK model or of a plain dict."""
-    return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
 
-
-class ClaudeToolSearch:
+class ClaudeToolSearch(ClientToolSearch):
     """The client-side search tool of a Messages API request.
 
     Parameters
@@ -79,17 +76,9 @@ class ClaudeToolSearch:
     def __init__(self, k: int = 5, *, name: str = SEARCH_TOOL_NAME, keep_loaded: Sequence[str] = (),
                  encoder: Any = None, config: Any = None, tool_text: str = DEFAULT_TOOL_TEXT,
                  abstention: Abstention | str | None = "index", catalog: ToolCatalog | None = None) -> None:
+        super().__init__(k, keep_loaded=keep_loaded, encoder=encoder, config=config, tool_text=tool_text,
+                         abstention=abstention, catalog=catalog)
         self.name = name
-        self.keep_loaded = frozenset(keep_loaded)
-        self.catalog = catalog if catalog is not None else ToolCatalog(
-            k=k, encoder=encoder, config=config, tool_text=tool_text, abstention=abstention)
-        #: The tools of the last request (:meth:`tools`) and their index.
-        self.toolset: ToolSet | None = None
-
-    def _tools(self) -> ToolSet:
-        if self.toolset is None:
-            raise SkillFormatError("no tools yet: call tools() with the request's tools first")
-        return self.toolset
 
     def definition(self) -> dict[str, Any]:
         """The search tool, as a ``ToolParam`` for ``tools`` (never deferred)."""
@@ -141,8 +130,8 @@ class ClaudeToolSearch:
         ``tool_reference`` blocks of the tools that fit, or one text block saying none does; a bad
         query gets an ``is_error`` result saying why (the model can try again).
         """
-        tool_use_id = _field(tool_use, "id")
-        args = _field(tool_use, "input")
+        tool_use_id = field_of(tool_use, "id")
+        args = field_of(tool_use, "input")
         query = args.get("query") if isinstance(args, Mapping) else None
         try:
             refs = self.references(query)
@@ -155,6 +144,6 @@ class ClaudeToolSearch:
     def answer_message(self, message: Any) -> list[dict[str, Any]]:
         """The ``tool_result`` blocks for every call of the search tool in an assistant message
         (the SDK's ``Message``, its dict, or a list of content blocks), in order."""
-        blocks = _field(message, "content") if not isinstance(message, list) else message
+        blocks = field_of(message, "content") if not isinstance(message, list) else message
         return [self.answer(b) for b in blocks or []
-                if _field(b, "type") == "tool_use" and _field(b, "name") == self.name]
+                if field_of(b, "type") == "tool_use" and field_of(b, "name") == self.name]

@@ -34,14 +34,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from skillsight_fast.engine.abstention import Abstention
-from skillsight_fast.errors import QueryError, SkillFormatError, SkillsightError
+from skillsight_fast.errors import QueryError, SkillsightError
 from skillsight_fast.integrations.agent_apis.catalog import (
     QUERY_SCHEMA,
     SEARCH_DESCRIPTION,
+    ClientToolSearch,
     Entry,
     ToolCatalog,
-    ToolSet,
     as_mapping,
+    field_of,
     make_entry,
     schema_of,
 )
@@ -55,13 +56,10 @@ FUNCTION_KEYS = frozenset({"type", "name", "description", "parameters", "strict"
 SEARCHED_TYPES = ("function", "namespace", "mcp")
 
 
-def _field(obj: Any, name: str) -> Any:
-    return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
-
 
 def _arguments(call: Any) -> Mapping[str, Any]:
     """The arguments of a ``tool_search_call`` (an object, or its JSON text)."""
-    args = _field(call, "arguments")
+    args = field_of(call, "arguments")
     if isinstance(args, str):
         try:
             args = json.loads(args)
@@ -81,7 +79,7 @@ def _function(fields: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-class OpenAIToolSearch:
+class OpenAIToolSearch(ClientToolSearch):
     """The client-executed ``tool_search`` of a Responses API request.
 
     Parameters
@@ -101,16 +99,8 @@ class OpenAIToolSearch:
     def __init__(self, k: int = 5, *, keep_loaded: Sequence[str] = (), encoder: Any = None,
                  config: Any = None, tool_text: str = DEFAULT_TOOL_TEXT,
                  abstention: Abstention | str | None = "index", catalog: ToolCatalog | None = None) -> None:
-        self.keep_loaded = frozenset(keep_loaded)
-        self.catalog = catalog if catalog is not None else ToolCatalog(
-            k=k, encoder=encoder, config=config, tool_text=tool_text, abstention=abstention)
-        #: The tools of the last request (:meth:`tools`) and their index.
-        self.toolset: ToolSet | None = None
-
-    def _tools(self) -> ToolSet:
-        if self.toolset is None:
-            raise SkillFormatError("no tools yet: call tools() with the request's tools first")
-        return self.toolset
+        super().__init__(k, keep_loaded=keep_loaded, encoder=encoder, config=config, tool_text=tool_text,
+                         abstention=abstention, catalog=catalog)
 
     def definition(self) -> dict[str, Any]:
         """The ``tool_search`` tool executed by this client (a ``ToolSearchToolParam``)."""
@@ -181,7 +171,7 @@ class OpenAIToolSearch:
     def answer(self, call: Any) -> dict[str, Any]:
         """The ``tool_search_output`` item answering one ``tool_search_call`` (the SDK's
         ``ResponseToolSearchCall`` or its dict). No fitting tool, or a bad query, loads nothing."""
-        call_id = _field(call, "call_id") or _field(call, "id")
+        call_id = field_of(call, "call_id") or field_of(call, "id")
         try:
             tools = self.loaded(_arguments(call).get("query"))
         except SkillsightError:
@@ -192,6 +182,6 @@ class OpenAIToolSearch:
     def answer_response(self, response: Any) -> list[dict[str, Any]]:
         """The ``tool_search_output`` items for every client ``tool_search_call`` of a response
         (the SDK's ``Response``, its dict, or a list of output items), in order."""
-        items = response if isinstance(response, list) else _field(response, "output")
+        items = response if isinstance(response, list) else field_of(response, "output")
         return [self.answer(item) for item in items or []
-                if _field(item, "type") == "tool_search_call" and _field(item, "execution") != "server"]
+                if field_of(item, "type") == "tool_search_call" and field_of(item, "execution") != "server"]
