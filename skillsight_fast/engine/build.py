@@ -97,6 +97,16 @@ class Prebuilt:
         return cls(**ready)
 
 
+def checked_embeddings(embeddings: Any, n: int) -> np.ndarray:
+    """Document embeddings as C-contiguous float32 (n, d), refused unless finite and one row a skill."""
+    emb = np.ascontiguousarray(embeddings, dtype=np.float32)
+    if emb.ndim != 2 or emb.shape[0] != n:
+        raise EmbeddingError(f"embeddings {emb.shape} do not match {n} skills")
+    if not np.isfinite(emb).all():
+        bad = int((~np.isfinite(emb).all(axis=1)).sum())
+        raise EmbeddingError(f"{bad} document embeddings contain NaN or infinity")
+    return emb
+
 def build_index(cls: Any, skills: Sequence[Skill], encoder: Encoder | None = None,
                 config: IndexConfig | None = None, cascade: Cascade | None = None) -> Any:
     """Encode ``skills`` and build the index (:meth:`SkillIndex.build <skillsight_fast.engine.index.SkillIndex.build>`)."""
@@ -149,12 +159,7 @@ def index_from_embeddings(cls: Any, skills: Sequence[Skill] | Sequence[SkillMeta
     # auto settled into a lookup tier: the default cascade (a query-time policy the index keeps)
     if cascade is None:
         cascade = DEFAULT_CASCADE if given.encoder.query_encoder == "auto" and config.encoder.query_encoder in MAPPED_TIERS else NO_CASCADE
-    emb = np.ascontiguousarray(embeddings, dtype=np.float32)
-    if emb.ndim != 2 or emb.shape[0] != len(skills):
-        raise EmbeddingError(f"embeddings {emb.shape} do not match {len(skills)} skills")
-    if not np.isfinite(emb).all():
-        bad = int((~np.isfinite(emb).all(axis=1)).sum())
-        raise EmbeddingError(f"{bad} document embeddings contain NaN or infinity")
+    emb = checked_embeddings(embeddings, len(skills))
     metas = [s if isinstance(s, SkillMeta) else SkillMeta.of(s) for s in skills]
     namedesc = _namedesc_vectors(config, metas, emb, namedesc, encoder if decisions is None else None)
     if lexicon is None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from skillsight_fast.config import IndexConfig
+from skillsight_fast.engine.build import checked_embeddings
 from skillsight_fast.engine.lexicon import Lexicon
 from skillsight_fast.engine.state import SkillMeta
 from skillsight_fast.errors import EmbeddingError
@@ -99,12 +100,7 @@ def encode_shard(skills: Sequence[Skill], encoder: Encoder, config: IndexConfig)
         emb, sums, counts = encode_with_token_sums(encoder, texts)
     else:
         emb = encoder.encode(texts)
-    emb = np.ascontiguousarray(emb, dtype=np.float32)
-    if emb.ndim != 2 or emb.shape[0] != len(texts):
-        raise EmbeddingError(f"embeddings {emb.shape} do not match {len(texts)} skills")
-    if not np.isfinite(emb).all():
-        bad = int((~np.isfinite(emb).all(axis=1)).sum())
-        raise EmbeddingError(f"{bad} document embeddings contain NaN or infinity")
+    emb = checked_embeddings(emb, len(texts))
     assert lex.doc_tf is not None and lex.doc_len is not None
     namedesc = None
     if config.settled(can_fit=False).encoder.document_vector == "text+namedesc":
