@@ -161,9 +161,7 @@ def _resolve_static_model(config: IndexConfig, directory: Path) -> IndexConfig:
     elif recorded.is_dir():
         return config
     else:
-        from skillsight_fast.models.encoder import cache_root
-
-        folder = str(cache_root() / "static" / recorded.name)
+        folder = str(_static_cache() / recorded.name)
     changes: dict[str, Any] = {"query_model": folder}
     if config.encoder.model == config.encoder.query_model:
         changes["model"] = folder
