@@ -115,3 +115,15 @@ def test_sdk_mcp_server_finds_skills_and_tools(skill_index, teacher, tmp_path):
     tools_found = json.loads(found.content[0].text)["hits"]
     assert tools_found and {h["id"] for h in tools_found} <= {"time/get_current_time", "time/convert_time"}
     assert bad.is_error and "empty query" in bad.content[0].text
+
+
+def test_a_loaded_index_keeps_the_rule_it_derived(skill_index):
+    """An index object given to the server (not a folder) is searched with its own derived rule."""
+    from skillsight_fast import SkillIndex
+    from skillsight_fast.engine.abstention import Abstention
+    from skillsight_fast.integrations.agent_apis.claude_agent_sdk import _load
+
+    loaded = SkillIndex.load(skill_index[0])
+    assert loaded.state.abstention is not None
+    _, rule = _load(loaded)
+    assert rule is not None and rule.to_dict() == Abstention.of_rule(loaded.state.abstention).to_dict()

@@ -55,7 +55,7 @@ def _load(index: Any) -> tuple[Any, Abstention | None]:
         folder = os.path.expanduser(str(index))
         return as_index(folder), resolve_abstention(folder)
     loaded = as_index(index)
-    return loaded, Abstention.of_rule(getattr(loaded, "abstention", None))
+    return loaded, Abstention.of_rule(loaded.state.abstention)
 
 
 def prompt_answer(index: Any, prompt: str, k: int, rule: Abstention | None,
