@@ -75,7 +75,7 @@ def reference(index, task: str, k: int) -> list[str]:
     from skillsight_fast.engine.abstention import Abstention
 
     rule = Abstention.of_rule(index.state.abstention)
-    flags = list(getattr(index, "flags", None) or [])
+    flags = list(index.state.flags or [])
     result = index.search([task], min(len(index), 2 * k + 8))
     out = []
     for j, score, cos in zip(result.ids[0], result.scores[0], result.cosine[0]):

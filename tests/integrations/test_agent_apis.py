@@ -45,7 +45,7 @@ def reference_hits(index, task, k):
     from skillsight_fast.engine.abstention import Abstention
 
     rule = Abstention.of_rule(index.state.abstention)
-    flags = list(getattr(index, "flags", None) or [])
+    flags = list(index.state.flags or [])
     depth = min(len(index), 2 * k + 8)
     result = index.search([task], depth)
     out = []
