@@ -58,7 +58,10 @@ Result (08:46-09:18 UTC, 5 Dec 2026, load 17-23 on two cores; results/experiment
     it is adopted. Disclosed: on the confirm sets it is *below* shipped at depth 20 (point estimates
     metatool 85.6 vs 87.2, gorilla_hf 56.7 vs 57.9, metatool_multi 85.6 vs 86.3; the rule compared
     the confirm sets with the baselines only), where BM25 is weak (metatool BM25 R@10 51.6), so the
-    RRF continuation promotes weak lexical matches. "Every depth": depths k in 1..50 where R@k is
+    RRF continuation promotes weak lexical matches. Wired (same day): a tool catalogue's index
+    records ``continuation="rrf"`` and ``SkillIndex.search`` / ``ShardedIndex.search`` apply it
+    (``engine.result.continued_result``); ``bench/tool_depth_table.py`` measures it as shipped and
+    gives the same numbers as this variant. "Every depth": depths k in 1..50 where R@k is
     significantly below RRF's on bfcl: shipped 1, 2, 32, 34-37, 46-50; head10+rrf-cand 1, 2, 35-40,
     48; head10+rrf 1, 2; none on the other sets. k = 1, 2 is the fused head (R@1/R@2), which no
     variant here changes.
@@ -83,6 +86,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from skillsight_fast.engine.depth import head_then_rrf  # noqa: E402
+from skillsight_fast.engine.lexical_candidates import add_lexical_candidates  # noqa: E402
 from skillsight_fast.lab.evaluation.datasets import Dataset, load_dataset  # noqa: E402
 from skillsight_fast.lab.evaluation.methods import METHODS, EvalContext, shipped_config  # noqa: E402
 from skillsight_fast.lab.evaluation.tool_search import (  # noqa: E402
@@ -109,13 +113,15 @@ def lists(ctx: EvalContext, index: Any, vectors: np.ndarray) -> dict[str, np.nda
     lexical side's top |C| over the whole catalogue (ids best first, -1 padding)."""
     texts = ctx.dataset.query_texts
     d = index.decisions
-    shipped = index.search_vectors(vectors, texts, DEPTH, explain=False).ids
+    # what shipped when this ran: the fused order to the end (the index now continues by RRF itself)
+    shipped = index.search_vectors(vectors, texts, DEPTH, explain=False, continuation="fused").ids
     q_perp = index.remove_background(vectors)
     cand, s_dense = index.dense_candidates(q_perp, max(d.candidates, DEPTH))
     if d.lexical_candidates:
-        cand, s_dense = index.add_lexical_candidates(q_perp, *index.evidence_tokens(texts), cand, d.lexical_candidates)
+        cand, s_dense = add_lexical_candidates(index, q_perp, *index.evidence_tokens(texts), cand,
+                                               d.lexical_candidates)
     if d.lexical == "bm25" and d.lexical_evidence == "all":
-        terms, ptr = index.evidence_tokens(texts, exclude=index._no_generic)
+        terms, ptr = index.evidence_tokens(texts, exclude=index.lexical.stopword_flags)
     else:
         terms, ptr = index.evidence_tokens(texts)
     n_docs = len(index)

@@ -66,6 +66,18 @@ LEXICAL_EVIDENCE = ("masked", "all")
 #: What the default's BM25 side scores: Q' (``all`` lost skillsbench R@10 -2.6 [-6.3, -0.5]); tool
 #: catalogues score every token (skillsight_fast.tools.catalog.tool_index_config).
 ADAPTIVE_LEXICAL_EVIDENCE = "masked"
+#: How a ranking continues past the fused head (``skillsight_fast.engine.depth``): ``fused`` (Eq. 15 to
+#: the end of the candidate set, the paper), or ``rrf`` (the first ``DEPTH_HEAD`` = 10 positions fused,
+#: the rest of the candidate set in the order of RRF of its dense and lexical ranks; adopted for tool
+#: catalogues by experiments/tool_depth_continuation.py, where the fused order fell below RRF of its
+#: own inputs at depth 20-50).
+CONTINUATIONS = ("fused", "rrf")
+
+
+def default_continuation(lexical_evidence: str | None) -> str:
+    """The continuation an index gets when none is given: ``rrf`` for the tool catalogues' config
+    (``lexical_evidence="all"``, the only config its rule was measured on), else ``fused``."""
+    return "rrf" if lexical_evidence == "all" else "fused"
 
 
 #: The scan parameters of a config saved before the sections (flat manifest key → parameter name). The
@@ -205,6 +217,10 @@ class ScoringConfig:
         Which task tokens the BM25 side scores (:data:`LEXICAL_EVIDENCE`): ``masked`` (Q', generic tokens
         excluded) or ``all``. None = ``masked``, decided by :meth:`IndexConfig.settled`; tool catalogues
         are indexed with ``all`` (``tools.catalog.tool_index_config``). LEC always scores Q'.
+    continuation : str or None
+        How the ranking continues past its first 10 positions (:data:`CONTINUATIONS`): ``fused`` or ``rrf``.
+        None = :func:`default_continuation`, decided by :meth:`IndexConfig.settled`: ``rrf`` for tool
+        catalogues (``lexical_evidence="all"``), else ``fused``.
     """
 
     beta: float = 1.0
@@ -215,8 +231,11 @@ class ScoringConfig:
     rrf_k: float = 60.0
     lexical: str | None = None
     lexical_evidence: str | None = None
+    continuation: str | None = None
 
     def __post_init__(self) -> None:
+        if self.continuation is not None and self.continuation not in CONTINUATIONS:
+            raise ValueError(f"continuation must be one of {CONTINUATIONS} or None")
         if self.lexical is not None and self.lexical not in LEXICAL_SIDES:
             raise ValueError(f"lexical must be one of {LEXICAL_SIDES} or None")
         if self.lexical_evidence is not None and self.lexical_evidence not in LEXICAL_EVIDENCE:
@@ -275,7 +294,8 @@ FLAT_KEYS: dict[str, tuple[str, str]] = {
     **{name: ("encoder", name) for name in ("model", "int8", "query_encoder", "query_model", "query_int8",
                                             "document_vector")},
     **{name: ("scoring", name) for name in ("beta", "candidates", "lexical_candidates", "fusion",
-                                            "lexical_weight", "rrf_k", "lexical", "lexical_evidence")},
+                                            "lexical_weight", "rrf_k", "lexical", "lexical_evidence",
+                                            "continuation")},
 }
 _SECTIONS: dict[str, type] = {"analyzer": AnalyzerConfig, "background": BackgroundConfig,
                               "encoder": EncoderConfig, "scoring": ScoringConfig, "scan": ScanConfig}
@@ -284,7 +304,7 @@ _FLAT_ORDER = ("model", "int8", "min_token_len", "max_token_len", "otsu_weighted
                "max_rank", "rank", "renormalize", "beta", "candidates", "lexical_candidates", "fusion",
                "lexical_weight", "rrf_k", "seed", "scan", "int8_oversample", "binary_rerank", "ivf_nlist",
                "ivf_nprobe", "adaptive", "lexical", "query_encoder", "query_model", "document_vector",
-               "query_int8", "lexical_evidence")
+               "query_int8", "lexical_evidence", "continuation")
 
 
 @dataclass(frozen=True, init=False)
@@ -376,9 +396,10 @@ class IndexConfig:
         encoder = dataclasses.replace(
             enc, query_encoder=tier, query_int8=query_int8,
             document_vector=enc.document_vector or (ADAPTIVE_DOCUMENT_VECTOR if self.adaptive else "text"))
+        evidence = sc.lexical_evidence or ADAPTIVE_LEXICAL_EVIDENCE
         scoring = dataclasses.replace(
             sc, lexical=sc.lexical or (ADAPTIVE_LEXICAL if self.adaptive else "lec"),
-            lexical_evidence=sc.lexical_evidence or ADAPTIVE_LEXICAL_EVIDENCE)
+            lexical_evidence=evidence, continuation=sc.continuation or default_continuation(evidence))
         return dataclasses.replace(self, encoder=encoder, scoring=scoring)
 
     def to_dict(self) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from skillsight_fast.config import (
     QUERY_ENCODERS,
     SCAN_CHOICES,
     ScanConfig,
+    default_continuation,
 )
 from skillsight_fast.errors import SkillsightError
 
@@ -492,7 +493,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"background rank r = {s['rank']} (effective rank {s['effective_rank']})")
     d = m["decisions"]
     print(f"decided ({d['rule']}): background removal {'on' if d['background'] else 'off'}, lexical side "
-          f"{d['lexical']} weight {d['lexical_weight']:g}, fusion {d['fusion']}, candidates {d['candidates']}")
+          f"{d['lexical']} weight {d['lexical_weight']:g}, fusion {d['fusion']}, candidates {d['candidates']}"
+          + (", past the first 10 hits by RRF of the dense and lexical ranks" if d.get("continuation", default_continuation(d.get("lexical_evidence"))) == "rrf" else ""))
     print(format_abstention(info["abstention"]))
     sc = info["scan"]
     print(f"scan {sc['scan']}" + "".join(f", {k}={v}" for k, v in sc.items() if k not in ("scan", "files")))

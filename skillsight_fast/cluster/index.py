@@ -46,7 +46,7 @@ import numpy as np
 from skillsight_fast.cluster.layout import global_stats, shard_ranges
 from skillsight_fast.cluster.shard import LEXICAL_SIDES, ShardHost
 from skillsight_fast.engine.columns import SKILL_FIELDS, StringColumn
-from skillsight_fast.engine.result import check_queries, fused_result
+from skillsight_fast.engine.result import check_queries, continued_result
 from skillsight_fast.errors import QueryError, SkillsightError
 
 logger = logging.getLogger(__name__)
@@ -521,6 +521,7 @@ class ShardedIndex:
                        candidates: int | None = None, fusion: str | None = None,
                        lexical_weight: float | None = None, lexical: str | None = None,
                        lexical_candidates: int | None = None, rrf_k: float | None = None,
+                       continuation: str | None = None,
                        dense_stage: Any = None, lexical_stage: Any = None, explain: bool = True) -> Any:
         """:meth:`SkillIndex.search_vectors` over the shards (same arguments, same result)."""
 
@@ -529,7 +530,8 @@ class ShardedIndex:
         from skillsight_fast.engine.state import query_decisions
 
         d = query_decisions(head, candidates=candidates, fusion=fusion, lexical_weight=lexical_weight,
-                                 lexical=lexical, lexical_candidates=lexical_candidates, rrf_k=rrf_k)
+                                 lexical=lexical, lexical_candidates=lexical_candidates, rrf_k=rrf_k,
+                                 continuation=continuation)
         # a filter (find_skills's tags/source) restricts the dense stage to the rows it allows: the shards
         # score those rows; any other custom stage would run on the coordinator over every row
         allowed = getattr(dense_stage, "restricted_rows", None) if dense_stage is not None else None
@@ -548,7 +550,7 @@ class ShardedIndex:
             raise QueryError(f"{q_perp.shape[0]} query vectors for {len(texts)} texts")
         terms, ptr = head.evidence_tokens(texts)
         s_terms, s_ptr = terms, ptr  # what the lexical side scores; the evidence shown stays Q'
-        if d.lexical == "bm25" and getattr(d, "lexical_evidence", "") == "all":
+        if d.lexical == "bm25" and d.lexical_evidence == "all":
             s_terms, s_ptr = head.evidence_tokens(texts, exclude=head.lexical.stopword_flags)
         n, depth = len(self), min(len(self), max(d.candidates, k))
         rows_out: list[Any] = []
@@ -576,7 +578,7 @@ class ShardedIndex:
 
         with n_threads(1 if len(texts) == 1 else None):
             # qᵀd of the hits as the single index computes it (the same rows, fetched from the shards)
-            result, pos = fused_result(head, cand, s_dense, s_lex, k, d, raw, embeddings=self.dense.embeddings)
+            result, pos = continued_result(head, cand, s_dense, s_lex, k, d, raw, embeddings=self.dense.embeddings)
         if explain:
             vocab = head.lexical.lexicon.vocab
             result.evidence = [[[vocab[t] for t in evid[i]["ev"][p]] if p >= 0 else [] for p in pos[i].tolist()]

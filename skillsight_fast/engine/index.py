@@ -38,7 +38,7 @@ from skillsight_fast.engine.result import (
     SearchResult,
     check_k,
     check_queries,
-    fused_result,
+    continued_result,
     hit_cosines,
     hit_evidence,
 )
@@ -385,6 +385,7 @@ class SkillIndex:
                        candidates: int | None = None, fusion: str | None = None,
                        lexical_weight: float | None = None, lexical: str | None = None,
                        lexical_candidates: int | None = None, rrf_k: float | None = None,
+                       continuation: str | None = None,
                        dense_stage: DenseStage | None = None, lexical_stage: LexicalStage | None = None,
                        explain: bool = True) -> SearchResult:
         """Search with already encoded queries (``texts`` give the lexical evidence).
@@ -394,8 +395,10 @@ class SkillIndex:
         vectors : float32 (n, d)
         texts : sequence of str, length n
         k : int
-        candidates, fusion, lexical_weight, lexical, lexical_candidates, rrf_k : optional
-            Query-time knobs; None keeps the index's value (:attr:`decisions`).
+        candidates, fusion, lexical_weight, lexical, lexical_candidates, rrf_k, continuation : optional
+            Query-time knobs; None keeps the index's value (:attr:`decisions`). ``continuation="rrf"``
+            orders the hits past the first 10 by RRF (:mod:`skillsight_fast.engine.depth`): their scores
+            are then each hit's own and need not decrease there.
         dense_stage : callable, optional
             Replaces :meth:`dense_candidates` for this call: ``(q_perp, depth) -> (ids, s_perp)``.
         lexical_stage : callable, optional
@@ -405,7 +408,8 @@ class SkillIndex:
         """
         k = self.check_k(k)
         d = query_decisions(self, candidates=candidates, fusion=fusion, lexical_weight=lexical_weight,
-                            lexical=lexical, lexical_candidates=lexical_candidates, rrf_k=rrf_k)
+                            lexical=lexical, lexical_candidates=lexical_candidates, rrf_k=rrf_k,
+                            continuation=continuation)
         if self._engine == "numba" and len(texts) == 1:
             # one task: every parallel kernel would run one iteration while its other threads wait at the
             # barrier; on a loaded machine that wait costs ~15 ms per kernel (bench/serve_latency.py)
@@ -432,7 +436,7 @@ class SkillIndex:
             s_lex = lexical_stage(cand, s_terms, s_ptr)
         else:
             s_lex = self.lexical_scores(cand, s_terms, s_ptr, side=d.lexical)
-        result, _ = fused_result(self, cand, s_dense, s_lex, k, d, vectors)
+        result, _ = continued_result(self, cand, s_dense, s_lex, k, d, vectors)
         if explain:
             result.evidence = hit_evidence(self.lexical.lexicon, self._ops, result.ids, terms, ptr)
         return result

@@ -12,7 +12,7 @@ import numpy as np
 from skillsight_fast.errors import QueryError
 from skillsight_fast.limits import clean_text
 
-__all__ = ["MAX_K", "MAX_QUERY_CHARS", "SearchResult", "assemble_rows", "check_k", "check_queries", "fused_result",
+__all__ = ["MAX_K", "MAX_QUERY_CHARS", "SearchResult", "assemble_rows", "check_k", "check_queries", "continued_result", "fused_result",
            "hit_cosines", "hit_evidence", "hit_parts"]
 
 #: Largest k a search accepts beyond the corpus size (results are padded up to k).
@@ -168,6 +168,25 @@ def fused_result(index: Any, cand: np.ndarray, s_dense: np.ndarray, s_lex: np.nd
     metas = index.skills
     result.skill_ids = [[metas[j].id if j >= 0 else None for j in row] for row in ids.tolist()]
     return result, pos
+
+
+def continued_result(index: Any, cand: np.ndarray, s_dense: np.ndarray, s_lex: np.ndarray, k: int, d: Any,
+                     vectors: np.ndarray, embeddings: np.ndarray | None = None) -> tuple[SearchResult, np.ndarray]:
+    """:func:`fused_result`, continued past the fused head as ``d.continuation`` says.
+
+    ``fused``: the fused order to the end. ``rrf`` with ``k`` over :data:`~skillsight_fast.engine.depth.DEPTH_HEAD`:
+    the first ``DEPTH_HEAD`` hits of the fused order, then the other candidates in the order of RRF of
+    their s⊥ and lexical ranks (:func:`~skillsight_fast.engine.depth.continue_positions`); every hit keeps
+    its own fused score, parts and cosine, so past the head the scores need not decrease. The positions
+    returned are each hit's column in its candidate row, as :func:`fused_result`'s.
+    """
+    from skillsight_fast.engine.depth import DEPTH_HEAD, continue_positions, reorder_columns
+
+    if getattr(d, "continuation", "fused") != "rrf" or k <= DEPTH_HEAD:
+        return fused_result(index, cand, s_dense, s_lex, k, d, vectors, embeddings)
+    result, pos = fused_result(index, cand, s_dense, s_lex, max(k, cand.shape[1]), d, vectors, embeddings)
+    new_pos = continue_positions(pos, s_dense, s_lex, k, rrf_k=d.rrf_k)
+    return reorder_columns(result, pos, new_pos), new_pos
 
 
 def hit_evidence(lexicon: Any, ops: Any, ids: np.ndarray, terms: np.ndarray, ptr: np.ndarray) -> list[list[list[str]]]:

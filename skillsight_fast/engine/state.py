@@ -25,7 +25,15 @@ from typing import Any, ClassVar
 import numpy as np
 
 from skillsight_fast import kernels
-from skillsight_fast.config import DOCUMENT_VECTORS, FUSIONS, LEXICAL_EVIDENCE, LEXICAL_SIDES, IndexConfig
+from skillsight_fast.config import (
+    CONTINUATIONS,
+    DOCUMENT_VECTORS,
+    FUSIONS,
+    LEXICAL_EVIDENCE,
+    LEXICAL_SIDES,
+    IndexConfig,
+    default_continuation,
+)
 from skillsight_fast.engine.background import bm25_idf, idf_from_df, lec_weights, otsu_threshold
 from skillsight_fast.engine.cascade import Cascade
 from skillsight_fast.engine.lexicon import Lexicon
@@ -346,6 +354,11 @@ class Decisions:
         The dense side's document vector (:data:`~skillsight_fast.config.DOCUMENT_VECTORS`):
         ``text``, or ``text+namedesc`` (the mean of the text's and the name + description's
         cosines, docs/ADAPTIVE.md); fixed at build time (``DenseState.namedesc``), not a knob.
+    continuation : str
+        How the ranking continues past its first ``DEPTH_HEAD`` positions
+        (:data:`~skillsight_fast.config.CONTINUATIONS`): ``fused`` (Eq. 15 to the end) or ``rrf`` (RRF of
+        the candidates' dense and lexical ranks, :mod:`skillsight_fast.engine.depth`). Decisions saved
+        without it get :func:`~skillsight_fast.config.default_continuation` of their lexical evidence.
     """
 
     background: bool
@@ -358,8 +371,11 @@ class Decisions:
     rule: str = "config"
     document_vector: str = "text"
     lexical_evidence: str = "masked"
+    continuation: str = "fused"
 
     def __post_init__(self) -> None:
+        if self.continuation not in CONTINUATIONS:
+            raise SkillsightError(f"unknown continuation {self.continuation!r} (expected one of {CONTINUATIONS})")
         if self.lexical not in LEXICAL_SIDES:
             raise SkillsightError(f"unknown lexical side {self.lexical!r} (expected one of {LEXICAL_SIDES})")
         if self.fusion not in FUSIONS:
@@ -384,7 +400,8 @@ class Decisions:
                    lexical_weight=config.scoring.lexical_weight if lexical_weight is None else lexical_weight,
                    fusion=config.scoring.fusion, candidates=config.scoring.candidates,
                    lexical_candidates=config.scoring.lexical_candidates, rrf_k=config.scoring.rrf_k, rule=rule,
-                   document_vector=config.encoder.document_vector, lexical_evidence=config.scoring.lexical_evidence)
+                   document_vector=config.encoder.document_vector, lexical_evidence=config.scoring.lexical_evidence,
+                   continuation=config.scoring.continuation)
 
     def replace(self, **changes: Any) -> Decisions:
         """A copy with some fields changed (validated)."""
@@ -398,6 +415,8 @@ class Decisions:
         names = {f.name for f in dataclasses.fields(cls)}
         if not isinstance(data, dict) or set(data) - names:
             raise IndexFormatError(f"unknown decision fields: {sorted(set(data) - names) if isinstance(data, dict) else data!r}")
+        if "continuation" not in data:  # saved before the continuation was recorded
+            data = {**data, "continuation": default_continuation(data.get("lexical_evidence"))}
         return cls(**data)
 
 

@@ -296,7 +296,7 @@ def check_decisions(decisions: Mapping[str, Any], rank: int) -> None:
     for key in ("lexical_weight", "rrf_k"):
         if key in decisions and (not _is_num(decisions[key]) or not math.isfinite(decisions[key])):
             raise IndexFormatError(f"manifest decisions: {key!r} must be a finite number")
-    for key in ("lexical", "fusion", "rule"):
+    for key in ("lexical", "fusion", "rule", "continuation"):
         if key in decisions and not isinstance(decisions[key], str):
             raise IndexFormatError(f"manifest decisions: {key!r} must be a string")
 

@@ -29,7 +29,8 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 FLAT = ["model", "int8", "min_token_len", "max_token_len", "otsu_weighted", "background_tokens", "max_rank",
         "rank", "renormalize", "beta", "candidates", "lexical_candidates", "fusion", "lexical_weight", "rrf_k",
         "seed", "scan", "int8_oversample", "binary_rerank", "ivf_nlist", "ivf_nprobe", "adaptive", "lexical",
-        "query_encoder", "query_model", "document_vector", "query_int8", "lexical_evidence"]
+        "query_encoder", "query_model", "document_vector", "query_int8", "lexical_evidence",
+        "continuation"]
 
 
 def test_at_most_twelve_top_level_fields() -> None:

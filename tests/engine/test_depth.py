@@ -130,29 +130,96 @@ def test_reorder_columns_carries_every_hit_field():
     assert out.evidence == [[["a"], ["b"], []]] and np.isnan(out.dense[0, 2]) and out.cosine[0, 1] == 0.3
 
 
-def test_the_hook_at_the_last_stage_gives_the_continuation_of_the_lists():
-    """What the one-line hook in SkillIndex._search_vectors would do (fuse every candidate, continue past
-    the head, reorder the result) equals head_then_rrf over the s⊥ and lexical orders of the candidates."""
+def _tool_index(n_extra=60, seed=2, **config):
     from fakes import HashEncoder, toy_skills
 
     from skillsight_fast import IndexConfig, SkillIndex
-    from skillsight_fast.engine.depth import continue_positions, reorder_columns
 
     enc = HashEncoder(dim=64)
-    index = SkillIndex.build(toy_skills(n_extra=60, seed=2), enc, IndexConfig(lexical_evidence="all"))
-    texts = ["merge pdf pages and extract tables", "resize png images", "deploy docker compose"]
-    vectors = enc.encode(texts)
+    return SkillIndex.build(toy_skills(n_extra=n_extra, seed=seed), enc,
+                            IndexConfig(lexical_evidence="all", **config)), enc
+
+
+TASKS = ["merge pdf pages and extract tables", "resize png images", "deploy docker compose",
+         "zzzz qqqq", "convert a spreadsheet to csv and plot it"]
+
+
+def _reference(index, vectors, texts, k):
+    """Stages run one by one, fused over every candidate, then head_then_rrf of the candidates' s⊥ order
+    and lexical order (a lexical score of 0 ranks nowhere), written without the engine's helpers."""
     d = index.decisions
     q = index.remove_background(vectors)
-    cand, s_dense = index.dense_candidates(q, d.candidates)
+    cand, s_dense = index.dense_candidates(q, max(d.candidates, k))
     terms, ptr = index.evidence_tokens(texts, exclude=index.lexical.stopword_flags)
     s_lex = index.lexical_scores(cand, terms, ptr)
-    k = 20
-    full, pos = fused_result(index, cand, s_dense, s_lex, cand.shape[1], d, vectors)
-    hooked = reorder_columns(full, pos, continue_positions(pos, s_dense, s_lex, k))
-    assert np.array_equal(hooked.ids[:, :10], index.search_vectors(vectors, texts, 10, explain=False).ids)
+    full, _ = fused_result(index, cand, s_dense, s_lex, cand.shape[1], d, vectors)
     order = np.argsort(-np.where(cand >= 0, s_dense, -np.inf), axis=1, kind="stable")
     dense = np.take_along_axis(cand, order, axis=1)
     lo = np.argsort(-np.where(cand >= 0, s_lex, -np.inf), axis=1, kind="stable")
     lexical = np.where(np.take_along_axis(s_lex, lo, axis=1) > 0, np.take_along_axis(cand, lo, axis=1), -1)
-    assert np.array_equal(hooked.ids, head_then_rrf(full.ids, dense, lexical, k, 10))
+    return full, head_then_rrf(full.ids, dense, lexical, k, 10)
+
+
+@pytest.mark.parametrize("k", [11, 20, 50])
+def test_a_tool_index_continues_past_the_head_by_rrf(k):
+    index, enc = _tool_index()
+    assert index.decisions.continuation == "rrf"
+    vectors = enc.encode(TASKS)
+    full, want = _reference(index, vectors, TASKS, k)
+    got = index.search_vectors(vectors, TASKS, k)
+    assert np.array_equal(got.ids, want)
+    fused = index.search_vectors(vectors, TASKS, k, continuation="fused")
+    assert np.array_equal(got.ids[:, :10], fused.ids[:, :10])  # the head is the fused ranking
+    assert not np.array_equal(got.ids, fused.ids)  # past it the order is RRF's (these tasks differ there)
+    # every hit keeps its own fused score, parts, cosine and evidence
+    for i in range(len(TASKS)):
+        at = {int(j): c for c, j in enumerate(full.ids[i].tolist()) if j >= 0}
+        for c, j in enumerate(got.ids[i].tolist()):
+            if j < 0:
+                assert got.scores[i, c] == -np.inf and got.skill_ids[i][c] is None and got.evidence[i][c] == []
+                continue
+            assert got.scores[i, c] == full.scores[i, at[j]] and got.dense[i, c] == full.dense[i, at[j]]
+            assert got.lexical[i, c] == full.lexical[i, at[j]] and got.cosine[i, c] == full.cosine[i, at[j]]
+            assert got.skill_ids[i][c] == index.skills[j].id
+    ev = index.search_vectors(vectors, TASKS, k, continuation="fused")
+    by_id = {(i, int(j)): e for i in range(len(TASKS)) for j, e in zip(ev.ids[i], ev.evidence[i])}
+    for i in range(len(TASKS)):
+        for j, e in zip(got.ids[i].tolist(), got.evidence[i]):
+            if (i, j) in by_id:
+                assert e == by_id[(i, j)]
+
+
+def test_the_head_and_skill_libraries_keep_the_fused_ranking():
+    index, enc = _tool_index()
+    vectors = enc.encode(TASKS)
+    for k in (1, 5, 10):  # no continuation within the head
+        a = index.search_vectors(vectors, TASKS, k)
+        b = index.search_vectors(vectors, TASKS, k, continuation="fused")
+        assert np.array_equal(a.ids, b.ids) and np.array_equal(a.scores, b.scores)
+    from fakes import toy_skills
+
+    from skillsight_fast import IndexConfig, SkillIndex
+
+    skills = SkillIndex.build(toy_skills(n_extra=60, seed=2), enc, IndexConfig())
+    assert skills.decisions.continuation == "fused"
+    a = skills.search_vectors(vectors, TASKS, 30)
+    assert np.array_equal(a.ids, skills.search_vectors(vectors, TASKS, 30, continuation="fused").ids)
+
+
+def test_the_continuation_is_saved_and_read_from_older_decisions(tmp_path):
+    from skillsight_fast import IndexConfig, SkillIndex
+    from skillsight_fast.engine.state import Decisions
+    from skillsight_fast.errors import QueryError
+
+    index, enc = _tool_index(continuation="fused")
+    assert index.decisions.continuation == "fused"  # given, not derived
+    back = SkillIndex.load(index.save(tmp_path / "idx"), encoder=enc)
+    assert back.decisions.continuation == "fused" and back.config.scoring.continuation == "fused"
+    old = {"background": True, "lexical": "bm25", "lexical_weight": 1.0}
+    assert Decisions.from_dict({**old, "lexical_evidence": "all"}).continuation == "rrf"
+    assert Decisions.from_dict({**old, "lexical_evidence": "masked"}).continuation == "fused"
+    assert Decisions.from_dict(old).continuation == "fused"
+    with pytest.raises(QueryError, match="continuation"):
+        index.search(TASKS[:1], k=20, continuation="bogus")
+    with pytest.raises(ValueError, match="continuation"):
+        IndexConfig(continuation="bogus")
