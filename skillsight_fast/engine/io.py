@@ -82,11 +82,14 @@ from skillsight_fast.engine.io_manifest import (
 )
 from skillsight_fast.engine.io_shared import (
     GENERAL_TABLE_ARRAYS,
+    STATIC_TIER_ARRAYS,
+    StaticModelMissing,
     _check_static_model,
     _load_shared_general_table,
     _refer_static_model,
     _resolve_static_model,
     _shared_general_table,
+    transformer_fallback,
 )
 from skillsight_fast.engine.io_verification import (
     Verification,
@@ -445,9 +448,18 @@ def _load_once(directory: Path, *, mmap: bool, verify: bool | str) -> tuple[Inde
         skills = records if version3 else [SkillMeta(**rec) for rec in records]
         config = IndexConfig.from_dict(manifest["config"])
         if "static_model" in shared:  # the static model of the user's cache, by checksum
-            folder = str(_check_static_model(directory, shared["static_model"], verify is True))
-            config = config.replace(query_model=folder, **({"model": folder} if config.encoder.model == config.encoder.query_model
-                                                           else {}))
+            try:
+                folder = str(_check_static_model(directory, shared["static_model"], verify is True))
+            except StaticModelMissing as missing:  # another user's HOME: the transformer answers, or refuse
+                fallback = transformer_fallback(config, directory, missing)
+                if fallback is None:
+                    raise
+                config = fallback
+                for name in STATIC_TIER_ARRAYS:
+                    arrays.pop(name, None)
+            else:
+                config = config.replace(query_model=folder, **(
+                    {"model": folder} if config.encoder.model == config.encoder.query_model else {}))
         # the cascade: its own section, or (an index saved before it left the build config) the config's keys
         cascade = Cascade.from_dict(manifest["cascade"] if "cascade" in manifest else
                                     {key: manifest["config"][key] for key in CASCADE_KEYS if key in manifest["config"]})

@@ -127,10 +127,16 @@ def _in_static_cache(src: Path) -> Path:
     return dest
 
 
+class StaticModelMissing(IndexFormatError):
+    """The static query model an index refers to is not in this user's cache (another HOME, a
+    cleared cache): an index whose skills the transformer encoded answers with the transformer."""
+
+
 def _check_static_model(directory: Path, ref: Any, verify: bool) -> Path:
     """The cache folder of the static model the manifest refers to, its files there and (``verify``)
-    their sha256 as recorded; a missing or different file is refused with a message. The weights'
-    own checksum is checked again when the static encoder loads (the manifest's ``model.query``)."""
+    their sha256 as recorded; a missing file raises :class:`StaticModelMissing`, a different one is
+    refused with a message. The weights' own checksum is checked again when the static encoder loads
+    (the manifest's ``model.query``)."""
     if (not isinstance(ref, dict) or not isinstance(ref.get("folder"), str) or not isinstance(ref.get("files"), dict)
             or not ref["folder"] or "/" in ref["folder"] or ref["folder"].startswith(".")):
         raise IndexFormatError(f"{directory}: malformed manifest ('shared.static_model' must be {{folder, files}})")
@@ -138,13 +144,35 @@ def _check_static_model(directory: Path, ref: Any, verify: bool) -> Path:
     fix = ("rebuild the index (skillsight index ... -o DIR), which prepares the static model in the cache again")
     for name, digest in ref["files"].items():
         path = folder / str(name)
-        if not isinstance(digest, str) or "/" in str(name) or not path.is_file():
-            raise IndexFormatError(f"{directory}: the index refers to the static model file {path}, which is "
+        if not isinstance(digest, str) or "/" in str(name):
+            raise IndexFormatError(f"{directory}: malformed manifest ('shared.static_model' files)")
+        if not path.is_file():
+            raise StaticModelMissing(f"{directory}: the index refers to the static model file {path}, which is "
                                    f"missing: {fix}")
         if verify and name != "model.safetensors" and sha256_file(path) != digest:
             raise IndexFormatError(f"{directory}: the static model file {path} differs from the one the index "
                                    f"was built with (sha256 {digest[:12]}): {fix}")
     return folder
+
+
+#: The arrays of the static tiers (query map, token table): left out when an index falls back to the
+#: transformer because its static model is missing.
+STATIC_TIER_ARRAYS = ("query_map", "query_table", "query_table_ids")
+
+
+def transformer_fallback(config: IndexConfig, directory: Path, why: StaticModelMissing) -> IndexConfig | None:
+    """The config that answers every task with the int8 transformer (the cascade's own fallback) when
+    the static model an index refers to is missing, or None when the skills themselves were encoded
+    by the static model (nothing else can encode their space). Logs one warning saying so."""
+    if config.encoder.query_encoder not in ("static-mapped", "contextual", "fitted") or (
+            config.encoder.model == config.encoder.query_model):
+        return None
+    import logging
+
+    logging.getLogger("skillsight_fast").warning(
+        "%s; answering every task with the int8 transformer instead (slower; rebuilding the index as this "
+        "user restores the lookup)", str(why).split(": rebuild")[0])
+    return config.replace(query_encoder="transformer", query_model=None, query_int8=True)
 
 
 def _resolve_static_model(config: IndexConfig, directory: Path) -> IndexConfig:
