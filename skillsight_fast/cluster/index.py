@@ -132,6 +132,11 @@ class ShardedIndex:
         self.recoveries: list[dict[str, Any]] = []
         #: Per shard: opened from the folder for this version (True) or kept from the previous one.
         self.reopened: list[bool] = [True] * len(shards)
+        #: Shard folders: the index's term id -> the layout's, and back (None: the same ids).
+        self._to_layout: np.ndarray | None = None
+        self._to_head: np.ndarray | None = None
+        if self.layout is not None:
+            self._read_term_map()
         self._starts = np.asarray([a for a, _ in ranges], np.int64)
         self.dense = _Dense(self)
         if self.head.scan.kind not in ("exact", "int8"):
@@ -227,20 +232,23 @@ class ShardedIndex:
         shared = str(root / plan["shared"])
         if not remote:
             hosts = [ShardHost() for _ in ranges]
-            for h, f in zip(hosts, folders):
-                h.open_folder(0, f, shared)
-            return cls(directory, hosts, ranges, head=head, layout=root)
-        from skillsight_fast.indexing.ray import import_ray
+            for h, f, (a, _) in zip(hosts, folders, ranges):
+                h.open_folder(0, f, shared, a)
+            new = cls(directory, hosts, ranges, head=head, layout=root)
+        else:
+            from skillsight_fast.indexing.ray import import_ray
 
-        ray = import_ray()
-        if not ray.is_initialized():
-            ray.init(address=address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
-        handles = [ray.remote(num_cpus=cpus_per_shard, max_concurrency=MAX_CONCURRENCY,
-                              resources=(resources[i] if resources else None) or {},
-                              max_restarts=-1, max_task_retries=0)(ShardHost).remote()
-                   for i in range(len(ranges))]
-        _get(ray, [h.open_folder.remote(0, f, shared) for h, f in zip(handles, folders)])
-        return cls(directory, handles, ranges, head=head, remote=True, layout=root)
+            ray = import_ray()
+            if not ray.is_initialized():
+                ray.init(address=address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+            handles = [_shard_actor(ray, cpus_per_shard, resources[i] if resources else None)
+                       for i in range(len(ranges))]
+            _get(ray, [h.open_folder.remote(0, f, shared, a) for h, f, (a, _) in zip(handles, folders, ranges)])
+            new = cls(directory, handles, ranges, head=head, remote=True, layout=root)
+        new._actor_options = {"cpus_per_shard": cpus_per_shard, "resources": list(resources or [])}
+        new._digests = [_digest(f) for f in folders]
+        new._shared_digest = _digest(shared)
+        return new
 
     def next_version(self, directory: str | os.PathLike[str] | None = None, *, encoder: Any = None,
                      reopen: bool = False) -> ShardedIndex:
@@ -305,39 +313,62 @@ class ShardedIndex:
         return new
 
     def _next_layout_version(self, directory: Path, encoder: Any) -> ShardedIndex:
-        """:meth:`next_version` of shards served from their folders: :func:`~skillsight_fast.cluster.layout.
-        refresh_layout` rewrites the folders whose bytes changed, and only those shards re-open them."""
+        """:meth:`next_version` of shards served from their folders. When the layout is behind the index
+        folder (an update that recomputed the statistics, :func:`~skillsight_fast.engine.update.
+        update_index`), :func:`~skillsight_fast.cluster.layout.refresh_layout` first rewrites the
+        folders whose bytes changed; after :func:`~skillsight_fast.cluster.update.update_layout` the
+        folders are already the index's. Then a shard whose folder changed re-opens it, a shard whose
+        folder is the same keeps its engine (re-bound to the new shared part and first row when those
+        moved), and a shard the update appended gets a new host."""
         from skillsight_fast.cluster.layout import read_layout, refresh_layout
+        from skillsight_fast.cluster.update import index_digest
         from skillsight_fast.engine.index import SkillIndex
 
         assert self.layout is not None
-        changed, shared_changed = refresh_layout(directory, self.layout)
-        rewritten = set(range(len(self.shards))) if shared_changed else set(changed)
+        if read_layout(self.layout).get("index") != index_digest(directory):
+            refresh_layout(directory, self.layout)
         head = SkillIndex.load(directory, mmap=True, verify="background")
         enc = encoder if encoder is not None else self.head.encoders.attached
         if enc is not None:
             head.encoder = enc
         plan = read_layout(self.layout)
         ranges = [(int(e["start"]), int(e["stop"])) for e in plan["shards"]]
+        folders = [str(self.layout / e["folder"]) for e in plan["shards"]]
+        shared = str(self.layout / plan["shared"])
+        digests = [_digest(f) for f in folders]
+        shared_digest = _digest(shared)
+        moved_stats = shared_digest != self._shared_digest
+        old = getattr(self, "_digests", [None] * len(self.shards))
         version = self.version + 1
-        calls = []
-        for s, h in enumerate(self.shards):
-            folder, shared = self._folder_of(s)
-            if self.remote:
-                calls.append(h.open_folder.remote(version, folder, shared) if s in rewritten
-                             else h.keep.remote(version, self.version))
-            elif s in rewritten:
-                h.open_folder(version, folder, shared)
-            else:
-                h.keep(version, self.version)
-        if calls:
+        hosts = list(self.shards)
+        options = getattr(self, "_actor_options", {"cpus_per_shard": 1.0, "resources": []})
+        if len(ranges) < len(hosts):
+            raise SkillsightError(f"{self.layout}: {len(ranges)} shards, {len(hosts)} served (a layout of "
+                                  "fewer shards needs a new serve)")
+        ray = None
+        if self.remote:
             import ray
-
+        for s in range(len(hosts), len(ranges)):  # appended shards: new hosts
+            res = options["resources"]
+            hosts.append(_shard_actor(ray, options["cpus_per_shard"], res[s] if s < len(res) else None)
+                         if self.remote else ShardHost())
+        calls, rewritten = [], []
+        for s, h in enumerate(hosts):
+            a = ranges[s][0]
+            if s >= len(old) or digests[s] != old[s]:
+                rewritten.append(s)
+                call = (h.open_folder.remote if self.remote else h.open_folder)(version, folders[s], shared, a)
+            else:
+                call = (h.keep.remote if self.remote else h.keep)(version, self.version,
+                                                                  shared if moved_stats else None, a)
+            calls.append(call)
+        if self.remote:
             _get(ray, calls)
-        new = ShardedIndex(directory, self.shards, ranges, head=head, remote=self.remote, version=version,
+        new = ShardedIndex(directory, hosts, ranges, head=head, remote=self.remote, version=version,
                            layout=self.layout)
-        new.reopened = [s in rewritten for s in range(len(self.shards))]
-        logger.info("sharded index version %d: shard folders %s rewritten", version, sorted(rewritten))
+        new.reopened = [s in rewritten for s in range(len(hosts))]
+        new._digests, new._shared_digest, new._actor_options = digests, shared_digest, options
+        logger.info("sharded index version %d: shard folders %s re-opened of %d", version, rewritten, len(hosts))
         return new
 
     def close(self) -> None:
@@ -380,9 +411,10 @@ class ShardedIndex:
         t0 = time.monotonic()
         deadline = t0 + RESTART_TIMEOUT_S
         folder = self._folder_of(s)
+        start = self.ranges[s][0]
         while True:  # while Ray restarts the actor, calls fail at once (ActorUnavailableError): retry until the deadline
             try:
-                ray.get(self.shards[s].open_folder.remote(self.version, *folder),
+                ray.get(self.shards[s].open_folder.remote(self.version, *folder, start),
                         timeout=max(0.1, deadline - time.monotonic()))
                 out = ray.get(self.shards[s].call.remote(self.version, method, *args), timeout=CALL_TIMEOUT_S)
                 break
@@ -405,6 +437,31 @@ class ShardedIndex:
         plan = read_layout(self.layout)
         name = plan["shards"][s]["folder"] if s < len(plan["shards"]) else shard_folder_name(s)
         return str(self.layout / name), str(self.layout / plan["shared"])
+
+    def _read_term_map(self) -> None:
+        """The layout's term ids of the index's terms (shard folders name terms by the layout's ids,
+        :mod:`skillsight_fast.cluster.layout`)."""
+        from skillsight_fast.cluster.layout import read_folder, read_layout
+
+        assert self.layout is not None
+        _, arrays = read_folder(self.layout / read_layout(self.layout)["shared"], verify=False)
+        head_term = np.asarray(arrays["head_term"], np.int32)
+        n_head = len(self.head.lexical.lexicon.vocab)
+        if head_term.shape[0] == n_head and np.array_equal(head_term, np.arange(n_head, dtype=np.int32)):
+            return
+        live = head_term >= 0
+        to_layout = np.full(n_head, -1, np.int32)
+        to_layout[head_term[live]] = np.flatnonzero(live).astype(np.int32)
+        if (to_layout < 0).any():
+            raise SkillsightError(f"{self.layout}: the shared part misses terms of the index (an update "
+                                  "that did not reach the shard folders: skillsight split again)")
+        self._to_layout, self._to_head = to_layout, head_term
+
+    def _layout_terms(self, terms: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Query term ids (the index's) as the shard folders' ids, in the same order."""
+        if self._to_layout is None:
+            return terms
+        return (self._to_layout[np.asarray(terms[0], np.int64)], self._to_layout[np.asarray(terms[1], np.int64)])
 
     def shard_info(self) -> list[dict[str, Any]]:
         """Per shard: rows, scan, array bytes, resident bytes and process."""
@@ -590,6 +647,7 @@ class ShardedIndex:
         coordinator keeps the global ``kl`` (coverage descending, row ascending: the single index's
         stable sort), appends those not yet candidates after the dense ones, and the shards score the
         joined set with the single index's row-wise product."""
+        terms = self._layout_terms(terms)
         firsts = self._call("coverage_top", [((terms[1], kl), s) for s in range(len(self.shards))])
         ids = np.concatenate([f[0] for f in firsts])
         cov = np.concatenate([f[1] for f in firsts])
@@ -604,7 +662,7 @@ class ShardedIndex:
         for s, p in zip(shards, parts):
             at = np.flatnonzero(owner == s)
             out["dense"][at], out["lexical"][at], out["cosine"][at] = p["dense"], p["lexical"], p["cosine"]
-            for j, ev in zip(at.tolist(), _evidence_lists(p)):
+            for j, ev in zip(at.tolist(), _evidence_lists(p, self._to_head)):
                 out["ev"][j] = ev
         return out
 
@@ -615,6 +673,7 @@ class ShardedIndex:
         ``allowed``: only these rows (a filter), scored exactly whatever the scan, as the single
         index's filtered stage does."""
         everyone = range(len(self.shards))
+        terms = self._layout_terms(terms)
         if allowed is not None:
             parts = self._call_by_owner("restricted_top", allowed,
                                         lambda part: (q_perp, q_raw, depth, part, terms, side))[2]
@@ -633,16 +692,35 @@ class ShardedIndex:
         best = np.lexsort((rows, -dense))[:depth]  # exact score descending, row ascending
         lexical = np.concatenate([p["lexical"] for p in parts])
         cosine = np.concatenate([p["cosine"] for p in parts])
-        ev = [e for p in parts for e in _evidence_lists(p)]
+        ev = [e for p in parts for e in _evidence_lists(p, self._to_head)]
         return {"rows": rows[best], "dense": dense[best], "lexical": lexical[best], "cosine": cosine[best],
                 "ev": [ev[b] for b in best.tolist()]}
 
 
-def _evidence_lists(part: dict[str, Any]) -> list[list[int]]:
+def _evidence_lists(part: dict[str, Any], to_head: np.ndarray | None = None) -> list[list[int]]:
     """Per row of a shard's :meth:`~skillsight_fast.cluster.shard.ShardEngine.score` result, its
-    evidence term ids (the CSR ``ev_ptr``/``ev_terms`` as lists)."""
+    evidence term ids (the CSR ``ev_ptr``/``ev_terms`` as lists; ``to_head``: layout ids -> the index's)."""
     ptr, terms = part["ev_ptr"], part["ev_terms"]
+    if to_head is not None:
+        terms = to_head[np.asarray(terms, np.int64)]
     return [terms[ptr[c] : ptr[c + 1]].tolist() for c in range(part["rows"].shape[0])]
+
+
+def _shard_actor(ray: Any, cpus_per_shard: float, resources: dict[str, float] | None) -> Any:
+    """A new :class:`ShardHost` actor (restarted by Ray when lost; the coordinator re-opens its folder)."""
+    return ray.remote(num_cpus=cpus_per_shard, max_concurrency=MAX_CONCURRENCY, resources=resources or {},
+                      max_restarts=-1, max_task_retries=0)(ShardHost).remote()
+
+
+def _digest(folder: str | os.PathLike[str]) -> str | None:
+    """The SHA-256 of a shard or shared folder's manifest (its arrays' checksums): what changes when
+    the folder is rewritten with other bytes."""
+    from skillsight_fast.files import sha256_file
+
+    try:
+        return sha256_file(Path(folder) / "manifest.json")
+    except OSError:
+        return None
 
 
 def _same_statistics(old: Any, new: Any) -> bool:

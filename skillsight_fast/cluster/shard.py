@@ -93,13 +93,16 @@ class ShardEngine:
         # the library's postings (mapped; a query's terms' lists are read only for the LEC coverage
         # candidates, and only the entries of this shard's rows are used)
         self.post_indptr, self.post_docs = lex.post_indptr, lex.post_docs
+        self.post_first = self.start  # the postings hold global rows
         del whole
 
     @classmethod
-    def from_folder(cls, folder: str | os.PathLike[str], shared: str | os.PathLike[str]) -> ShardEngine:
+    def from_folder(cls, folder: str | os.PathLike[str], shared: str | os.PathLike[str], start: int = 0
+                    ) -> ShardEngine:
         """The shard in its own folder with the library-wide statistics of the shared part
         (:mod:`skillsight_fast.cluster.layout`): nothing else of the index is read. Both folders are
-        checked against their manifests' checksums first.
+        checked against their manifests' checksums first. ``start``: the global row of its first row
+        (the layout's; a folder holds local rows only).
 
         Raises
         ------
@@ -110,11 +113,13 @@ class ShardEngine:
 
         meta, arrays = read_folder(folder)
         smeta, sarrays = read_folder(shared)
-        if meta.get("n_terms") != smeta.get("n_terms"):
-            raise IndexFormatError(f"{folder}: {meta.get('n_terms')} terms, the shared part {shared} has "
-                                   f"{smeta.get('n_terms')} (a shard of another library)")
+        if meta.get("library") != smeta.get("library") or meta.get("n_terms", 0) > smeta.get("n_terms", 0):
+            raise IndexFormatError(f"{folder}: a shard of another layout than the shared part {shared} "
+                                   f"(library {meta.get('library')}, {meta.get('n_terms')} terms; the shared "
+                                   f"part: {smeta.get('library')}, {smeta.get('n_terms')} terms)")
         self = cls.__new__(cls)
-        self.start, self.stop = int(meta["start"]), int(meta["stop"])
+        self.start = int(start)
+        self.stop = self.start + int(meta["rows"])
         self.directory = str(folder)
         self.perp, self.raw = arrays["perp"], arrays["raw"]
         if self.perp.shape[0] != self.stop - self.start or self.raw.shape != self.perp.shape:
@@ -125,12 +130,34 @@ class ShardEngine:
         self.scan_kind = meta["scan"]
         if self.scan_kind == "int8":
             self.codes, self.scales = arrays["codes"], arrays["scales"]
+        self._set_shared(smeta, sarrays)
+        self.post_indptr, self.post_docs = arrays["post_indptr"], arrays["post_docs"]
+        self.post_first = 0  # the postings hold local rows
+        return self
+
+    def _set_shared(self, smeta: dict[str, Any], sarrays: dict[str, np.ndarray]) -> None:
         self.weights = np.ascontiguousarray(sarrays["weights"], np.float32)
         self.bm25_idf = np.ascontiguousarray(sarrays["bm25_idf"], np.float32)
         self.avgdl = float(smeta["avgdl"])
         self.n_terms = int(self.weights.shape[0])
-        self.post_indptr, self.post_docs = arrays["post_indptr"], arrays["post_docs"]
-        return self
+
+    def rebind(self, shared: str | os.PathLike[str] | None, start: int) -> ShardEngine:
+        """This shard's rows (its folder unchanged) with the statistics of another ``shared`` part
+        (None: the same) and first row ``start``: a copy sharing the mapped arrays (an update that
+        moved the library-wide statistics or the rows before this shard, not its rows)."""
+        import copy
+
+        from skillsight_fast.cluster.layout import read_folder
+
+        new = copy.copy(self)
+        if shared is not None:
+            smeta, sarrays = read_folder(shared)
+            if smeta.get("n_terms", 0) < int(self.post_indptr.shape[0]) - 1:
+                raise IndexFormatError(f"{shared}: fewer terms than the shard {self.directory}")
+            new._set_shared(smeta, sarrays)
+        new.stop = int(start) + len(self)
+        new.start = int(start)
+        return new
 
     def __len__(self) -> int:
         return self.stop - self.start
@@ -207,12 +234,18 @@ class ShardEngine:
         if t.min() < 0 or t.max() >= self.n_terms:
             raise ValueError("query term ids outside the vocabulary")
         parts, ptr = [], [0]
+        n_post = int(self.post_indptr.shape[0]) - 1  # a shard folder's terms: the layout's when it was written
+        first = self.post_first
         for term in t.tolist():
+            if term >= n_post:  # a term added to the layout after this folder was written: not in its rows
+                parts.append(np.zeros(0, np.int32))
+                ptr.append(ptr[-1])
+                continue
             # a term's postings ascend (an index invariant the kernels bisect on): this shard's rows are
             # one slice of them, found by bisection instead of reading the whole list
             lo, hi = int(self.post_indptr[term]), int(self.post_indptr[term + 1])
-            bounds = np.searchsorted(self.post_docs[lo:hi], [self.start, self.stop])
-            docs = np.asarray(self.post_docs[lo + int(bounds[0]) : lo + int(bounds[1])]) - self.start
+            bounds = np.searchsorted(self.post_docs[lo:hi], [first, first + n])
+            docs = np.asarray(self.post_docs[lo + int(bounds[0]) : lo + int(bounds[1])]) - first
             parts.append(docs.astype(np.int32))
             ptr.append(ptr[-1] + docs.size)
         with single_thread():
@@ -298,15 +331,20 @@ class ShardHost:
         """Serve rows ``[start, stop)`` of the folder as ``version``; returns :meth:`ShardEngine.info`."""
         return self._put(version, ShardEngine(directory, start, stop, stats))
 
-    def open_folder(self, version: int, folder: str | os.PathLike[str], shared: str | os.PathLike[str]
-                    ) -> dict[str, Any]:
-        """Serve the shard in its own ``folder`` (with the ``shared`` part) as ``version``
-        (:meth:`ShardEngine.from_folder`); returns :meth:`ShardEngine.info`."""
-        return self._put(version, ShardEngine.from_folder(folder, shared))
+    def open_folder(self, version: int, folder: str | os.PathLike[str], shared: str | os.PathLike[str],
+                    start: int = 0) -> dict[str, Any]:
+        """Serve the shard in its own ``folder`` (with the ``shared`` part; first row ``start``) as
+        ``version`` (:meth:`ShardEngine.from_folder`); returns :meth:`ShardEngine.info`."""
+        return self._put(version, ShardEngine.from_folder(folder, shared, start))
 
-    def keep(self, version: int, previous: int) -> dict[str, Any]:
-        """Serve ``previous``'s engine as ``version`` too (its rows and statistics did not change)."""
-        return self._put(version, self.engines[previous])
+    def keep(self, version: int, previous: int, shared: str | os.PathLike[str] | None = None,
+             start: int | None = None) -> dict[str, Any]:
+        """Serve ``previous``'s engine as ``version`` too (its rows did not change); with ``shared``
+        and/or ``start``, re-bound to a new shared part or first row (:meth:`ShardEngine.rebind`)."""
+        engine = self.engines[previous]
+        if shared is not None or (start is not None and start != engine.start):
+            engine = engine.rebind(shared, engine.start if start is None else start)
+        return self._put(version, engine)
 
     def _put(self, version: int, engine: ShardEngine) -> dict[str, Any]:
         self.engines[version] = engine
