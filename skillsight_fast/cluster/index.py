@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -58,6 +59,10 @@ CALL_TIMEOUT_S = 30.0
 RESTART_TIMEOUT_S = 60.0
 #: Seconds between attempts to reach a shard actor Ray is restarting.
 RESTART_POLL_S = 0.5
+#: Seconds a round of a search of shard folders waits for a shard (including re-opening it on its
+#: restarted actor) before it answers from the other shards, flagged partial
+#: (:attr:`ShardedIndex.partial_after_s`; a search has two or three rounds).
+PARTIAL_AFTER_S = 10.0
 
 
 class ShardUnavailableError(SkillsightError):
@@ -130,6 +135,11 @@ class ShardedIndex:
         self.layout = Path(layout) if layout is not None else None
         #: Shards re-opened after a lost actor (shard, cause, seconds), oldest first.
         self.recoveries: list[dict[str, Any]] = []
+        #: Shard folders on Ray: seconds a search waits for a shard (and its re-opening) before it answers
+        #: from the others with ``SearchResult.partial`` naming the missing shards; None: wait for every
+        #: shard (up to the restart timeouts, then :class:`ShardUnavailableError`).
+        self.partial_after_s: float | None = PARTIAL_AFTER_S
+        self._search = threading.local()  # the shards missing from the search under way (per thread)
         #: Per shard: opened from the folder for this version (True) or kept from the previous one.
         self.reopened: list[bool] = [True] * len(shards)
         #: Shard folders: the index's term id -> the layout's, and back (None: the same ids).
@@ -391,32 +401,88 @@ class ShardedIndex:
         if self.remote:
             import ray
 
+            missing = getattr(self._search, "missing", None)
+            if missing is not None:  # a shard already missing from this search is not asked again
+                per_shard = [(args, s) for args, s in per_shard if s not in missing]
             calls = [self.shards[s].call.remote(self.version, method, *args) for args, s in per_shard]
             if self.layout is None:
                 return list(ray.get(calls))
+            if self.partial_after_s is not None and missing is not None:
+                return self._call_partial(ray, calls, method, per_shard, missing)
             try:
                 return list(ray.get(calls, timeout=CALL_TIMEOUT_S))
             except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError, ray.exceptions.GetTimeoutError):
                 return [self._recover(ray, ref, method, args, s) for ref, (args, s) in zip(calls, per_shard)]
         return [self.shards[s].call(self.version, method, *args) for args, s in per_shard]
 
-    def _recover(self, ray: Any, ref: Any, method: str, args: tuple[Any, ...], s: int) -> Any:
-        """The answer of ``ref`` (one shard's call), or, when it failed, the same call again after the
-        shard's folder is re-opened on its (restarted) actor."""
-        try:
-            return ray.get(ref, timeout=CALL_TIMEOUT_S)
-        except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError, ray.exceptions.GetTimeoutError) as exc:
-            first = type(exc).__name__
+    def _call_partial(self, ray: Any, calls: list[Any], method: str,
+                      per_shard: Sequence[tuple[tuple[Any, ...], int]], missing: set[int]) -> list[Any]:
+        """The answers of ``calls`` within :attr:`partial_after_s`: a shard that failed or is late is
+        re-opened within what is left of it, and when it is still not back its answer is None and it
+        joins ``missing``: the search answers from the other shards and asks it nothing more (so a
+        search waits at most its rounds' budgets)."""
+        deadline = time.monotonic() + float(self.partial_after_s or 0.0)
+        ray.wait(calls, num_returns=len(calls), timeout=max(0.0, deadline - time.monotonic()))
+        out: list[Any] = []
+        for ref, (args, s) in zip(calls, per_shard):
+            try:
+                out.append(ray.get(ref, timeout=0))
+                continue
+            except ray.exceptions.RayTaskError as exc:
+                if isinstance(getattr(exc, "cause", None), SkillsightError) and not _lost_version(exc):
+                    raise exc.cause from None
+                first = type(exc).__name__
+            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
+                first = type(exc).__name__
+            try:
+                out.append(self._recover(ray, None, method, args, s, deadline=deadline, first=first))
+            except ShardUnavailableError as exc:
+                logger.warning("%s; answering from the other shards", exc)
+                missing.add(s)
+                out.append(None)
+        return out
+
+    def _searching(self) -> Any:
+        """Context of one search: collects the shards that did not answer within the budget."""
+        import contextlib
+
+        @contextlib.contextmanager
+        def scope() -> Any:
+            outer = getattr(self._search, "missing", None)
+            if outer is not None:  # nested (a deeper search inside one): the outer scope collects
+                yield outer
+                return
+            self._search.missing = set()
+            try:
+                yield self._search.missing
+            finally:
+                self._search.missing = None
+
+        return scope()
+
+    def _recover(self, ray: Any, ref: Any, method: str, args: tuple[Any, ...], s: int, *,
+                 deadline: float | None = None, first: str = "") -> Any:
+        """The answer of ``ref`` (one shard's call; None: it already failed with ``first``), or, when it
+        failed, the same call again after the shard's folder is re-opened on its (restarted) actor,
+        all before ``deadline`` (default: :data:`RESTART_TIMEOUT_S` from now)."""
+        if ref is not None:
+            try:
+                return ray.get(ref, timeout=CALL_TIMEOUT_S)
+            except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError,
+                    ray.exceptions.GetTimeoutError) as exc:
+                first = type(exc).__name__
         assert self.layout is not None
         t0 = time.monotonic()
-        deadline = t0 + RESTART_TIMEOUT_S
+        call_timeout = CALL_TIMEOUT_S if deadline is None else max(0.1, deadline - t0)
+        deadline = t0 + RESTART_TIMEOUT_S if deadline is None else deadline
         folder = self._folder_of(s)
         start = self.ranges[s][0]
         while True:  # while Ray restarts the actor, calls fail at once (ActorUnavailableError): retry until the deadline
             try:
                 ray.get(self.shards[s].open_folder.remote(self.version, *folder, start),
                         timeout=max(0.1, deadline - time.monotonic()))
-                out = ray.get(self.shards[s].call.remote(self.version, method, *args), timeout=CALL_TIMEOUT_S)
+                out = ray.get(self.shards[s].call.remote(self.version, method, *args),
+                              timeout=max(0.1, min(call_timeout, deadline - time.monotonic())))
                 break
             except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError,
                     ray.exceptions.GetTimeoutError) as exc:
@@ -476,8 +542,13 @@ class ShardedIndex:
         being its rows (in the order given); returns each row's shard, the shards called (ascending)
         and their results."""
         owner = self._owner(rows)
-        shards = np.unique(owner).tolist()
-        return owner, shards, self._call(method, [(args(rows[owner == s]), s) for s in shards])
+        missing = getattr(self._search, "missing", None) or set()
+        shards = [s for s in np.unique(owner).tolist() if s not in missing]
+        got = self._call(method, [(args(rows[owner == s]), s) for s in shards])
+        if len(got) != len(shards) or any(g is None for g in got):  # shards lost during this call
+            pairs = [(s, g) for s, g in zip(shards, got) if g is not None] if len(got) == len(shards) else []
+            shards, got = [s for s, _ in pairs], [g for _, g in pairs]
+        return owner, shards, got
 
     def _fetch_rows(self, rows: np.ndarray, which: str) -> np.ndarray:
         out = np.zeros((rows.shape[0], self.stats.dim), np.float32)
@@ -574,7 +645,16 @@ class ShardedIndex:
 
         return cascade_search(self, self.head, list(texts), k, cascade, **knobs)
 
-    def search_vectors(self, vectors: np.ndarray, texts: Sequence[str], k: int = 10, *,
+    def search_vectors(self, vectors: np.ndarray, texts: Sequence[str], k: int = 10, **knobs: Any) -> Any:
+        """:meth:`SkillIndex.search_vectors` over the shards (same arguments, same result). Shard
+        folders on Ray: a shard that does not answer within :attr:`partial_after_s` (re-opening
+        included) is left out, and ``result.partial`` names it (empty: every shard answered)."""
+        with self._searching() as missing:
+            result = self._search_shards(vectors, texts, k, **knobs)
+            result.partial = sorted(missing)
+        return result
+
+    def _search_shards(self, vectors: np.ndarray, texts: Sequence[str], k: int = 10, *,
                        candidates: int | None = None, fusion: str | None = None,
                        lexical_weight: float | None = None, lexical: str | None = None,
                        lexical_candidates: int | None = None, rrf_k: float | None = None,
@@ -648,9 +728,10 @@ class ShardedIndex:
         stable sort), appends those not yet candidates after the dense ones, and the shards score the
         joined set with the single index's row-wise product."""
         terms = self._layout_terms(terms)
-        firsts = self._call("coverage_top", [((terms[1], kl), s) for s in range(len(self.shards))])
-        ids = np.concatenate([f[0] for f in firsts])
-        cov = np.concatenate([f[1] for f in firsts])
+        firsts = [f for f in self._call("coverage_top", [((terms[1], kl), s) for s in range(len(self.shards))])
+                  if f is not None]
+        ids = np.concatenate([f[0] for f in firsts]) if firsts else np.zeros(0, np.int64)
+        cov = np.concatenate([f[1] for f in firsts]) if firsts else np.zeros(0, np.float32)
         lex_top = ids[np.lexsort((ids, -cov))[:kl]].tolist()
         dense_rows = got["rows"].tolist()
         seen = set(dense_rows)
@@ -679,7 +760,9 @@ class ShardedIndex:
                                         lambda part: (q_perp, q_raw, depth, part, terms, side))[2]
         elif self.head.scan.kind == "int8":
             kk = min(max(depth, self.head.scan.oversample * depth), max(len(self), 1))
-            firsts = self._call("approx", [((q_perp, kk), s) for s in everyone])
+            firsts = [f for f in self._call("approx", [((q_perp, kk), s) for s in everyone]) if f is not None]
+            if not firsts:
+                raise ShardUnavailableError("no shard answered")
             ids = np.concatenate([f[0] for f in firsts])
             approx = np.concatenate([f[1] for f in firsts])
             keep = np.lexsort((ids, -approx))[:kk]  # score descending, row ascending
@@ -687,6 +770,9 @@ class ShardedIndex:
             parts = self._call_by_owner("score", survivors, lambda part: (q_perp, q_raw, part, terms, side))[2]
         else:
             parts = self._call("exact_top", [((q_perp, q_raw, depth, terms, side), s) for s in everyone])
+        parts = [p for p in parts if p is not None]
+        if not parts:
+            raise ShardUnavailableError("no shard answered")
         rows = np.concatenate([p["rows"] for p in parts])
         dense = np.concatenate([p["dense"] for p in parts])
         best = np.lexsort((rows, -dense))[:depth]  # exact score descending, row ascending
@@ -704,6 +790,11 @@ def _evidence_lists(part: dict[str, Any], to_head: np.ndarray | None = None) -> 
     if to_head is not None:
         terms = to_head[np.asarray(terms, np.int64)]
     return [terms[ptr[c] : ptr[c + 1]].tolist() for c in range(part["rows"].shape[0])]
+
+
+def _lost_version(exc: Any) -> bool:
+    """A shard's error saying its actor no longer holds the searched version (Ray restarted it, empty)."""
+    return "no longer serves version" in str(getattr(exc, "cause", exc))
 
 
 def _shard_actor(ray: Any, cpus_per_shard: float, resources: dict[str, float] | None) -> Any:

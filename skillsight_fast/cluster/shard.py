@@ -162,6 +162,26 @@ class ShardEngine:
     def __len__(self) -> int:
         return self.stop - self.start
 
+    def warmup(self) -> None:
+        """Run every round once on this shard's own arrays, so the kernels (with the signatures of its
+        memory-mapped arrays) are compiled or loaded from the cache before the first search: a search's
+        time budget (:attr:`~skillsight_fast.cluster.index.ShardedIndex.partial_after_s`) then measures
+        the search, not a compile."""
+        n = len(self)
+        if not n:
+            return
+        q = np.zeros(self.perp.shape[1], np.float32)
+        q[0] = 1.0
+        t = np.ascontiguousarray(np.asarray(self.doc_terms[:1], np.int32))
+        if self.scan_kind == "int8":
+            self.approx(q, 1)
+        self.exact_top(q, q, 1, (t, t), "lec")
+        rows = np.array([self.start], np.int64)
+        if self.doc_tf is not None and self.doc_len is not None:
+            self.score(q, q, rows, (t, t), "bm25")
+        self.restricted_top(q, q, 1, rows, (t, t), "lec")
+        self.coverage_top(t, 1)
+
     def info(self) -> dict[str, Any]:
         """Rows, scan and the bytes of the shard's arrays (what becomes resident when all is touched)."""
         arrays = [self.perp, self.raw, self.doc_indptr, self.doc_terms, self.doc_tf, self.doc_len,
@@ -325,6 +345,7 @@ class ShardHost:
 
     def __init__(self) -> None:
         self.engines: dict[int, ShardEngine] = {}
+        self.warm = False
 
     def open(self, version: int, directory: str | os.PathLike[str], start: int, stop: int,
              stats: dict[str, Any]) -> dict[str, Any]:
@@ -335,7 +356,11 @@ class ShardHost:
                     start: int = 0) -> dict[str, Any]:
         """Serve the shard in its own ``folder`` (with the ``shared`` part; first row ``start``) as
         ``version`` (:meth:`ShardEngine.from_folder`); returns :meth:`ShardEngine.info`."""
-        return self._put(version, ShardEngine.from_folder(folder, shared, start))
+        engine = ShardEngine.from_folder(folder, shared, start)
+        if not self.warm:  # once per process: the compiled kernels stay loaded
+            engine.warmup()
+            self.warm = bool(len(engine))
+        return self._put(version, engine)
 
     def keep(self, version: int, previous: int, shared: str | os.PathLike[str] | None = None,
              start: int | None = None) -> dict[str, Any]:

@@ -71,17 +71,30 @@ def basis_drift(kept: np.ndarray, fresh: np.ndarray) -> float:
     return float(np.sqrt(max(0.0, 1.0 - float(np.min(cos)) ** 2)))
 
 
-def fresh_basis(index: Any) -> np.ndarray:
-    """The background basis a build of ``index``'s library would estimate now (float32 (m, d)), from its
-    raw rows and its (already updated) lexical statistics, as :mod:`skillsight_fast.engine.build` does."""
-    from skillsight_fast.engine.background import estimate_background, select_background_terms
+def background_directions(index: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The token directions g_t and the corpus mean a build of ``index``'s library estimates its
+    background from (its raw rows, its already updated lexical statistics; METHOD.md 4-5)."""
+    from skillsight_fast import kernels
+    from skillsight_fast.engine.background import select_background_terms
 
     cfg = index.config
     lex = index.lexical
     terms = select_background_terms(lex.lexicon.df(), lex.idf, lex.generic, cfg.background.tokens, cfg.seed)
-    bg = estimate_background(np.asarray(index.dense.embeddings, np.float32), terms, lex.lexicon.post_indptr,
-                             lex.lexicon.post_docs, max_rank=cfg.background.max_rank, rank=cfg.background.rank)
-    return bg.basis
+    docs = np.asarray(index.dense.embeddings, np.float32)
+    g = kernels.token_directions(terms, lex.lexicon.post_indptr, lex.lexicon.post_docs, docs)
+    mean = docs.astype(np.float64).mean(axis=0) if docs.shape[0] else np.zeros(docs.shape[1])
+    return g, mean
+
+
+def fresh_basis(index: Any, directions: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """The background basis a build of ``index``'s library would estimate now (float32 (r, d)), as
+    :func:`skillsight_fast.engine.background.estimate_background` does (``directions``: the
+    :func:`background_directions` already computed)."""
+    from skillsight_fast.engine.background import background_from_directions
+
+    cfg = index.config
+    g, mean = directions if directions is not None else background_directions(index)
+    return background_from_directions(g, mean, max_rank=cfg.background.max_rank, rank=cfg.background.rank).basis
 
 
 def layout_order(old_ids: Sequence[str], skills: Sequence[Any]) -> list[Any]:
