@@ -13,7 +13,10 @@ fans out:
 * **int8 scan**: first round, every shard returns its ``kk = oversample × C`` best rows by the int8
   score; the coordinator keeps the global ``kk`` best (the survivors the single index's int8 scan
   keeps: rows are scored independently, ties by row); second round, the shards score their
-  survivors exactly, and the coordinator keeps the ``C`` best.
+  survivors exactly, and the coordinator keeps the ``C`` best;
+* **binary scan** (shard folders): a round before the int8 one, every shard returns its rows' Hamming
+  histogram; their sum gives the distance within which the single index's prefilter keeps its rows,
+  and the int8 round runs over each shard's rows within it.
 
 Then the coordinator fuses the candidates with the index's fusion (Eq. 15 z-scores the candidate
 set, so the candidate set must be the single index's, which it is) and returns a
@@ -149,9 +152,10 @@ class ShardedIndex:
             self._read_term_map()
         self._starts = np.asarray([a for a, _ in ranges], np.int64)
         self.dense = _Dense(self)
-        if self.head.scan.kind not in ("exact", "int8"):
-            raise SkillsightError(f"a sharded index serves the exact and int8 scans, not {self.head.scan.kind!r} "
-                                  f"(skillsight rescan -i IDX --scan int8)")
+        served = ("exact", "int8", "binary") if self.layout is not None else ("exact", "int8")
+        if self.head.scan.kind not in served:
+            raise SkillsightError(f"a sharded index serves the {', '.join(served)} scans, not "
+                                  f"{self.head.scan.kind!r} (skillsight rescan -i IDX --scan int8)")
 
     # ------------------------------------------------------------------ construction
     @staticmethod
@@ -720,6 +724,25 @@ class ShardedIndex:
                                for i in range(len(texts))]
         return result
 
+    def _binary_firsts(self, q_perp: np.ndarray, depth: int, kk: int) -> list[Any]:
+        """The binary scan's rounds over the shards: the library's Hamming histogram gives the distance
+        within which the single index's scan keeps its ``rerank`` nearest rows (ties all kept,
+        :func:`~skillsight_fast.kernels.binary.dense_topk_binary`); each shard returns its ``kk`` best
+        of its rows within it by the int8 score."""
+        n = len(self)
+        k = min(depth, n)
+        m = min(max(self.head.scan.rerank_factor * k, kk), max(n, 1))
+        everyone = range(len(self.shards))
+        hists = [h for h in self._call("hamming_counts", [((q_perp,), s) for s in everyone]) if h is not None]
+        if not hists:
+            raise ShardUnavailableError("no shard answered")
+        hist = np.sum(hists, axis=0)
+        thr, total = 0, int(hist[0])
+        while total < m and thr + 1 < hist.shape[0]:
+            thr += 1
+            total += int(hist[thr])
+        return [f for f in self._call("binary_top", [((q_perp, thr, kk), s) for s in everyone]) if f is not None]
+
     def _with_coverage(self, q_perp: np.ndarray, q_raw: np.ndarray, got: dict[str, Any], kl: int,
                        terms: tuple[np.ndarray, np.ndarray], side: str) -> dict[str, Any]:
         """The candidates ``got`` joined by the ``kl`` best rows by LEC coverage of the evidence tokens
@@ -758,9 +781,12 @@ class ShardedIndex:
         if allowed is not None:
             parts = self._call_by_owner("restricted_top", allowed,
                                         lambda part: (q_perp, q_raw, depth, part, terms, side))[2]
-        elif self.head.scan.kind == "int8":
+        elif self.head.scan.kind in ("int8", "binary"):
             kk = min(max(depth, self.head.scan.oversample * depth), max(len(self), 1))
-            firsts = [f for f in self._call("approx", [((q_perp, kk), s) for s in everyone]) if f is not None]
+            if self.head.scan.kind == "binary":  # the single index's Hamming prefilter, then its int8 round
+                firsts = self._binary_firsts(q_perp, depth, kk)
+            else:
+                firsts = [f for f in self._call("approx", [((q_perp, kk), s) for s in everyone]) if f is not None]
             if not firsts:
                 raise ShardUnavailableError("no shard answered")
             ids = np.concatenate([f[0] for f in firsts])

@@ -15,7 +15,8 @@ A sharded index is a folder::
         perp.npy raw.npy     background-removed and raw embeddings (float32 (n, d))
         doc_indptr.npy doc_terms.npy doc_tf.npy doc_len.npy   its document -> terms lists (layout term ids)
         post_indptr.npy post_docs.npy                          its postings (local rows)
-        codes.npy scales.npy                                   int8 scan only
+        codes.npy scales.npy                                   int8 and binary scans
+        bits.npy                                               binary scan: its rows' sign bits
 
 A shard folder names no global row and no index vocabulary id: where its rows start is the layout's
 (``shards.json``), and its term ids are the layout's, which an update only extends (a new term gets the
@@ -58,6 +59,8 @@ LAYOUT = "shards.json"
 SHARDS_SUFFIX = ".shards"
 #: The folder of the library-wide statistics.
 SHARED = "shared"
+#: The scans a shard folder holds (IVF: not yet; its cells are the whole library's).
+SCANS = ("exact", "int8", "binary")
 #: Format of the layout (bumped on an incompatible change; 2: local rows, layout term ids).
 LAYOUT_FORMAT = 2
 
@@ -193,9 +196,11 @@ def shard_arrays(index: Any, start: int, stop: int, to_layout: np.ndarray | None
     if lex.doc_len is not None:
         out["doc_len"] = np.asarray(lex.doc_len[start:stop])
     scan = index.scan
-    if scan.kind == "int8":
+    if scan.kind in ("int8", "binary"):
         out["codes"] = np.asarray(scan.codes[start:stop])
         out["scales"] = np.asarray(scan.scales[start:stop])
+    if scan.kind == "binary":
+        out["bits"] = np.asarray(scan.bits[start:stop])
     return out
 
 
@@ -251,8 +256,8 @@ def write_shard(folder: Path, index: Any, start: int, stop: int, *, library: str
 
 def check_scan(index: Any) -> None:
     scan = index.scan.kind
-    if scan not in ("exact", "int8"):
-        raise IndexFormatError(f"shard folders hold the exact and int8 scans, not {scan!r} "
+    if scan not in SCANS:
+        raise IndexFormatError(f"shard folders hold the exact, int8 and binary scans, not {scan!r} "
                                f"(skillsight rescan -i IDX --scan int8)")
 
 

@@ -128,8 +128,10 @@ class ShardEngine:
         self.doc_tf, self.doc_len = arrays.get("doc_tf"), arrays.get("doc_len")
         validate.check_forward_lists(np.asarray(self.doc_indptr), self.doc_terms, len(self), int(meta["n_terms"]))
         self.scan_kind = meta["scan"]
-        if self.scan_kind == "int8":
+        if self.scan_kind in ("int8", "binary"):
             self.codes, self.scales = arrays["codes"], arrays["scales"]
+        if self.scan_kind == "binary":
+            self.bits = arrays["bits"]
         self._set_shared(smeta, sarrays)
         self.post_indptr, self.post_docs = arrays["post_indptr"], arrays["post_docs"]
         self.post_first = 0  # the postings hold local rows
@@ -175,6 +177,8 @@ class ShardEngine:
         t = np.ascontiguousarray(np.asarray(self.doc_terms[:1], np.int32))
         if self.scan_kind == "int8":
             self.approx(q, 1)
+        if self.scan_kind == "binary":
+            self.binary_top(q, int(self.hamming_counts(q).nonzero()[0][0]), 1)
         self.exact_top(q, q, 1, (t, t), "lec")
         rows = np.array([self.start], np.int64)
         if self.doc_tf is not None and self.doc_len is not None:
@@ -185,7 +189,8 @@ class ShardEngine:
     def info(self) -> dict[str, Any]:
         """Rows, scan and the bytes of the shard's arrays (what becomes resident when all is touched)."""
         arrays = [self.perp, self.raw, self.doc_indptr, self.doc_terms, self.doc_tf, self.doc_len,
-                  getattr(self, "codes", None), getattr(self, "scales", None), self.weights, self.bm25_idf]
+                  getattr(self, "codes", None), getattr(self, "scales", None), getattr(self, "bits", None),
+                  self.weights, self.bm25_idf]
         return {"start": self.start, "stop": self.stop, "scan": self.scan_kind, "pid": os.getpid(),
                 "array_bytes": int(sum(a.nbytes for a in arrays if a is not None)), "rss": _rss()}
 
@@ -210,6 +215,37 @@ class ShardEngine:
             ids, scores = dense_topk_int8(q_perp[None, :], self.codes, self.scales, min(kk, len(self)))
         keep = ids[0] >= 0
         return ids[0][keep] + self.start, scores[0][keep]
+
+    def hamming_counts(self, q_perp: np.ndarray) -> np.ndarray:
+        """Binary scan, first round: how many of this shard's rows lie at each Hamming distance from the
+        query's sign bits (int64 (64 w + 1,)); the coordinator sums them into the library's histogram
+        and finds the distance the single index's scan stops at."""
+        from skillsight_fast.kernels.binary import hamming, pack_signs
+
+        width = 64 * int(self.bits.shape[1]) + 1
+        if len(self) == 0:
+            return np.zeros(width, np.int64)
+        dist = hamming(pack_signs(q_perp[None, :])[0], self.bits)
+        return np.bincount(dist, minlength=width).astype(np.int64)
+
+    def binary_top(self, q_perp: np.ndarray, threshold: int, kk: int) -> tuple[np.ndarray, np.ndarray]:
+        """Binary scan, second round: of this shard's rows within Hamming distance ``threshold`` (ascending),
+        the ``kk`` best by the int8 score (global ids, int8 scores), ties by ascending id: the single
+        index's binary scan keeps the library's ``kk`` best of the same rows, scored the same way."""
+        from skillsight_fast.kernels import single_thread
+        from skillsight_fast.kernels.binary import hamming, pack_signs
+        from skillsight_fast.kernels.compressed import dense_topk_int8
+
+        if len(self) == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        rows = np.flatnonzero(hamming(pack_signs(q_perp[None, :])[0], self.bits) <= threshold)
+        if not rows.size:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        with single_thread():
+            ids, scores = dense_topk_int8(q_perp[None, :], np.asarray(self.codes[rows]),
+                                          np.asarray(self.scales[rows]), min(kk, rows.size))
+        keep = ids[0] >= 0
+        return rows[ids[0][keep]].astype(np.int64) + self.start, scores[0][keep]
 
     def exact_top(self, q_perp: np.ndarray, q_raw: np.ndarray, depth: int, terms: tuple[np.ndarray, np.ndarray],
                   side: str) -> dict[str, Any]:

@@ -166,3 +166,25 @@ def test_an_update_holding_the_statistics_rewrites_only_the_changed_shard(split,
         assert (p.stat().st_mtime_ns == t) == ("shard-001" not in str(p)), p
     updated = SkillIndex.load(work, encoder=HashEncoder(dim=48))
     _same(updated.search(QUERIES, k=6), nxt.search(QUERIES, k=6))
+
+
+def test_shard_folders_carry_the_binary_scan_and_answer_as_the_single_index(tmp_path):
+    """Each folder holds its rows' sign bits and int8 codes; the coordinator sums the shards' Hamming
+    histograms into the library's, so every shard keeps the rows the single index's prefilter keeps."""
+    from test_cluster import ROOT
+
+    skills = load_skills([ROOT / "data" / "skill_pool" / "corpus.jsonl.gz"]).skills[:1500]
+    index = SkillIndex.build(skills, HashEncoder(dim=48), IndexConfig(candidates=40))
+    index.rebuild_scan("binary", rerank=2)  # max(2 × 40, 4 × 40 int8 survivors) < 1,500: the prefilter cuts
+    folder = index.save(tmp_path / "idx")
+    split_index(folder, tmp_path / "L", 3)
+    _, arrays = read_folder(tmp_path / "L" / "shard-001")
+    np.testing.assert_array_equal(arrays["bits"], index.scan.bits[500:1000])
+    single = SkillIndex.load(folder, encoder=HashEncoder(dim=48))
+    assert single.scan.kind == "binary"
+    sharded = ShardedIndex.from_layout(folder, tmp_path / "L", remote=False)
+    sharded.head.encoder = HashEncoder(dim=48)
+    for k in (1, 5, 12):
+        _same(single.search(QUERIES, k=k), sharded.search(QUERIES, k=k))
+    _same(single.search(QUERIES, k=8, lexical_candidates=20),
+          sharded.search(QUERIES, k=8, lexical_candidates=20))
