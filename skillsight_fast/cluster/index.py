@@ -16,7 +16,9 @@ fans out:
   survivors exactly, and the coordinator keeps the ``C`` best;
 * **binary scan** (shard folders): a round before the int8 one, every shard returns its rows' Hamming
   histogram; their sum gives the distance within which the single index's prefilter keeps its rows,
-  and the int8 round runs over each shard's rows within it.
+  and the int8 round runs over each shard's rows within it;
+* **IVF scan** (shard folders): the coordinator picks the probed cells with the library's centroids and
+  every shard scores its rows in them exactly, merged as the exact scan.
 
 Then the coordinator fuses the candidates with the index's fusion (Eq. 15 z-scores the candidate
 set, so the candidate set must be the single index's, which it is) and returns a
@@ -152,7 +154,7 @@ class ShardedIndex:
             self._read_term_map()
         self._starts = np.asarray([a for a, _ in ranges], np.int64)
         self.dense = _Dense(self)
-        served = ("exact", "int8", "binary") if self.layout is not None else ("exact", "int8")
+        served = ("exact", "int8", "binary", "ivf") if self.layout is not None else ("exact", "int8")
         if self.head.scan.kind not in served:
             raise SkillsightError(f"a sharded index serves the {', '.join(served)} scans, not "
                                   f"{self.head.scan.kind!r} (skillsight rescan -i IDX --scan int8)")
@@ -794,6 +796,11 @@ class ShardedIndex:
             keep = np.lexsort((ids, -approx))[:kk]  # score descending, row ascending
             survivors = np.sort(ids[keep])
             parts = self._call_by_owner("score", survivors, lambda part: (q_perp, q_raw, part, terms, side))[2]
+        elif self.head.scan.kind == "ivf":  # the cells the single index's IVF search probes, every shard's rows in them
+            scan = self.head.scan
+            _, probed = scan.ivf.quantizer.search(np.ascontiguousarray(q_perp[None, :], np.float32), scan.nprobe)
+            cells = probed[0][probed[0] >= 0].astype(np.int64)
+            parts = self._call("ivf_top", [((q_perp, q_raw, depth, cells, terms, side), s) for s in everyone])
         else:
             parts = self._call("exact_top", [((q_perp, q_raw, depth, terms, side), s) for s in everyone])
         parts = [p for p in parts if p is not None]

@@ -17,6 +17,7 @@ A sharded index is a folder::
         post_indptr.npy post_docs.npy                          its postings (local rows)
         codes.npy scales.npy                                   int8 and binary scans
         bits.npy                                               binary scan: its rows' sign bits
+        cell_indptr.npy cell_rows.npy                          IVF scan: its rows by the library's cell
 
 A shard folder names no global row and no index vocabulary id: where its rows start is the layout's
 (``shards.json``), and its term ids are the layout's, which an update only extends (a new term gets the
@@ -59,8 +60,8 @@ LAYOUT = "shards.json"
 SHARDS_SUFFIX = ".shards"
 #: The folder of the library-wide statistics.
 SHARED = "shared"
-#: The scans a shard folder holds (IVF: not yet; its cells are the whole library's).
-SCANS = ("exact", "int8", "binary")
+#: The scans a shard folder holds.
+SCANS = ("exact", "int8", "binary", "ivf")
 #: Format of the layout (bumped on an incompatible change; 2: local rows, layout term ids).
 LAYOUT_FORMAT = 2
 
@@ -201,7 +202,30 @@ def shard_arrays(index: Any, start: int, stop: int, to_layout: np.ndarray | None
         out["scales"] = np.asarray(scan.scales[start:stop])
     if scan.kind == "binary":
         out["bits"] = np.asarray(scan.bits[start:stop])
+    if scan.kind == "ivf":  # its rows grouped by the cell the library's IVF structure put them in
+        cells = ivf_cells(scan)[start:stop]
+        order = np.argsort(cells, kind="stable")  # local rows, ascending within a cell
+        out["cell_indptr"] = np.concatenate([[0], np.cumsum(np.bincount(cells, minlength=scan.nlist))]).astype(np.int64)
+        out["cell_rows"] = order.astype(np.int32)
     return out
+
+
+def ivf_cells(scan: Any) -> np.ndarray:
+    """The cell of every row of an IVF scan (int32 (N,)), read from its inverted lists once."""
+    cells = getattr(scan, "_row_cells", None)
+    if cells is None:
+        import faiss
+
+        inv = scan.ivf.invlists
+        cells = np.full(scan.n_docs, -1, np.int32)
+        for c in range(scan.nlist):
+            size = inv.list_size(c)
+            if size:
+                cells[faiss.rev_swig_ptr(inv.get_ids(c), size).copy()] = c
+        if (cells < 0).any():
+            raise IndexFormatError("the IVF structure leaves rows out of every cell")
+        scan._row_cells = cells
+    return cells
 
 
 def vocab_arrays(vocab: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -257,7 +281,7 @@ def write_shard(folder: Path, index: Any, start: int, stop: int, *, library: str
 def check_scan(index: Any) -> None:
     scan = index.scan.kind
     if scan not in SCANS:
-        raise IndexFormatError(f"shard folders hold the exact, int8 and binary scans, not {scan!r} "
+        raise IndexFormatError(f"shard folders hold the exact, int8, binary and IVF scans, not {scan!r} "
                                f"(skillsight rescan -i IDX --scan int8)")
 
 

@@ -132,6 +132,10 @@ class ShardEngine:
             self.codes, self.scales = arrays["codes"], arrays["scales"]
         if self.scan_kind == "binary":
             self.bits = arrays["bits"]
+        if self.scan_kind == "ivf":
+            self.cell_indptr, self.cell_rows = np.asarray(arrays["cell_indptr"]), arrays["cell_rows"]
+            if int(self.cell_indptr[-1]) != len(self):
+                raise IndexFormatError(f"{folder}: its cells hold {int(self.cell_indptr[-1])} rows, not {len(self)}")
         self._set_shared(smeta, sarrays)
         self.post_indptr, self.post_docs = arrays["post_indptr"], arrays["post_docs"]
         self.post_first = 0  # the postings hold local rows
@@ -179,6 +183,8 @@ class ShardEngine:
             self.approx(q, 1)
         if self.scan_kind == "binary":
             self.binary_top(q, int(self.hamming_counts(q).nonzero()[0][0]), 1)
+        if self.scan_kind == "ivf":
+            self.ivf_top(q, q, 1, np.arange(self.cell_indptr.shape[0] - 1), (t, t), "lec")
         self.exact_top(q, q, 1, (t, t), "lec")
         rows = np.array([self.start], np.int64)
         if self.doc_tf is not None and self.doc_len is not None:
@@ -246,6 +252,23 @@ class ShardEngine:
                                           np.asarray(self.scales[rows]), min(kk, rows.size))
         keep = ids[0] >= 0
         return rows[ids[0][keep]].astype(np.int64) + self.start, scores[0][keep]
+
+    def ivf_top(self, q_perp: np.ndarray, q_raw: np.ndarray, depth: int, cells: np.ndarray,
+                terms: tuple[np.ndarray, np.ndarray], side: str) -> dict[str, Any]:
+        """IVF scan: of this shard's rows in the probed ``cells`` (the coordinator's choice, from the
+        library's centroids), the ``depth`` best by the exact float32 score, ties by ascending row, and
+        :meth:`score` of them."""
+        from skillsight_fast.kernels.compressed import rescore_rows
+
+        c = np.asarray(cells, np.int64)
+        c = c[(c >= 0) & (c < self.cell_indptr.shape[0] - 1)]
+        parts = [np.asarray(self.cell_rows[int(self.cell_indptr[i]) : int(self.cell_indptr[i + 1])]) for i in c]
+        local = np.sort(np.concatenate(parts)).astype(np.int64) if parts else np.zeros(0, np.int64)
+        if not local.size:
+            return self.score(q_perp, q_raw, np.zeros(0, np.int64), terms, side)
+        s = rescore_rows(np.ascontiguousarray(q_perp, np.float32), self.perp, np.ascontiguousarray(local))
+        top = np.argsort(-s, kind="stable")[: min(depth, local.size)]
+        return self.score(q_perp, q_raw, local[top] + self.start, terms, side)
 
     def exact_top(self, q_perp: np.ndarray, q_raw: np.ndarray, depth: int, terms: tuple[np.ndarray, np.ndarray],
                   side: str) -> dict[str, Any]:

@@ -97,6 +97,13 @@ def fresh_basis(index: Any, directions: tuple[np.ndarray, np.ndarray] | None = N
     return background_from_directions(g, mean, max_rank=cfg.background.max_rank, rank=cfg.background.rank).basis
 
 
+def _centroids(index: Any) -> np.ndarray | None:
+    """The IVF scan's cell centroids (None for another scan)."""
+    if index.scan.kind != "ivf":
+        return None
+    return np.asarray(index.scan.ivf.quantizer.reconstruct_n(0, index.scan.nlist), np.float32)
+
+
 def layout_order(old_ids: Sequence[str], skills: Sequence[Any]) -> list[Any]:
     """``skills`` in the layout's row order: the skills the index has, at their rows (removed ones
     dropped), then the new ones in the library's order."""
@@ -170,6 +177,7 @@ def update_layout(directory: str | Path, layout: str | Path, skills: Sequence[An
                                f"(write them anew: skillsight split -i {directory} {len(plan['shards'])})")
     old = SkillIndex.load(directory, mmap=True)
     check_scan(old)
+    old_cells = _centroids(old)
     old_ids = list(old.ids)
     old_hash = [m.sha256 for m in old.skills]
     ordered = layout_order(old_ids, skills)
@@ -190,6 +198,10 @@ def update_layout(directory: str | Path, layout: str | Path, skills: Sequence[An
         a, b = int(e["start"]), int(e["stop"])
         sizes.append(int((~removed[a:b]).sum()))
         dirty.append(not bool(clean[a:b].all()))
+    if old_cells is not None and not dry_run:  # IVF: retrained cells regroup every shard's rows
+        new_cells = _centroids(SkillIndex.load(directory, mmap=True))
+        if new_cells is None or not np.array_equal(old_cells, new_cells):
+            dirty = [True] * len(dirty)
     room = max(0, capacity - sizes[-1]) if entries else 0
     into_last = min(n_added, room)
     if into_last:

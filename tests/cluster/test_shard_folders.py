@@ -188,3 +188,31 @@ def test_shard_folders_carry_the_binary_scan_and_answer_as_the_single_index(tmp_
         _same(single.search(QUERIES, k=k), sharded.search(QUERIES, k=k))
     _same(single.search(QUERIES, k=8, lexical_candidates=20),
           sharded.search(QUERIES, k=8, lexical_candidates=20))
+
+
+def test_shard_folders_carry_the_ivf_cells_and_answer_as_the_single_index(tmp_path):
+    """Each folder holds its rows grouped by the library's IVF cell; the coordinator picks the probed
+    cells with the library's centroids, every shard scores its rows in them, and the answers are the
+    single index's IVF answers (faiss scores the same rows; the shards' float32 loop agrees within
+    float32 rounding)."""
+    pytest.importorskip("faiss")
+    from test_cluster import ROOT
+
+    skills = load_skills([ROOT / "data" / "skill_pool" / "corpus.jsonl.gz"]).skills[:1500]
+    index = SkillIndex.build(skills, HashEncoder(dim=48), IndexConfig(candidates=40))
+    index.rebuild_scan("ivf", nlist=40, nprobe=4)  # a tenth of the cells: rows outside them are not scored
+    folder = index.save(tmp_path / "idx")
+    split_index(folder, tmp_path / "L", 3)
+    _, arrays = read_folder(tmp_path / "L" / "shard-002")
+    assert int(arrays["cell_indptr"][-1]) == 500
+    assert sorted(np.asarray(arrays["cell_rows"]).tolist()) == list(range(500))
+    single = SkillIndex.load(folder, encoder=HashEncoder(dim=48))
+    assert single.scan.kind == "ivf"
+    sharded = ShardedIndex.from_layout(folder, tmp_path / "L", remote=False)
+    sharded.head.encoder = HashEncoder(dim=48)
+    exact = SkillIndex.load(folder, encoder=HashEncoder(dim=48))
+    exact.rebuild_scan("exact")
+    probed_only = single.search(QUERIES, k=12).skill_ids
+    assert probed_only != exact.search(QUERIES, k=12).skill_ids  # the probe leaves rows out
+    for k in (1, 5, 12):
+        _same(single.search(QUERIES, k=k), sharded.search(QUERIES, k=k))

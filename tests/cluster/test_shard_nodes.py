@@ -43,8 +43,9 @@ def layouts(tmp_path_factory):
     index = SkillIndex.build(load_skills([CORPUS]).skills[:400], HashEncoder(dim=48),
                              IndexConfig(candidates=40))
     out = {}
-    for scan in ("exact", "int8", "binary"):
-        index.rebuild_scan(scan, **({"rerank": 1} if scan == "binary" else {}))
+    params = {"binary": {"rerank": 1}, "ivf": {"nlist": 12, "nprobe": 3}}
+    for scan in ("exact", "int8", "binary", "ivf"):
+        index.rebuild_scan(scan, **params.get(scan, {}))
         folder = index.save(root / scan)
         split_index(folder, root / f"{scan}-shards", len(NODES))
         out[scan] = (folder, root / f"{scan}-shards")
@@ -58,7 +59,7 @@ def _serve(folder, layout):
     return sharded
 
 
-@pytest.mark.parametrize("scan", ["exact", "int8", "binary"])
+@pytest.mark.parametrize("scan", ["exact", "int8", "binary", "ivf"])
 def test_shards_on_their_nodes_answer_as_the_single_index(cluster, layouts, scan):
     import ray
 

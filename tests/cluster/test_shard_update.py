@@ -171,3 +171,24 @@ def test_cli_update_on_shard_folders(tmp_path, monkeypatch, capsys):
     assert main(["update", "-i", str(idx), str(lib)]) == 0
     assert "shard folders: 0 rewritten" in capsys.readouterr().out
     assert read_layout(shards_folder(idx))["n_skills"] == 12
+
+
+def test_an_update_of_ivf_shard_folders_keeps_the_cells_and_the_other_folders(library, tmp_path):
+    pytest.importorskip("faiss")
+    index = SkillIndex.build(library[:600], HashEncoder(dim=48), IndexConfig(candidates=40))
+    index.rebuild_scan("ivf", nlist=20, nprobe=5)
+    folder = index.save(tmp_path / "idx")
+    split_index(folder, tmp_path / "L", 3)
+    before = _files(tmp_path / "L")
+    new = list(library[:600])
+    s = new[250]
+    new[250] = Skill(s.id, s.name, s.description, s.body + " now also converts spreadsheets to parquet")
+    out = update_layout(folder, tmp_path / "L", new, encoder=HashEncoder(dim=48), max_drift=1.0)
+    assert out["rewritten"] == [1] and out["kept"] == [0, 2]  # the cells were kept: one shard rewritten
+    after = _files(tmp_path / "L")
+    assert all(after[n] == t for n, t in before.items() if n.startswith(("shard-000", "shard-002")))
+    single = SkillIndex.load(folder, encoder=HashEncoder(dim=48))
+    assert single.scan.kind == "ivf"
+    served = ShardedIndex.from_layout(folder, tmp_path / "L", remote=False)
+    served.head.encoder = HashEncoder(dim=48)
+    _same(single.search(QUERIES, k=10), served.search(QUERIES, k=10))
