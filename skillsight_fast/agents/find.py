@@ -117,7 +117,8 @@ class Answer:
     """The hits for one task, and whether the abstention rule dropped them all.
 
     ``best`` is the best hit the rule dropped when it dropped them all (what ``search --explain``
-    shows against the threshold); None otherwise. It is not part of :meth:`to_dict`.
+    shows against the threshold); None otherwise. It is not part of :meth:`to_dict`. ``partial``: the
+    shards of a sharded index that did not answer in time (the hits come from the others).
     """
 
     query: str
@@ -125,11 +126,15 @@ class Answer:
     abstained: bool = False
     abstention: dict[str, Any] | None = None
     best: Hit | None = None
+    partial: list[int] = field(default_factory=list)
 
     def to_dict(self, digits: int | None = 6) -> dict[str, Any]:
-        """``{"query", "abstention", "hits": [...]}`` as the servers return it."""
-        return {"query": self.query, "abstention": self.abstention,
-                "hits": [h.to_dict(digits) for h in self.hits]}
+        """``{"query", "abstention", "hits": [...]}`` as the servers return it, with ``"partial": [shard,
+        ...]`` when some shards of a sharded index did not answer."""
+        out = {"query": self.query, "abstention": self.abstention, "hits": [h.to_dict(digits) for h in self.hits]}
+        if self.partial:
+            out["partial"] = list(self.partial)
+        return out
 
 
 def hits_of(index: Searcher, result: SearchResult, row: int, cosines: np.ndarray) -> list[Hit]:
@@ -515,7 +520,8 @@ def find_skills(index: Searcher, tasks: str | Sequence[str], k: int = 5, *,
         best = max((by_row[j] for j, _ in groups), key=value) if abstained and groups else None
         hits = [_pinned_hit(index, j, by_row.get(j), vectors[i], pinned_copies.get(j, [])) for j in pin_rows]
         hits += [dataclasses.replace(by_row[j], copies=_skill_ids(index, cs)) for j, cs in kept[:k]]
-        answers.append(Answer(query=text, hits=hits, abstained=abstained, abstention=rule, best=best))
+        answers.append(Answer(query=text, hits=hits, abstained=abstained, abstention=rule, best=best,
+                              partial=list(getattr(result, "partial", None) or [])))
     return answers
 
 

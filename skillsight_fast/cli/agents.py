@@ -282,9 +282,22 @@ def cmd_update(args: argparse.Namespace) -> int:
     if not args.quiet:  # a bar on a terminal, a line every few seconds elsewhere
         def wrap(encoder):
             return ProgressEncoder(encoder, desc="encoding changed skills")
-    result = update_index(args.index, report.skills, dry_run=args.dry_run, wrap_encoder=wrap, roots=report.roots)
+    from skillsight_fast.cluster.layout import LAYOUT, shards_folder
+
+    shards = None
+    if (shards_folder(args.index) / LAYOUT).is_file():  # shard folders (skillsight split): only the changed ones
+        from skillsight_fast.cluster.update import update_layout
+        from skillsight_fast.engine.update import UpdateReport
+
+        shards = update_layout(args.index, shards_folder(args.index), report.skills, dry_run=args.dry_run,
+                               wrap_encoder=wrap, roots=report.roots)
+        result = UpdateReport(**shards.pop("update"))
+    else:
+        result = update_index(args.index, report.skills, dry_run=args.dry_run, wrap_encoder=wrap, roots=report.roots)
     out = result.to_dict() | {"index": str(args.index), "dry_run": args.dry_run,
                               "skipped": [str(p) for p in report.problems]}
+    if shards is not None:
+        out["shards"] = shards
     if args.json:
         emit_json(out)
     elif not args.quiet:
@@ -292,4 +305,9 @@ def cmd_update(args: argparse.Namespace) -> int:
         print(f"{verb} {args.index}: {len(result.added)} added, {len(result.changed)} changed, "
               f"{len(result.removed)} removed, {result.unchanged} unchanged; {result.encoded} encoded, "
               f"{result.n_skills} skills, {result.seconds} s")
+        if shards is not None:
+            how = ("statistics recomputed" if shards["recomputed"] else "background basis kept")
+            print(f"shard folders: {len(shards['rewritten'])} rewritten {shards['rewritten']}, "
+                  f"{len(shards['kept'])} untouched, {shards['appended']} appended; {how} "
+                  f"(drift {shards['drift']}, rule {shards['max_drift']})")
     return 0

@@ -8,7 +8,10 @@
   offers what :func:`~skillsight_fast.agents.find.find_skills` and :class:`~skillsight_fast.agents.service.SkillService`
   read of an index (``skillsight serve --ray ADDRESS --shards N``), with every search option of the
   single index; :meth:`ShardedIndex.next_version` brings the shards to an updated folder
-  (``serve --ray --watch``).
+  (``serve --ray --watch``); a shard that stays down leaves answers flagged ``partial``.
+- :mod:`skillsight_fast.cluster.layout`: shard folders on disk (``skillsight split``).
+- :mod:`skillsight_fast.cluster.update`: updates of shard folders that rewrite only the shards whose
+  rows changed while the background basis holds (the drift rule); ``skillsight update`` on them.
 
 The answer equals the single index's, before and after an update (tests/cluster/test_cluster.py, on
 a local Ray cluster); measurements and the plan for 10M and 100M skills are in docs/LARGE.md. Imports

@@ -13,7 +13,12 @@ fans out:
 * **int8 scan**: first round, every shard returns its ``kk = oversample × C`` best rows by the int8
   score; the coordinator keeps the global ``kk`` best (the survivors the single index's int8 scan
   keeps: rows are scored independently, ties by row); second round, the shards score their
-  survivors exactly, and the coordinator keeps the ``C`` best.
+  survivors exactly, and the coordinator keeps the ``C`` best;
+* **binary scan** (shard folders): a round before the int8 one, every shard returns its rows' Hamming
+  histogram; their sum gives the distance within which the single index's prefilter keeps its rows,
+  and the int8 round runs over each shard's rows within it;
+* **IVF scan** (shard folders): the coordinator picks the probed cells with the library's centroids and
+  every shard scores its rows in them exactly, merged as the exact scan.
 
 Then the coordinator fuses the candidates with the index's fusion (Eq. 15 z-scores the candidate
 set, so the candidate set must be the single index's, which it is) and returns a
@@ -36,6 +41,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -58,6 +64,10 @@ CALL_TIMEOUT_S = 30.0
 RESTART_TIMEOUT_S = 60.0
 #: Seconds between attempts to reach a shard actor Ray is restarting.
 RESTART_POLL_S = 0.5
+#: Seconds a round of a search of shard folders waits for a shard (including re-opening it on its
+#: restarted actor) before it answers from the other shards, flagged partial
+#: (:attr:`ShardedIndex.partial_after_s`; a search has two or three rounds).
+PARTIAL_AFTER_S = 10.0
 
 
 class ShardUnavailableError(SkillsightError):
@@ -130,13 +140,24 @@ class ShardedIndex:
         self.layout = Path(layout) if layout is not None else None
         #: Shards re-opened after a lost actor (shard, cause, seconds), oldest first.
         self.recoveries: list[dict[str, Any]] = []
+        #: Shard folders on Ray: seconds a search waits for a shard (and its re-opening) before it answers
+        #: from the others with ``SearchResult.partial`` naming the missing shards; None: wait for every
+        #: shard (up to the restart timeouts, then :class:`ShardUnavailableError`).
+        self.partial_after_s: float | None = PARTIAL_AFTER_S
+        self._search = threading.local()  # the shards missing from the search under way (per thread)
         #: Per shard: opened from the folder for this version (True) or kept from the previous one.
         self.reopened: list[bool] = [True] * len(shards)
+        #: Shard folders: the index's term id -> the layout's, and back (None: the same ids).
+        self._to_layout: np.ndarray | None = None
+        self._to_head: np.ndarray | None = None
+        if self.layout is not None:
+            self._read_term_map()
         self._starts = np.asarray([a for a, _ in ranges], np.int64)
         self.dense = _Dense(self)
-        if self.head.scan.kind not in ("exact", "int8"):
-            raise SkillsightError(f"a sharded index serves the exact and int8 scans, not {self.head.scan.kind!r} "
-                                  f"(skillsight rescan -i IDX --scan int8)")
+        served = ("exact", "int8", "binary", "ivf") if self.layout is not None else ("exact", "int8")
+        if self.head.scan.kind not in served:
+            raise SkillsightError(f"a sharded index serves the {', '.join(served)} scans, not "
+                                  f"{self.head.scan.kind!r} (skillsight rescan -i IDX --scan int8)")
 
     # ------------------------------------------------------------------ construction
     @staticmethod
@@ -227,20 +248,23 @@ class ShardedIndex:
         shared = str(root / plan["shared"])
         if not remote:
             hosts = [ShardHost() for _ in ranges]
-            for h, f in zip(hosts, folders):
-                h.open_folder(0, f, shared)
-            return cls(directory, hosts, ranges, head=head, layout=root)
-        from skillsight_fast.indexing.ray import import_ray
+            for h, f, (a, _) in zip(hosts, folders, ranges):
+                h.open_folder(0, f, shared, a)
+            new = cls(directory, hosts, ranges, head=head, layout=root)
+        else:
+            from skillsight_fast.indexing.ray import import_ray
 
-        ray = import_ray()
-        if not ray.is_initialized():
-            ray.init(address=address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
-        handles = [ray.remote(num_cpus=cpus_per_shard, max_concurrency=MAX_CONCURRENCY,
-                              resources=(resources[i] if resources else None) or {},
-                              max_restarts=-1, max_task_retries=0)(ShardHost).remote()
-                   for i in range(len(ranges))]
-        _get(ray, [h.open_folder.remote(0, f, shared) for h, f in zip(handles, folders)])
-        return cls(directory, handles, ranges, head=head, remote=True, layout=root)
+            ray = import_ray()
+            if not ray.is_initialized():
+                ray.init(address=address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+            handles = [_shard_actor(ray, cpus_per_shard, resources[i] if resources else None)
+                       for i in range(len(ranges))]
+            _get(ray, [h.open_folder.remote(0, f, shared, a) for h, f, (a, _) in zip(handles, folders, ranges)])
+            new = cls(directory, handles, ranges, head=head, remote=True, layout=root)
+        new._actor_options = {"cpus_per_shard": cpus_per_shard, "resources": list(resources or [])}
+        new._digests = [_digest(f) for f in folders]
+        new._shared_digest = _digest(shared)
+        return new
 
     def next_version(self, directory: str | os.PathLike[str] | None = None, *, encoder: Any = None,
                      reopen: bool = False) -> ShardedIndex:
@@ -305,39 +329,62 @@ class ShardedIndex:
         return new
 
     def _next_layout_version(self, directory: Path, encoder: Any) -> ShardedIndex:
-        """:meth:`next_version` of shards served from their folders: :func:`~skillsight_fast.cluster.layout.
-        refresh_layout` rewrites the folders whose bytes changed, and only those shards re-open them."""
+        """:meth:`next_version` of shards served from their folders. When the layout is behind the index
+        folder (an update that recomputed the statistics, :func:`~skillsight_fast.engine.update.
+        update_index`), :func:`~skillsight_fast.cluster.layout.refresh_layout` first rewrites the
+        folders whose bytes changed; after :func:`~skillsight_fast.cluster.update.update_layout` the
+        folders are already the index's. Then a shard whose folder changed re-opens it, a shard whose
+        folder is the same keeps its engine (re-bound to the new shared part and first row when those
+        moved), and a shard the update appended gets a new host."""
         from skillsight_fast.cluster.layout import read_layout, refresh_layout
+        from skillsight_fast.cluster.update import index_digest
         from skillsight_fast.engine.index import SkillIndex
 
         assert self.layout is not None
-        changed, shared_changed = refresh_layout(directory, self.layout)
-        rewritten = set(range(len(self.shards))) if shared_changed else set(changed)
+        if read_layout(self.layout).get("index") != index_digest(directory):
+            refresh_layout(directory, self.layout)
         head = SkillIndex.load(directory, mmap=True, verify="background")
         enc = encoder if encoder is not None else self.head.encoders.attached
         if enc is not None:
             head.encoder = enc
         plan = read_layout(self.layout)
         ranges = [(int(e["start"]), int(e["stop"])) for e in plan["shards"]]
+        folders = [str(self.layout / e["folder"]) for e in plan["shards"]]
+        shared = str(self.layout / plan["shared"])
+        digests = [_digest(f) for f in folders]
+        shared_digest = _digest(shared)
+        moved_stats = shared_digest != self._shared_digest
+        old = getattr(self, "_digests", [None] * len(self.shards))
         version = self.version + 1
-        calls = []
-        for s, h in enumerate(self.shards):
-            folder, shared = self._folder_of(s)
-            if self.remote:
-                calls.append(h.open_folder.remote(version, folder, shared) if s in rewritten
-                             else h.keep.remote(version, self.version))
-            elif s in rewritten:
-                h.open_folder(version, folder, shared)
-            else:
-                h.keep(version, self.version)
-        if calls:
+        hosts = list(self.shards)
+        options = getattr(self, "_actor_options", {"cpus_per_shard": 1.0, "resources": []})
+        if len(ranges) < len(hosts):
+            raise SkillsightError(f"{self.layout}: {len(ranges)} shards, {len(hosts)} served (a layout of "
+                                  "fewer shards needs a new serve)")
+        ray = None
+        if self.remote:
             import ray
-
+        for s in range(len(hosts), len(ranges)):  # appended shards: new hosts
+            res = options["resources"]
+            hosts.append(_shard_actor(ray, options["cpus_per_shard"], res[s] if s < len(res) else None)
+                         if self.remote else ShardHost())
+        calls, rewritten = [], []
+        for s, h in enumerate(hosts):
+            a = ranges[s][0]
+            if s >= len(old) or digests[s] != old[s]:
+                rewritten.append(s)
+                call = (h.open_folder.remote if self.remote else h.open_folder)(version, folders[s], shared, a)
+            else:
+                call = (h.keep.remote if self.remote else h.keep)(version, self.version,
+                                                                  shared if moved_stats else None, a)
+            calls.append(call)
+        if self.remote:
             _get(ray, calls)
-        new = ShardedIndex(directory, self.shards, ranges, head=head, remote=self.remote, version=version,
+        new = ShardedIndex(directory, hosts, ranges, head=head, remote=self.remote, version=version,
                            layout=self.layout)
-        new.reopened = [s in rewritten for s in range(len(self.shards))]
-        logger.info("sharded index version %d: shard folders %s rewritten", version, sorted(rewritten))
+        new.reopened = [s in rewritten for s in range(len(hosts))]
+        new._digests, new._shared_digest, new._actor_options = digests, shared_digest, options
+        logger.info("sharded index version %d: shard folders %s re-opened of %d", version, rewritten, len(hosts))
         return new
 
     def close(self) -> None:
@@ -360,31 +407,88 @@ class ShardedIndex:
         if self.remote:
             import ray
 
+            missing = getattr(self._search, "missing", None)
+            if missing is not None:  # a shard already missing from this search is not asked again
+                per_shard = [(args, s) for args, s in per_shard if s not in missing]
             calls = [self.shards[s].call.remote(self.version, method, *args) for args, s in per_shard]
             if self.layout is None:
                 return list(ray.get(calls))
+            if self.partial_after_s is not None and missing is not None:
+                return self._call_partial(ray, calls, method, per_shard, missing)
             try:
                 return list(ray.get(calls, timeout=CALL_TIMEOUT_S))
             except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError, ray.exceptions.GetTimeoutError):
                 return [self._recover(ray, ref, method, args, s) for ref, (args, s) in zip(calls, per_shard)]
         return [self.shards[s].call(self.version, method, *args) for args, s in per_shard]
 
-    def _recover(self, ray: Any, ref: Any, method: str, args: tuple[Any, ...], s: int) -> Any:
-        """The answer of ``ref`` (one shard's call), or, when it failed, the same call again after the
-        shard's folder is re-opened on its (restarted) actor."""
-        try:
-            return ray.get(ref, timeout=CALL_TIMEOUT_S)
-        except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError, ray.exceptions.GetTimeoutError) as exc:
-            first = type(exc).__name__
+    def _call_partial(self, ray: Any, calls: list[Any], method: str,
+                      per_shard: Sequence[tuple[tuple[Any, ...], int]], missing: set[int]) -> list[Any]:
+        """The answers of ``calls`` within :attr:`partial_after_s`: a shard that failed or is late is
+        re-opened within what is left of it, and when it is still not back its answer is None and it
+        joins ``missing``: the search answers from the other shards and asks it nothing more (so a
+        search waits at most its rounds' budgets)."""
+        deadline = time.monotonic() + float(self.partial_after_s or 0.0)
+        ray.wait(calls, num_returns=len(calls), timeout=max(0.0, deadline - time.monotonic()))
+        out: list[Any] = []
+        for ref, (args, s) in zip(calls, per_shard):
+            try:
+                out.append(ray.get(ref, timeout=0))
+                continue
+            except ray.exceptions.RayTaskError as exc:
+                if isinstance(getattr(exc, "cause", None), SkillsightError) and not _lost_version(exc):
+                    raise exc.cause from None
+                first = type(exc).__name__
+            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
+                first = type(exc).__name__
+            try:
+                out.append(self._recover(ray, None, method, args, s, deadline=deadline, first=first))
+            except ShardUnavailableError as exc:
+                logger.warning("%s; answering from the other shards", exc)
+                missing.add(s)
+                out.append(None)
+        return out
+
+    def _searching(self) -> Any:
+        """Context of one search: collects the shards that did not answer within the budget."""
+        import contextlib
+
+        @contextlib.contextmanager
+        def scope() -> Any:
+            outer = getattr(self._search, "missing", None)
+            if outer is not None:  # nested (a deeper search inside one): the outer scope collects
+                yield outer
+                return
+            self._search.missing = set()
+            try:
+                yield self._search.missing
+            finally:
+                self._search.missing = None
+
+        return scope()
+
+    def _recover(self, ray: Any, ref: Any, method: str, args: tuple[Any, ...], s: int, *,
+                 deadline: float | None = None, first: str = "") -> Any:
+        """The answer of ``ref`` (one shard's call; None: it already failed with ``first``), or, when it
+        failed, the same call again after the shard's folder is re-opened on its (restarted) actor,
+        all before ``deadline`` (default: :data:`RESTART_TIMEOUT_S` from now)."""
+        if ref is not None:
+            try:
+                return ray.get(ref, timeout=CALL_TIMEOUT_S)
+            except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError,
+                    ray.exceptions.GetTimeoutError) as exc:
+                first = type(exc).__name__
         assert self.layout is not None
         t0 = time.monotonic()
-        deadline = t0 + RESTART_TIMEOUT_S
+        call_timeout = CALL_TIMEOUT_S if deadline is None else max(0.1, deadline - t0)
+        deadline = t0 + RESTART_TIMEOUT_S if deadline is None else deadline
         folder = self._folder_of(s)
+        start = self.ranges[s][0]
         while True:  # while Ray restarts the actor, calls fail at once (ActorUnavailableError): retry until the deadline
             try:
-                ray.get(self.shards[s].open_folder.remote(self.version, *folder),
+                ray.get(self.shards[s].open_folder.remote(self.version, *folder, start),
                         timeout=max(0.1, deadline - time.monotonic()))
-                out = ray.get(self.shards[s].call.remote(self.version, method, *args), timeout=CALL_TIMEOUT_S)
+                out = ray.get(self.shards[s].call.remote(self.version, method, *args),
+                              timeout=max(0.1, min(call_timeout, deadline - time.monotonic())))
                 break
             except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError,
                     ray.exceptions.GetTimeoutError) as exc:
@@ -406,6 +510,31 @@ class ShardedIndex:
         name = plan["shards"][s]["folder"] if s < len(plan["shards"]) else shard_folder_name(s)
         return str(self.layout / name), str(self.layout / plan["shared"])
 
+    def _read_term_map(self) -> None:
+        """The layout's term ids of the index's terms (shard folders name terms by the layout's ids,
+        :mod:`skillsight_fast.cluster.layout`)."""
+        from skillsight_fast.cluster.layout import read_folder, read_layout
+
+        assert self.layout is not None
+        _, arrays = read_folder(self.layout / read_layout(self.layout)["shared"], verify=False)
+        head_term = np.asarray(arrays["head_term"], np.int32)
+        n_head = len(self.head.lexical.lexicon.vocab)
+        if head_term.shape[0] == n_head and np.array_equal(head_term, np.arange(n_head, dtype=np.int32)):
+            return
+        live = head_term >= 0
+        to_layout = np.full(n_head, -1, np.int32)
+        to_layout[head_term[live]] = np.flatnonzero(live).astype(np.int32)
+        if (to_layout < 0).any():
+            raise SkillsightError(f"{self.layout}: the shared part misses terms of the index (an update "
+                                  "that did not reach the shard folders: skillsight split again)")
+        self._to_layout, self._to_head = to_layout, head_term
+
+    def _layout_terms(self, terms: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Query term ids (the index's) as the shard folders' ids, in the same order."""
+        if self._to_layout is None:
+            return terms
+        return (self._to_layout[np.asarray(terms[0], np.int64)], self._to_layout[np.asarray(terms[1], np.int64)])
+
     def shard_info(self) -> list[dict[str, Any]]:
         """Per shard: rows, scan, array bytes, resident bytes and process."""
         return self._call("info", [((), s) for s in range(len(self.shards))])
@@ -419,8 +548,13 @@ class ShardedIndex:
         being its rows (in the order given); returns each row's shard, the shards called (ascending)
         and their results."""
         owner = self._owner(rows)
-        shards = np.unique(owner).tolist()
-        return owner, shards, self._call(method, [(args(rows[owner == s]), s) for s in shards])
+        missing = getattr(self._search, "missing", None) or set()
+        shards = [s for s in np.unique(owner).tolist() if s not in missing]
+        got = self._call(method, [(args(rows[owner == s]), s) for s in shards])
+        if len(got) != len(shards) or any(g is None for g in got):  # shards lost during this call
+            pairs = [(s, g) for s, g in zip(shards, got) if g is not None] if len(got) == len(shards) else []
+            shards, got = [s for s, _ in pairs], [g for _, g in pairs]
+        return owner, shards, got
 
     def _fetch_rows(self, rows: np.ndarray, which: str) -> np.ndarray:
         out = np.zeros((rows.shape[0], self.stats.dim), np.float32)
@@ -517,7 +651,16 @@ class ShardedIndex:
 
         return cascade_search(self, self.head, list(texts), k, cascade, **knobs)
 
-    def search_vectors(self, vectors: np.ndarray, texts: Sequence[str], k: int = 10, *,
+    def search_vectors(self, vectors: np.ndarray, texts: Sequence[str], k: int = 10, **knobs: Any) -> Any:
+        """:meth:`SkillIndex.search_vectors` over the shards (same arguments, same result). Shard
+        folders on Ray: a shard that does not answer within :attr:`partial_after_s` (re-opening
+        included) is left out, and ``result.partial`` names it (empty: every shard answered)."""
+        with self._searching() as missing:
+            result = self._search_shards(vectors, texts, k, **knobs)
+            result.partial = sorted(missing)
+        return result
+
+    def _search_shards(self, vectors: np.ndarray, texts: Sequence[str], k: int = 10, *,
                        candidates: int | None = None, fusion: str | None = None,
                        lexical_weight: float | None = None, lexical: str | None = None,
                        lexical_candidates: int | None = None, rrf_k: float | None = None,
@@ -585,6 +728,25 @@ class ShardedIndex:
                                for i in range(len(texts))]
         return result
 
+    def _binary_firsts(self, q_perp: np.ndarray, depth: int, kk: int) -> list[Any]:
+        """The binary scan's rounds over the shards: the library's Hamming histogram gives the distance
+        within which the single index's scan keeps its ``rerank`` nearest rows (ties all kept,
+        :func:`~skillsight_fast.kernels.binary.dense_topk_binary`); each shard returns its ``kk`` best
+        of its rows within it by the int8 score."""
+        n = len(self)
+        k = min(depth, n)
+        m = min(max(self.head.scan.rerank_factor * k, kk), max(n, 1))
+        everyone = range(len(self.shards))
+        hists = [h for h in self._call("hamming_counts", [((q_perp,), s) for s in everyone]) if h is not None]
+        if not hists:
+            raise ShardUnavailableError("no shard answered")
+        hist = np.sum(hists, axis=0)
+        thr, total = 0, int(hist[0])
+        while total < m and thr + 1 < hist.shape[0]:
+            thr += 1
+            total += int(hist[thr])
+        return [f for f in self._call("binary_top", [((q_perp, thr, kk), s) for s in everyone]) if f is not None]
+
     def _with_coverage(self, q_perp: np.ndarray, q_raw: np.ndarray, got: dict[str, Any], kl: int,
                        terms: tuple[np.ndarray, np.ndarray], side: str) -> dict[str, Any]:
         """The candidates ``got`` joined by the ``kl`` best rows by LEC coverage of the evidence tokens
@@ -592,9 +754,11 @@ class ShardedIndex:
         coordinator keeps the global ``kl`` (coverage descending, row ascending: the single index's
         stable sort), appends those not yet candidates after the dense ones, and the shards score the
         joined set with the single index's row-wise product."""
-        firsts = self._call("coverage_top", [((terms[1], kl), s) for s in range(len(self.shards))])
-        ids = np.concatenate([f[0] for f in firsts])
-        cov = np.concatenate([f[1] for f in firsts])
+        terms = self._layout_terms(terms)
+        firsts = [f for f in self._call("coverage_top", [((terms[1], kl), s) for s in range(len(self.shards))])
+                  if f is not None]
+        ids = np.concatenate([f[0] for f in firsts]) if firsts else np.zeros(0, np.int64)
+        cov = np.concatenate([f[1] for f in firsts]) if firsts else np.zeros(0, np.float32)
         lex_top = ids[np.lexsort((ids, -cov))[:kl]].tolist()
         dense_rows = got["rows"].tolist()
         seen = set(dense_rows)
@@ -606,7 +770,7 @@ class ShardedIndex:
         for s, p in zip(shards, parts):
             at = np.flatnonzero(owner == s)
             out["dense"][at], out["lexical"][at], out["cosine"][at] = p["dense"], p["lexical"], p["cosine"]
-            for j, ev in zip(at.tolist(), _evidence_lists(p)):
+            for j, ev in zip(at.tolist(), _evidence_lists(p, self._to_head)):
                 out["ev"][j] = ev
         return out
 
@@ -617,34 +781,72 @@ class ShardedIndex:
         ``allowed``: only these rows (a filter), scored exactly whatever the scan, as the single
         index's filtered stage does."""
         everyone = range(len(self.shards))
+        terms = self._layout_terms(terms)
         if allowed is not None:
             parts = self._call_by_owner("restricted_top", allowed,
                                         lambda part: (q_perp, q_raw, depth, part, terms, side))[2]
-        elif self.head.scan.kind == "int8":
+        elif self.head.scan.kind in ("int8", "binary"):
             kk = min(max(depth, self.head.scan.oversample * depth), max(len(self), 1))
-            firsts = self._call("approx", [((q_perp, kk), s) for s in everyone])
+            if self.head.scan.kind == "binary":  # the single index's Hamming prefilter, then its int8 round
+                firsts = self._binary_firsts(q_perp, depth, kk)
+            else:
+                firsts = [f for f in self._call("approx", [((q_perp, kk), s) for s in everyone]) if f is not None]
+            if not firsts:
+                raise ShardUnavailableError("no shard answered")
             ids = np.concatenate([f[0] for f in firsts])
             approx = np.concatenate([f[1] for f in firsts])
             keep = np.lexsort((ids, -approx))[:kk]  # score descending, row ascending
             survivors = np.sort(ids[keep])
             parts = self._call_by_owner("score", survivors, lambda part: (q_perp, q_raw, part, terms, side))[2]
+        elif self.head.scan.kind == "ivf":  # the cells the single index's IVF search probes, every shard's rows in them
+            scan = self.head.scan
+            _, probed = scan.ivf.quantizer.search(np.ascontiguousarray(q_perp[None, :], np.float32), scan.nprobe)
+            cells = probed[0][probed[0] >= 0].astype(np.int64)
+            parts = self._call("ivf_top", [((q_perp, q_raw, depth, cells, terms, side), s) for s in everyone])
         else:
             parts = self._call("exact_top", [((q_perp, q_raw, depth, terms, side), s) for s in everyone])
+        parts = [p for p in parts if p is not None]
+        if not parts:
+            raise ShardUnavailableError("no shard answered")
         rows = np.concatenate([p["rows"] for p in parts])
         dense = np.concatenate([p["dense"] for p in parts])
         best = np.lexsort((rows, -dense))[:depth]  # exact score descending, row ascending
         lexical = np.concatenate([p["lexical"] for p in parts])
         cosine = np.concatenate([p["cosine"] for p in parts])
-        ev = [e for p in parts for e in _evidence_lists(p)]
+        ev = [e for p in parts for e in _evidence_lists(p, self._to_head)]
         return {"rows": rows[best], "dense": dense[best], "lexical": lexical[best], "cosine": cosine[best],
                 "ev": [ev[b] for b in best.tolist()]}
 
 
-def _evidence_lists(part: dict[str, Any]) -> list[list[int]]:
+def _evidence_lists(part: dict[str, Any], to_head: np.ndarray | None = None) -> list[list[int]]:
     """Per row of a shard's :meth:`~skillsight_fast.cluster.shard.ShardEngine.score` result, its
-    evidence term ids (the CSR ``ev_ptr``/``ev_terms`` as lists)."""
+    evidence term ids (the CSR ``ev_ptr``/``ev_terms`` as lists; ``to_head``: layout ids -> the index's)."""
     ptr, terms = part["ev_ptr"], part["ev_terms"]
+    if to_head is not None:
+        terms = to_head[np.asarray(terms, np.int64)]
     return [terms[ptr[c] : ptr[c + 1]].tolist() for c in range(part["rows"].shape[0])]
+
+
+def _lost_version(exc: Any) -> bool:
+    """A shard's error saying its actor no longer holds the searched version (Ray restarted it, empty)."""
+    return "no longer serves version" in str(getattr(exc, "cause", exc))
+
+
+def _shard_actor(ray: Any, cpus_per_shard: float, resources: dict[str, float] | None) -> Any:
+    """A new :class:`ShardHost` actor (restarted by Ray when lost; the coordinator re-opens its folder)."""
+    return ray.remote(num_cpus=cpus_per_shard, max_concurrency=MAX_CONCURRENCY, resources=resources or {},
+                      max_restarts=-1, max_task_retries=0)(ShardHost).remote()
+
+
+def _digest(folder: str | os.PathLike[str]) -> str | None:
+    """The SHA-256 of a shard or shared folder's manifest (its arrays' checksums): what changes when
+    the folder is rewritten with other bytes."""
+    from skillsight_fast.files import sha256_file
+
+    try:
+        return sha256_file(Path(folder) / "manifest.json")
+    except OSError:
+        return None
 
 
 def _same_statistics(old: Any, new: Any) -> bool:

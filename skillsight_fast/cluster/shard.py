@@ -93,13 +93,16 @@ class ShardEngine:
         # the library's postings (mapped; a query's terms' lists are read only for the LEC coverage
         # candidates, and only the entries of this shard's rows are used)
         self.post_indptr, self.post_docs = lex.post_indptr, lex.post_docs
+        self.post_first = self.start  # the postings hold global rows
         del whole
 
     @classmethod
-    def from_folder(cls, folder: str | os.PathLike[str], shared: str | os.PathLike[str]) -> ShardEngine:
+    def from_folder(cls, folder: str | os.PathLike[str], shared: str | os.PathLike[str], start: int = 0
+                    ) -> ShardEngine:
         """The shard in its own folder with the library-wide statistics of the shared part
         (:mod:`skillsight_fast.cluster.layout`): nothing else of the index is read. Both folders are
-        checked against their manifests' checksums first.
+        checked against their manifests' checksums first. ``start``: the global row of its first row
+        (the layout's; a folder holds local rows only).
 
         Raises
         ------
@@ -110,11 +113,13 @@ class ShardEngine:
 
         meta, arrays = read_folder(folder)
         smeta, sarrays = read_folder(shared)
-        if meta.get("n_terms") != smeta.get("n_terms"):
-            raise IndexFormatError(f"{folder}: {meta.get('n_terms')} terms, the shared part {shared} has "
-                                   f"{smeta.get('n_terms')} (a shard of another library)")
+        if meta.get("library") != smeta.get("library") or meta.get("n_terms", 0) > smeta.get("n_terms", 0):
+            raise IndexFormatError(f"{folder}: a shard of another layout than the shared part {shared} "
+                                   f"(library {meta.get('library')}, {meta.get('n_terms')} terms; the shared "
+                                   f"part: {smeta.get('library')}, {smeta.get('n_terms')} terms)")
         self = cls.__new__(cls)
-        self.start, self.stop = int(meta["start"]), int(meta["stop"])
+        self.start = int(start)
+        self.stop = self.start + int(meta["rows"])
         self.directory = str(folder)
         self.perp, self.raw = arrays["perp"], arrays["raw"]
         if self.perp.shape[0] != self.stop - self.start or self.raw.shape != self.perp.shape:
@@ -123,22 +128,75 @@ class ShardEngine:
         self.doc_tf, self.doc_len = arrays.get("doc_tf"), arrays.get("doc_len")
         validate.check_forward_lists(np.asarray(self.doc_indptr), self.doc_terms, len(self), int(meta["n_terms"]))
         self.scan_kind = meta["scan"]
-        if self.scan_kind == "int8":
+        if self.scan_kind in ("int8", "binary"):
             self.codes, self.scales = arrays["codes"], arrays["scales"]
+        if self.scan_kind == "binary":
+            self.bits = arrays["bits"]
+        if self.scan_kind == "ivf":
+            self.cell_indptr, self.cell_rows = np.asarray(arrays["cell_indptr"]), arrays["cell_rows"]
+            if int(self.cell_indptr[-1]) != len(self):
+                raise IndexFormatError(f"{folder}: its cells hold {int(self.cell_indptr[-1])} rows, not {len(self)}")
+        self._set_shared(smeta, sarrays)
+        self.post_indptr, self.post_docs = arrays["post_indptr"], arrays["post_docs"]
+        self.post_first = 0  # the postings hold local rows
+        return self
+
+    def _set_shared(self, smeta: dict[str, Any], sarrays: dict[str, np.ndarray]) -> None:
         self.weights = np.ascontiguousarray(sarrays["weights"], np.float32)
         self.bm25_idf = np.ascontiguousarray(sarrays["bm25_idf"], np.float32)
         self.avgdl = float(smeta["avgdl"])
         self.n_terms = int(self.weights.shape[0])
-        self.post_indptr, self.post_docs = arrays["post_indptr"], arrays["post_docs"]
-        return self
+
+    def rebind(self, shared: str | os.PathLike[str] | None, start: int) -> ShardEngine:
+        """This shard's rows (its folder unchanged) with the statistics of another ``shared`` part
+        (None: the same) and first row ``start``: a copy sharing the mapped arrays (an update that
+        moved the library-wide statistics or the rows before this shard, not its rows)."""
+        import copy
+
+        from skillsight_fast.cluster.layout import read_folder
+
+        new = copy.copy(self)
+        if shared is not None:
+            smeta, sarrays = read_folder(shared)
+            if smeta.get("n_terms", 0) < int(self.post_indptr.shape[0]) - 1:
+                raise IndexFormatError(f"{shared}: fewer terms than the shard {self.directory}")
+            new._set_shared(smeta, sarrays)
+        new.stop = int(start) + len(self)
+        new.start = int(start)
+        return new
 
     def __len__(self) -> int:
         return self.stop - self.start
 
+    def warmup(self) -> None:
+        """Run every round once on this shard's own arrays, so the kernels (with the signatures of its
+        memory-mapped arrays) are compiled or loaded from the cache before the first search: a search's
+        time budget (:attr:`~skillsight_fast.cluster.index.ShardedIndex.partial_after_s`) then measures
+        the search, not a compile."""
+        n = len(self)
+        if not n:
+            return
+        q = np.zeros(self.perp.shape[1], np.float32)
+        q[0] = 1.0
+        t = np.ascontiguousarray(np.asarray(self.doc_terms[:1], np.int32))
+        if self.scan_kind == "int8":
+            self.approx(q, 1)
+        if self.scan_kind == "binary":
+            self.binary_top(q, int(self.hamming_counts(q).nonzero()[0][0]), 1)
+        if self.scan_kind == "ivf":
+            self.ivf_top(q, q, 1, np.arange(self.cell_indptr.shape[0] - 1), (t, t), "lec")
+        self.exact_top(q, q, 1, (t, t), "lec")
+        rows = np.array([self.start], np.int64)
+        if self.doc_tf is not None and self.doc_len is not None:
+            self.score(q, q, rows, (t, t), "bm25")
+        self.restricted_top(q, q, 1, rows, (t, t), "lec")
+        self.coverage_top(t, 1)
+
     def info(self) -> dict[str, Any]:
         """Rows, scan and the bytes of the shard's arrays (what becomes resident when all is touched)."""
         arrays = [self.perp, self.raw, self.doc_indptr, self.doc_terms, self.doc_tf, self.doc_len,
-                  getattr(self, "codes", None), getattr(self, "scales", None), self.weights, self.bm25_idf]
+                  getattr(self, "codes", None), getattr(self, "scales", None), getattr(self, "bits", None),
+                  self.weights, self.bm25_idf]
         return {"start": self.start, "stop": self.stop, "scan": self.scan_kind, "pid": os.getpid(),
                 "array_bytes": int(sum(a.nbytes for a in arrays if a is not None)), "rss": _rss()}
 
@@ -163,6 +221,54 @@ class ShardEngine:
             ids, scores = dense_topk_int8(q_perp[None, :], self.codes, self.scales, min(kk, len(self)))
         keep = ids[0] >= 0
         return ids[0][keep] + self.start, scores[0][keep]
+
+    def hamming_counts(self, q_perp: np.ndarray) -> np.ndarray:
+        """Binary scan, first round: how many of this shard's rows lie at each Hamming distance from the
+        query's sign bits (int64 (64 w + 1,)); the coordinator sums them into the library's histogram
+        and finds the distance the single index's scan stops at."""
+        from skillsight_fast.kernels.binary import hamming, pack_signs
+
+        width = 64 * int(self.bits.shape[1]) + 1
+        if len(self) == 0:
+            return np.zeros(width, np.int64)
+        dist = hamming(pack_signs(q_perp[None, :])[0], self.bits)
+        return np.bincount(dist, minlength=width).astype(np.int64)
+
+    def binary_top(self, q_perp: np.ndarray, threshold: int, kk: int) -> tuple[np.ndarray, np.ndarray]:
+        """Binary scan, second round: of this shard's rows within Hamming distance ``threshold`` (ascending),
+        the ``kk`` best by the int8 score (global ids, int8 scores), ties by ascending id: the single
+        index's binary scan keeps the library's ``kk`` best of the same rows, scored the same way."""
+        from skillsight_fast.kernels import single_thread
+        from skillsight_fast.kernels.binary import hamming, pack_signs
+        from skillsight_fast.kernels.compressed import dense_topk_int8
+
+        if len(self) == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        rows = np.flatnonzero(hamming(pack_signs(q_perp[None, :])[0], self.bits) <= threshold)
+        if not rows.size:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        with single_thread():
+            ids, scores = dense_topk_int8(q_perp[None, :], np.asarray(self.codes[rows]),
+                                          np.asarray(self.scales[rows]), min(kk, rows.size))
+        keep = ids[0] >= 0
+        return rows[ids[0][keep]].astype(np.int64) + self.start, scores[0][keep]
+
+    def ivf_top(self, q_perp: np.ndarray, q_raw: np.ndarray, depth: int, cells: np.ndarray,
+                terms: tuple[np.ndarray, np.ndarray], side: str) -> dict[str, Any]:
+        """IVF scan: of this shard's rows in the probed ``cells`` (the coordinator's choice, from the
+        library's centroids), the ``depth`` best by the exact float32 score, ties by ascending row, and
+        :meth:`score` of them."""
+        from skillsight_fast.kernels.compressed import rescore_rows
+
+        c = np.asarray(cells, np.int64)
+        c = c[(c >= 0) & (c < self.cell_indptr.shape[0] - 1)]
+        parts = [np.asarray(self.cell_rows[int(self.cell_indptr[i]) : int(self.cell_indptr[i + 1])]) for i in c]
+        local = np.sort(np.concatenate(parts)).astype(np.int64) if parts else np.zeros(0, np.int64)
+        if not local.size:
+            return self.score(q_perp, q_raw, np.zeros(0, np.int64), terms, side)
+        s = rescore_rows(np.ascontiguousarray(q_perp, np.float32), self.perp, np.ascontiguousarray(local))
+        top = np.argsort(-s, kind="stable")[: min(depth, local.size)]
+        return self.score(q_perp, q_raw, local[top] + self.start, terms, side)
 
     def exact_top(self, q_perp: np.ndarray, q_raw: np.ndarray, depth: int, terms: tuple[np.ndarray, np.ndarray],
                   side: str) -> dict[str, Any]:
@@ -207,12 +313,18 @@ class ShardEngine:
         if t.min() < 0 or t.max() >= self.n_terms:
             raise ValueError("query term ids outside the vocabulary")
         parts, ptr = [], [0]
+        n_post = int(self.post_indptr.shape[0]) - 1  # a shard folder's terms: the layout's when it was written
+        first = self.post_first
         for term in t.tolist():
+            if term >= n_post:  # a term added to the layout after this folder was written: not in its rows
+                parts.append(np.zeros(0, np.int32))
+                ptr.append(ptr[-1])
+                continue
             # a term's postings ascend (an index invariant the kernels bisect on): this shard's rows are
             # one slice of them, found by bisection instead of reading the whole list
             lo, hi = int(self.post_indptr[term]), int(self.post_indptr[term + 1])
-            bounds = np.searchsorted(self.post_docs[lo:hi], [self.start, self.stop])
-            docs = np.asarray(self.post_docs[lo + int(bounds[0]) : lo + int(bounds[1])]) - self.start
+            bounds = np.searchsorted(self.post_docs[lo:hi], [first, first + n])
+            docs = np.asarray(self.post_docs[lo + int(bounds[0]) : lo + int(bounds[1])]) - first
             parts.append(docs.astype(np.int32))
             ptr.append(ptr[-1] + docs.size)
         with single_thread():
@@ -292,21 +404,31 @@ class ShardHost:
 
     def __init__(self) -> None:
         self.engines: dict[int, ShardEngine] = {}
+        self.warm = False
 
     def open(self, version: int, directory: str | os.PathLike[str], start: int, stop: int,
              stats: dict[str, Any]) -> dict[str, Any]:
         """Serve rows ``[start, stop)`` of the folder as ``version``; returns :meth:`ShardEngine.info`."""
         return self._put(version, ShardEngine(directory, start, stop, stats))
 
-    def open_folder(self, version: int, folder: str | os.PathLike[str], shared: str | os.PathLike[str]
-                    ) -> dict[str, Any]:
-        """Serve the shard in its own ``folder`` (with the ``shared`` part) as ``version``
-        (:meth:`ShardEngine.from_folder`); returns :meth:`ShardEngine.info`."""
-        return self._put(version, ShardEngine.from_folder(folder, shared))
+    def open_folder(self, version: int, folder: str | os.PathLike[str], shared: str | os.PathLike[str],
+                    start: int = 0) -> dict[str, Any]:
+        """Serve the shard in its own ``folder`` (with the ``shared`` part; first row ``start``) as
+        ``version`` (:meth:`ShardEngine.from_folder`); returns :meth:`ShardEngine.info`."""
+        engine = ShardEngine.from_folder(folder, shared, start)
+        if not self.warm:  # once per process: the compiled kernels stay loaded
+            engine.warmup()
+            self.warm = bool(len(engine))
+        return self._put(version, engine)
 
-    def keep(self, version: int, previous: int) -> dict[str, Any]:
-        """Serve ``previous``'s engine as ``version`` too (its rows and statistics did not change)."""
-        return self._put(version, self.engines[previous])
+    def keep(self, version: int, previous: int, shared: str | os.PathLike[str] | None = None,
+             start: int | None = None) -> dict[str, Any]:
+        """Serve ``previous``'s engine as ``version`` too (its rows did not change); with ``shared``
+        and/or ``start``, re-bound to a new shared part or first row (:meth:`ShardEngine.rebind`)."""
+        engine = self.engines[previous]
+        if shared is not None or (start is not None and start != engine.start):
+            engine = engine.rebind(shared, engine.start if start is None else start)
+        return self._put(version, engine)
 
     def _put(self, version: int, engine: ShardEngine) -> dict[str, Any]:
         self.engines[version] = engine

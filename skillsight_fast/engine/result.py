@@ -42,6 +42,9 @@ class SearchResult:
     cosine : float32 (n_queries, k) or None
         Raw dense similarity qᵀd of each hit (NaN on padding): what a cosine abstention threshold
         reads. Filled by :meth:`SkillIndex.search_vectors`.
+    partial : list of int
+        A sharded index's shards that did not answer in time (the hits come from the others); empty
+        when every row was searched (:class:`skillsight_fast.cluster.index.ShardedIndex`).
     """
 
     ids: np.ndarray
@@ -51,6 +54,7 @@ class SearchResult:
     evidence: list[list[list[str]]] = field(default_factory=list)
     skill_ids: list[list[str | None]] = field(default_factory=list)
     cosine: np.ndarray | None = None
+    partial: list[int] = field(default_factory=list)
 
 def assemble_rows(n: int, parts: Sequence[tuple[np.ndarray, SearchResult]]) -> SearchResult:
     """One result of ``n`` rows from partial results (their rows given); a later part's rows win."""

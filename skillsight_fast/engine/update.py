@@ -95,7 +95,8 @@ def index_write_lock(directory: str | os.PathLike[str]) -> Iterator[None]:
 
 def update_index(directory: str | os.PathLike[str], skills: Sequence[Skill], *, encoder: Any = None,
                  dry_run: bool = False, wrap_encoder: Callable[[Any], Any] | None = None,
-                 roots: Sequence[str] | None = None) -> UpdateReport:
+                 roots: Sequence[str] | None = None, keep_background: bool = False,
+                 recompute: bool = False) -> UpdateReport:
     """Bring the index in ``directory`` in line with ``skills`` and save it atomically.
 
     Parameters
@@ -113,6 +114,14 @@ def update_index(directory: str | os.PathLike[str], skills: Sequence[Skill], *, 
     wrap_encoder : callable, optional
         Applied to the encoder just before the changed skills are encoded (e.g. a progress bar),
         so the caller need not load the index or the model itself.
+    keep_background : bool
+        Keep the index's background basis and build decisions instead of estimating them from the
+        updated library (every other statistic is recomputed): an unchanged skill's background-removed
+        row stays what it was, so a sharded layout rewrites only the shards whose rows changed
+        (:func:`skillsight_fast.cluster.update.update_layout`, which decides when the basis must move).
+    recompute : bool
+        Rebuild the statistics (and save) even when no skill changed: what a kept basis is replaced by
+        once it no longer holds.
 
     Returns
     -------
@@ -123,12 +132,13 @@ def update_index(directory: str | os.PathLike[str], skills: Sequence[Skill], *, 
     """
     with index_write_lock(directory):
         return _update_locked(directory, skills, encoder=encoder, dry_run=dry_run, wrap_encoder=wrap_encoder,
-                              roots=roots)
+                              roots=roots, keep_background=keep_background, recompute=recompute)
 
 
 def _update_locked(directory: str | os.PathLike[str], skills: Sequence[Skill], *, encoder: Any,
                    dry_run: bool, wrap_encoder: Callable[[Any], Any] | None,
-                   roots: Sequence[str] | None) -> UpdateReport:
+                   roots: Sequence[str] | None, keep_background: bool = False,
+                   recompute: bool = False) -> UpdateReport:
     from skillsight_fast.engine.index import SkillIndex
 
     t0 = time.perf_counter()
@@ -159,7 +169,7 @@ def _update_locked(directory: str | os.PathLike[str], skills: Sequence[Skill], *
     # A skill whose metadata changed but whose text did not (e.g. a moved file) needs no encoding,
     # but the index is still rewritten so its path is current.
     moved = any(by_id.get(s.id) is None or by_id[s.id].path != s.path for s in skills)
-    nothing = not todo and not report.removed and not moved and [m.id for m in old.skills] == [
+    nothing = not recompute and not todo and not report.removed and not moved and [m.id for m in old.skills] == [
         s.id for s in skills]
     phase("compare")
     if dry_run or nothing:
@@ -200,7 +210,10 @@ def _update_locked(directory: str | os.PathLike[str], skills: Sequence[Skill], *
     new = SkillIndex.from_embeddings(skills, emb, cfg, model_id=old.state.model.id,
                                      model_checksum=old.state.model.checksum,
                                      encoder=encoder if encoder is not None else old.encoder, lexicon=lexicon,
-                                     previous_scan=old.scan, namedesc=namedesc, query_table=query_table)
+                                     previous_scan=old.scan, namedesc=namedesc, query_table=query_table,
+                                     **({"basis": (np.asarray(old.dense.basis, np.float32),
+                                                   np.asarray(old.dense.singular_values, np.float32)),
+                                         "decisions": old.decisions} if keep_background else {}))
     phase("rebuild")
     new.state.roots = list(roots) if roots is not None else list(old.state.roots)
     kept = set(new.ids)

@@ -56,7 +56,7 @@ def test_shard_folders_hold_disjoint_rows_covering_the_index(split):
         assert arrays["perp"].shape[0] == arrays["raw"].shape[0] == arrays["codes"].shape[0] == n
         np.testing.assert_array_equal(arrays["perp"], single.dense.embeddings_perp[e["start"]:e["stop"]])
         docs = np.asarray(arrays["post_docs"])
-        assert docs.size == 0 or (docs.min() >= e["start"] and docs.max() < e["stop"])  # only its own rows
+        assert docs.size == 0 or (docs.min() >= 0 and docs.max() < n)  # only its own rows (local ids)
         rows.append(set(range(e["start"], e["stop"])))
     assert set.union(*rows) == set(range(len(single))) and sum(map(len, rows)) == len(single)
     # a shard folder holds about its share of the rows' bytes, the shared part only per-term arrays
@@ -166,3 +166,53 @@ def test_an_update_holding_the_statistics_rewrites_only_the_changed_shard(split,
         assert (p.stat().st_mtime_ns == t) == ("shard-001" not in str(p)), p
     updated = SkillIndex.load(work, encoder=HashEncoder(dim=48))
     _same(updated.search(QUERIES, k=6), nxt.search(QUERIES, k=6))
+
+
+def test_shard_folders_carry_the_binary_scan_and_answer_as_the_single_index(tmp_path):
+    """Each folder holds its rows' sign bits and int8 codes; the coordinator sums the shards' Hamming
+    histograms into the library's, so every shard keeps the rows the single index's prefilter keeps."""
+    from test_cluster import ROOT
+
+    skills = load_skills([ROOT / "data" / "skill_pool" / "corpus.jsonl.gz"]).skills[:1500]
+    index = SkillIndex.build(skills, HashEncoder(dim=48), IndexConfig(candidates=40))
+    index.rebuild_scan("binary", rerank=2)  # max(2 × 40, 4 × 40 int8 survivors) < 1,500: the prefilter cuts
+    folder = index.save(tmp_path / "idx")
+    split_index(folder, tmp_path / "L", 3)
+    _, arrays = read_folder(tmp_path / "L" / "shard-001")
+    np.testing.assert_array_equal(arrays["bits"], index.scan.bits[500:1000])
+    single = SkillIndex.load(folder, encoder=HashEncoder(dim=48))
+    assert single.scan.kind == "binary"
+    sharded = ShardedIndex.from_layout(folder, tmp_path / "L", remote=False)
+    sharded.head.encoder = HashEncoder(dim=48)
+    for k in (1, 5, 12):
+        _same(single.search(QUERIES, k=k), sharded.search(QUERIES, k=k))
+    _same(single.search(QUERIES, k=8, lexical_candidates=20),
+          sharded.search(QUERIES, k=8, lexical_candidates=20))
+
+
+def test_shard_folders_carry_the_ivf_cells_and_answer_as_the_single_index(tmp_path):
+    """Each folder holds its rows grouped by the library's IVF cell; the coordinator picks the probed
+    cells with the library's centroids, every shard scores its rows in them, and the answers are the
+    single index's IVF answers (faiss scores the same rows; the shards' float32 loop agrees within
+    float32 rounding)."""
+    pytest.importorskip("faiss")
+    from test_cluster import ROOT
+
+    skills = load_skills([ROOT / "data" / "skill_pool" / "corpus.jsonl.gz"]).skills[:1500]
+    index = SkillIndex.build(skills, HashEncoder(dim=48), IndexConfig(candidates=40))
+    index.rebuild_scan("ivf", nlist=40, nprobe=4)  # a tenth of the cells: rows outside them are not scored
+    folder = index.save(tmp_path / "idx")
+    split_index(folder, tmp_path / "L", 3)
+    _, arrays = read_folder(tmp_path / "L" / "shard-002")
+    assert int(arrays["cell_indptr"][-1]) == 500
+    assert sorted(np.asarray(arrays["cell_rows"]).tolist()) == list(range(500))
+    single = SkillIndex.load(folder, encoder=HashEncoder(dim=48))
+    assert single.scan.kind == "ivf"
+    sharded = ShardedIndex.from_layout(folder, tmp_path / "L", remote=False)
+    sharded.head.encoder = HashEncoder(dim=48)
+    exact = SkillIndex.load(folder, encoder=HashEncoder(dim=48))
+    exact.rebuild_scan("exact")
+    probed_only = single.search(QUERIES, k=12).skill_ids
+    assert probed_only != exact.search(QUERIES, k=12).skill_ids  # the probe leaves rows out
+    for k in (1, 5, 12):
+        _same(single.search(QUERIES, k=k), sharded.search(QUERIES, k=k))

@@ -43,8 +43,9 @@ def layouts(tmp_path_factory):
     index = SkillIndex.build(load_skills([CORPUS]).skills[:400], HashEncoder(dim=48),
                              IndexConfig(candidates=40))
     out = {}
-    for scan in ("exact", "int8"):
-        index.rebuild_scan(scan)
+    params = {"binary": {"rerank": 1}, "ivf": {"nlist": 12, "nprobe": 3}}
+    for scan in ("exact", "int8", "binary", "ivf"):
+        index.rebuild_scan(scan, **params.get(scan, {}))
         folder = index.save(root / scan)
         split_index(folder, root / f"{scan}-shards", len(NODES))
         out[scan] = (folder, root / f"{scan}-shards")
@@ -58,7 +59,7 @@ def _serve(folder, layout):
     return sharded
 
 
-@pytest.mark.parametrize("scan", ["exact", "int8"])
+@pytest.mark.parametrize("scan", ["exact", "int8", "binary", "ivf"])
 def test_shards_on_their_nodes_answer_as_the_single_index(cluster, layouts, scan):
     import ray
 
@@ -84,6 +85,7 @@ def test_a_killed_shard_is_restarted_and_the_search_answered(cluster, layouts):
     folder, layout = layouts["int8"]
     single = SkillIndex.load(folder, encoder=HashEncoder(dim=48))
     sharded = _serve(folder, layout)
+    sharded.partial_after_s = None  # wait for the restart (the partial answer: the next test)
     try:
         before = single.search(QUERIES, k=5)
         _same(before, sharded.search(QUERIES, k=5))
@@ -94,5 +96,37 @@ def test_a_killed_shard_is_restarted_and_the_search_answered(cluster, layouts):
         assert [r["shard"] for r in sharded.recoveries] == [1]
         _same(before, sharded.search(QUERIES, k=5))  # and served again without another recovery
         assert len(sharded.recoveries) == 1
+    finally:
+        sharded.close()
+
+
+def test_a_shard_that_stays_down_leaves_a_flagged_partial_answer(cluster, layouts):
+    """A shard actor killed for good: the search answers from the other shard within the budget, its
+    result and the served answer (find_skills, the dict the HTTP and MCP servers return) name the missing
+    shard; every hit is a row of the shard that answered."""
+    import numpy as np
+    import ray
+
+    from skillsight_fast.agents.find import find_skills
+
+    folder, layout = layouts["int8"]
+    sharded = _serve(folder, layout)
+    sharded.partial_after_s = 3.0
+    try:
+        whole = sharded.search(QUERIES, k=5)
+        assert whole.partial == []
+        ray.kill(sharded.shards[1], no_restart=True)
+        t0 = time.monotonic()
+        got = sharded.search(QUERIES, k=5)
+        assert time.monotonic() - t0 < 3.0 + 15  # the budget, then the fusion: never a hang
+        assert got.partial == [1]
+        ids = got.ids[got.ids >= 0]
+        assert ids.size and ids.max() < sharded.ranges[1][0]
+        assert (got.ids >= 0).sum(axis=1).min() == 5  # shard 0 alone still fills every answer
+        t0 = time.monotonic()
+        answers = find_skills(sharded, QUERIES[:2], 3)
+        assert time.monotonic() - t0 < 2 * (3.0 + 15)
+        assert all(a.partial == [1] and a.to_dict()["partial"] == [1] for a in answers)
+        assert np.isfinite([h.score for a in answers for h in a.hits]).all()
     finally:
         sharded.close()
