@@ -26,7 +26,14 @@ Adoption rule: set the option in ``OnnxEncoder``'s session if (1) its vectors eq
 (2) its mean CPU per task is at least 3 % lower than today's, and (3) it is lower in each of the three
 length buckets. If both arms pass, the one with the lower mean. Otherwise keep today's session.
 
-Result: not yet run.
+Result (5 Dec 2026 12:26-12:27 UTC, branch s19-short, load 4.6 -> 4.2 from other jobs, 7 rounds;
+results/experiments/short_task_session_memory.json): median 26 word pieces (7 of the 192 tasks have 64 or
+more and fall in no bucket). Mean CPU per task: today 6.795 ms; no-mem-pattern 6.843 (+0.7 %); no-arena
+6.796 (+0.0 %). Both are bit-identical to today. By bucket (under 16 / 16-31 / 32-63 pieces; 23 / 104 / 58
+tasks): today 3.68 / 5.54 / 8.78 ms, no-mem-pattern 3.64 / 5.59 / 8.86, no-arena 3.58 / 5.52 / 8.85.
+Condition (2) fails for both arms (neither is 3 % lower), and (3) fails too. **Not adopted**: the fixed
+cost of a short task's run is not onnxruntime's memory planning or its arena.
+
 
 Run: python experiments/short_task_session_memory.py [--rounds 7] [--json OUT]
 """
