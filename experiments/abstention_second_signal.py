@@ -87,7 +87,12 @@ sys.path.insert(0, str(ROOT / "experiments"))
 from abstention_keeps_answerable import VectorTable, offtopic_for  # noqa: E402
 
 from skillsight_fast.agents.find import find_skills  # noqa: E402
-from skillsight_fast.engine.abstention import Abstention, offtopic_prompts, pseudo_tasks  # noqa: E402
+from skillsight_fast.engine.abstention import (  # noqa: E402
+    Abstention,
+    derive_abstention,
+    offtopic_prompts,
+    pseudo_tasks,
+)
 from skillsight_fast.lab.evaluation.abstention import wilson  # noqa: E402
 from skillsight_fast.lab.evaluation.cache import EmbeddingCache  # noqa: E402
 from skillsight_fast.lab.evaluation.datasets import load_dataset  # noqa: E402
@@ -142,6 +147,29 @@ def apply(found: list[list[tuple[int, float]]], sig: dict[str, np.ndarray], name
     return [[j for r, (j, _) in enumerate(row[:DEPTH]) if keep[i, r]][:K] for i, row in enumerate(found)]
 
 
+def pair_oracle(sig: dict[str, dict[str, np.ndarray]], names: tuple[str, str], gold3: np.ndarray) -> dict[str, Any]:
+    """For information, never adoptable: thresholds chosen WITH the labels on two signals (a hit kept
+    when either reaches its threshold) that silence >= 95 % of the dataset's own off-topic prompts
+    while silencing the fewest answerable tasks; also those losing the fewest tasks whose first 3
+    hits held a gold skill (``gold3``: bool (n, 3), hit r of the task is gold)."""
+    a1, a2 = sig["ans"][names[0]], sig["ans"][names[1]]
+    o1, o2 = sig["off"][names[0]], sig["off"][names[1]]
+    best = {"silenced": (math.inf, None), "lost": (math.inf, None)}
+    for t1 in np.append(np.unique(o1.max(axis=1)), -np.inf) + 1e-9:
+        for t2 in np.append(np.unique(o2.max(axis=1)), -np.inf) + 1e-9:
+            if np.mean(~((o1 >= t1) | (o2 >= t2)).any(axis=1)) < 0.95:
+                continue
+            keep = (a1 >= t1) | (a2 >= t2)
+            silent = ~keep.any(axis=1)
+            lost = float(np.mean(gold3.any(axis=1) & ~(keep[:, :K] & gold3).any(axis=1)))
+            if silent.mean() < best["silenced"][0]:
+                best["silenced"] = (float(silent.mean()), [float(t1), float(t2)])
+            if lost < best["lost"][0]:
+                best["lost"] = (lost, [float(t1), float(t2)])
+    return {"signals": list(names), "min_silenced": best["silenced"][0], "at": best["silenced"][1],
+            "min_lost": best["lost"][0], "lost_at": best["lost"][1]}
+
+
 def measure(answer: list[list[int]], gold: list[frozenset[int]], off_answer: list[list[int]],
             base: list[list[int]], derived_silent: np.ndarray | None) -> dict[str, Any]:
     silent = np.array([not h for h in answer], float)
@@ -179,7 +207,8 @@ def run(name: str, enc: Any) -> dict[str, Any]:
     extra_vecs = EmbeddingCache(ctx.cache, f"{qenc.model_id}-int8", qenc.checksum, "query").get(extra, qenc.encode)
     table = dict(zip(extra, extra_vecs)) | dict(zip(ds.query_texts, tasks))
     index.query_encoder = VectorTable(table, ctx.enc)
-    derived = index.derive_abstention(bodies)
+    derived = derive_abstention(index, bodies)
+    index.state.abstention = derived  # find_skills reads its duplicate cosine from there, as from a built index
     texts = list(ds.query_texts)
 
     emb = np.asarray(index.dense.embeddings, np.float32)
@@ -204,6 +233,10 @@ def run(name: str, enc: Any) -> dict[str, Any]:
         out[r] = measure(answers[r]["ans"], ds.gold, answers[r]["off"], base["ans"],
                          None if r in ("none", "derived") else derived_silent)
         out[r]["offtopic_answered"] = [p for p, h in zip(off_eval, answers[r]["off"]) if h][:10]
+    # for information (added after the first bfcl run, never adoptable): the same pairs with
+    # thresholds chosen on the labels
+    gold3 = np.array([[j in g for j in (h + [-1] * K)[:K]] for h, g in zip(base["ans"], ds.gold)])
+    out["oracle"] = {"+".join(p): pair_oracle(sig, p, gold3) for p in (("cos", "lex"), ("docrel", "lex"))}
     return out
 
 
@@ -233,6 +266,9 @@ def main() -> int:
         out[name] = run(name, enc)
         for r in RULES:
             print(row(name, r, out[name][r], out[name]["thresholds"].get(r)), flush=True)
+        for p, o in out[name]["oracle"].items():
+            print(f"{name} oracle {p} (labels): fewest answerable silenced {pct(o['min_silenced'])} %, "
+                  f"fewest with a gold hit lost {pct(o['min_lost'])} % at >= 95 % off-topic silent", flush=True)
         path.write_text(json.dumps(out, indent=1, default=float) + "\n", encoding="utf-8")
 
     if all(n in out for n in FIT):
