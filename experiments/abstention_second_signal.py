@@ -65,7 +65,7 @@ Result
     (filled in after the run)
 
 Run
-    PYTHONPATH=. nice python experiments/abstention_second_signal.py [--datasets NAME ...]
+    PYTHONPATH=. nice python experiments/abstention_second_signal.py [--datasets NAME ...] [--int8-tasks NAME ...]
     [--out results/experiments/abstention_second_signal.json]
 """
 
@@ -193,11 +193,13 @@ def measure(answer: list[list[int]], gold: list[frozenset[int]], off_answer: lis
     return out
 
 
-def run(name: str, enc: Any) -> dict[str, Any]:
+def run(name: str, enc: Any, int8_tasks: bool = False) -> dict[str, Any]:
     ds = load_dataset(ROOT / "data" / name)
     ctx = EvalContext(dataset=ds, encoder=enc)
     index = ctx.index(shipped_config(ds))
-    tasks = ctx.shipped_vectors(index)  # the lookup-first cascade's task vectors
+    # the lookup-first cascade's task vectors, or (int8_tasks) the int8 transformer's for every task,
+    # the cascade's fallback, when its lookup table cannot be fitted in the time the machine leaves
+    tasks = ctx.int8_query_emb if int8_tasks else ctx.shipped_vectors(index)
     off_eval = offtopic_for(name)
     shipped = offtopic_prompts()
     bodies = [d.body for d in ds.docs]
@@ -217,7 +219,7 @@ def run(name: str, enc: Any) -> dict[str, Any]:
     sig = {g: signals(index, t, found[g], doc_q90) for g, t in (("ans", texts), ("off", off_eval), ("ship", shipped))}
     base = {g: [[j for j, _ in row[:K]] for row in found[g]] for g in ("ans", "off")}
 
-    out: dict[str, Any] = {"derived_rule": derived, "thresholds": {}, "cascade": ctx.notes.get("cascade"),
+    out: dict[str, Any] = {"task_vectors": "int8 transformer" if int8_tasks else "cascade", "derived_rule": derived, "thresholds": {}, "cascade": ctx.notes.get("cascade"),
                            "n_docs": len(index), "offtopic_eval": len(off_eval)}
     answers = {"none": base}
     rule = Abstention.of_rule(derived)
@@ -257,13 +259,16 @@ def row(name: str, r: str, m: dict[str, Any], th: Any) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--datasets", nargs="+", default=list(FIT + CONFIRM))
+    ap.add_argument("--int8-tasks", nargs="*", default=[], metavar="NAME",
+                    help="datasets whose tasks the int8 transformer encodes (the cascade's fallback) instead of "
+                         "the cascade (no lookup table to fit)")
     ap.add_argument("--out", default=str(ROOT / "results" / "experiments" / "abstention_second_signal.json"))
     args = ap.parse_args()
     enc = load_encoder()
     path = Path(args.out)
     out: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
     for name in args.datasets:
-        out[name] = run(name, enc)
+        out[name] = run(name, enc, name in args.int8_tasks)
         for r in RULES:
             print(row(name, r, out[name][r], out[name]["thresholds"].get(r)), flush=True)
         for p, o in out[name]["oracle"].items():
