@@ -4,12 +4,12 @@ Question (issue 44, item 6)
     ``abstention_keeps_answerable.py`` found that no threshold on the best cosine alone, not even one
     chosen with the labels, keeps >= 95 % of off-topic prompts silent while silencing <= 5 % of
     answerable tasks on the tool catalogues (bfcl 29.3 %, metatool 32.6 %, gorilla_hf 10.8 % at the
-    oracle threshold). Looking at the fit sets (skillsbench, sra_theoremqa, bfcl; never metatool or
-    gorilla_hf) before writing this: off-topic prompts that pass a cosine threshold do so with a
-    vague fit to a broad tool ("what should I have for lunch?" -> ``restaurant_search``, "sorry,
-    wrong chat" -> ``chat_with_friend``) and share few of the tool's words, while the answerable
-    tasks such a threshold silences often name the tool's terms ("Delete the release RL50" ->
-    ``delete_release``). Two signals beyond the best cosine, both read from the index alone:
+    oracle threshold). Looking at bfcl (a fit set; skillsbench's and sra_theoremqa's runs had not
+    finished, metatool and gorilla_hf never looked at) before writing this: off-topic prompts
+    that pass a cosine threshold do so with a vague fit to a broad tool ("what should I have for
+    lunch?" -> ``restaurant_search``, "sorry, wrong chat" -> ``chat_with_friend``) and share few
+    of the tool's words, while the answerable tasks such a threshold silences often name the
+    tool's terms ("Delete the release RL50" -> ``delete_release``). Two signals beyond the best cosine, both read from the index alone:
 
     ``lex``     lexical evidence of a hit: the sum of idf(t) = ln((N + 1)/(df + 1)) + 1 (the index's
                 own idf) over the task's known non-stop-word terms (the index's analyzer) found in
@@ -61,8 +61,30 @@ Adoption rule (declared with the rules, before the run)
     from the target (answerable silenced - 5 points, 95 - off-topic silent points); the confirm
     sets are still run so the table is complete.
 
-Result
-    (filled in after the run)
+Result (11:50-12:09 UTC, 5 Dec 2026, load 6-12; results/experiments/abstention_second_signal.json)
+    Nothing passes; nothing is adopted. No arm passes a single fit set (skillsbench: the second
+    signal lets 3-7 of the 25 off-topic prompts through; sra_theoremqa and bfcl: >= 12 % of
+    answerable tasks silenced at q = 0.95, < 95 % off-topic silence at q = 0.90). Answerable
+    silenced / off-topic silent, in %:
+
+    | dataset | derived | cos+lex-q95 | docrel+lex-q95 | docrel+lex-q90 |
+    | skillsbench | 1.4 / 96.0 | 0.0 / 88.0 | 0.0 / 84.0 | 0.0 / 72.0 |
+    | sra_theoremqa | 43.4 / 97.2 | 17.4 / 93.1 | 15.1 / 91.7 | 8.2 / 86.1 |
+    | bfcl | 38.3 / 100.0 | 12.8 / 97.2 | 12.3 / 98.6 | 5.3 / 90.3 |
+    | metatool | 46.7 / 100.0 | 40.6 / 100.0 | 26.4 / 96.0 | 6.8 / 68.0 |
+    | gorilla_hf | 10.6 / 97.2 | 3.2 / 83.3 | 2.6 / 80.6 | 2.0 / 70.8 |
+
+    The second signal moves the trade-off a long way where the derived rule silences most
+    (docrel+lex-q95 minus derived, paired bootstrap: bfcl -25.9 [-27.7, -24.2] points, sra_theoremqa -28.2
+    [-31.5, -25.0], metatool -20.2 [-22.1, -18.5]) but lets off-topic prompts through where the
+    derived rule is already near the target (gorilla_hf, skillsbench). Even with thresholds chosen
+    on the labels (``oracle``, information), the best pair silences >= 95 % of the off-topic
+    prompts only at 12.7 % (sra_theoremqa), 4.8 % (bfcl), 14.1 % (metatool) and 5.9 %
+    (gorilla_hf) of answerable tasks silenced (docrel+lex): these two signals cannot carry the
+    target on sra_theoremqa, metatool or gorilla_hf whatever the thresholds. The skill sets were
+    measured with the int8 transformer's task vectors for every task (``--int8-tasks``; the
+    cascade's fallback): the cascade's lookup table for their 3,434 / 3,646-skill pools could not be
+    fitted in time at load 10-12. The tool sets are measured as shipped (cascade, tool config).
 
 Run
     PYTHONPATH=. nice python experiments/abstention_second_signal.py [--datasets NAME ...] [--int8-tasks NAME ...]
