@@ -9,7 +9,8 @@ Question (issue 44, item 6)
     that pass a cosine threshold do so with a vague fit to a broad tool ("what should I have for
     lunch?" -> ``restaurant_search``, "sorry, wrong chat" -> ``chat_with_friend``) and share few
     of the tool's words, while the answerable tasks such a threshold silences often name the
-    tool's terms ("Delete the release RL50" -> ``delete_release``). Two signals beyond the best cosine, both read from the index alone:
+    tool's terms ("Delete the release RL50" -> ``delete_release``). Two signals beyond the best
+    cosine, both read from the index alone:
 
     ``lex``     lexical evidence of a hit: the sum of idf(t) = ln((N + 1)/(df + 1)) + 1 (the index's
                 own idf) over the task's known non-stop-word terms (the index's analyzer) found in
