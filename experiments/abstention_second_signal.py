@@ -62,33 +62,37 @@ Adoption rule (declared with the rules, before the run)
     from the target (answerable silenced - 5 points, 95 - off-topic silent points); the confirm
     sets are still run so the table is complete.
 
-Result (11:50-12:09 UTC, 5 Dec 2026, load 6-12; results/experiments/abstention_second_signal.json)
+Result (12:22-12:26 UTC, 5 Dec 2026, load 4; results/experiments/abstention_second_signal.json)
     Nothing passes; nothing is adopted. No arm passes a single fit set (skillsbench: the second
-    signal lets 3-7 of the 25 off-topic prompts through; sra_theoremqa and bfcl: >= 12 % of
-    answerable tasks silenced at q = 0.95, < 95 % off-topic silence at q = 0.90). Answerable
-    silenced / off-topic silent, in %:
+    signal lets 2-5 of the 25 off-topic prompts through; sra_theoremqa and bfcl: >= 12 % of
+    answerable tasks silenced at q = 0.95, < 95 % off-topic silence or > 5 % silenced at q = 0.90).
+    Answerable silenced / off-topic silent, in %:
 
     | dataset | derived | cos+lex-q95 | docrel+lex-q95 | docrel+lex-q90 |
-    | skillsbench | 1.4 / 96.0 | 0.0 / 88.0 | 0.0 / 84.0 | 0.0 / 72.0 |
-    | sra_theoremqa | 43.4 / 97.2 | 17.4 / 93.1 | 15.1 / 91.7 | 8.2 / 86.1 |
-    | bfcl | 38.3 / 100.0 | 12.8 / 97.2 | 12.3 / 98.6 | 5.3 / 90.3 |
-    | metatool | 46.7 / 100.0 | 40.6 / 100.0 | 26.4 / 96.0 | 6.8 / 68.0 |
-    | gorilla_hf | 10.6 / 97.2 | 3.2 / 83.3 | 2.6 / 80.6 | 2.0 / 70.8 |
+    | skillsbench | 1.4 / 96.0 | 0.0 / 92.0 | 0.0 / 88.0 | 0.0 / 80.0 |
+    | sra_theoremqa | 48.1 / 98.6 | 18.9 / 94.4 | 15.8 / 94.4 | 9.2 / 86.1 |
+    | bfcl | 49.7 / 100.0 | 12.7 / 95.8 | 12.4 / 100.0 | 5.9 / 95.8 |
+    | metatool | 46.0 / 100.0 | 42.1 / 100.0 | 26.9 / 96.0 | 6.1 / 64.0 |
+    | gorilla_hf | 10.7 / 100.0 | 3.0 / 83.3 | 2.9 / 81.9 | 2.2 / 75.0 |
 
     The second signal moves the trade-off a long way where the derived rule silences most
-    (docrel+lex-q95 minus derived, paired bootstrap: bfcl -25.9 [-27.7, -24.2] points, sra_theoremqa -28.2
-    [-31.5, -25.0], metatool -20.2 [-22.1, -18.5]) but lets off-topic prompts through where the
-    derived rule is already near the target (gorilla_hf, skillsbench). Even with thresholds chosen
-    on the labels (``oracle``, information), the best pair silences >= 95 % of the off-topic
-    prompts only at 12.7 % (sra_theoremqa), 4.8 % (bfcl), 14.1 % (metatool) and 5.9 %
-    (gorilla_hf) of answerable tasks silenced (docrel+lex): these two signals cannot carry the
-    target on sra_theoremqa, metatool or gorilla_hf whatever the thresholds. The skill sets were
-    measured with the int8 transformer's task vectors for every task (``--int8-tasks``; the
-    cascade's fallback): the cascade's lookup table for their 3,434 / 3,646-skill pools could not be
-    fitted in time at load 10-12. The tool sets are measured as shipped (cascade, tool config).
+    (docrel+lex-q95 minus derived, paired bootstrap: bfcl -37.3 [-39.1, -35.5] points,
+    sra_theoremqa -32.3 [-35.6, -29.0], metatool -19.1 [-20.8, -17.4]) but lets off-topic prompts
+    through where the derived rule is already near the target (gorilla_hf, skillsbench). Even with
+    thresholds chosen on the labels (``oracle``, information), the best pair silences >= 95 % of the
+    off-topic prompts only at 13.7 % (sra_theoremqa), 4.8 % (bfcl), 14.2 % (metatool) and 5.2 %
+    (gorilla_hf, cos+lex) of answerable tasks silenced: these two signals cannot carry the target on
+    sra_theoremqa, metatool or gorilla_hf whatever the thresholds.
+
+    A first run (11:50-12:09, load 6-12) measured every dataset with the live int8 transformer's
+    task vectors instead of the cascade's: the harness set ``index.query_encoder``, which the index
+    no longer reads since the engine's refactor; it now sets ``index.encoders.query_encoder`` and
+    checks that the index answers from the given vectors. Same verdict (no arm passes a fit set).
 
 Run
     PYTHONPATH=. nice python experiments/abstention_second_signal.py [--datasets NAME ...] [--int8-tasks NAME ...]
+    (``--int8-tasks``: those datasets' tasks all encoded by the int8 transformer, the cascade's
+    fallback, when the lookup table cannot be fitted in the time there is.)
     [--out results/experiments/abstention_second_signal.json]
 """
 
@@ -216,6 +220,10 @@ def measure(answer: list[list[int]], gold: list[frozenset[int]], off_answer: lis
     return out
 
 
+def texts_of(ds: Any) -> list[str]:
+    return list(ds.query_texts)
+
+
 def run(name: str, enc: Any, int8_tasks: bool = False) -> dict[str, Any]:
     ds = load_dataset(ROOT / "data" / name)
     ctx = EvalContext(dataset=ds, encoder=enc)
@@ -231,7 +239,12 @@ def run(name: str, enc: Any, int8_tasks: bool = False) -> dict[str, Any]:
     qenc = load_encoder(ctx.model, int8=True)  # short prompts: the cascade's int8 transformer
     extra_vecs = EmbeddingCache(ctx.cache, f"{qenc.model_id}-int8", qenc.checksum, "query").get(extra, qenc.encode)
     table = dict(zip(extra, extra_vecs)) | dict(zip(ds.query_texts, tasks))
-    index.query_encoder = VectorTable(table, ctx.enc)
+    # every text answered from the table (the attribute the index's search reads; setting
+    # ``index.query_encoder``, as the previous round did, left the live int8 transformer answering)
+    index.encoders.query_encoder = VectorTable(table, ctx.enc)
+    probe = texts_of(ds)[:64]
+    if not np.allclose(index.encode(probe), np.stack([table[t] for t in probe]), atol=1e-6):
+        raise SystemExit("the index does not answer from the task vectors given to it")
     derived = derive_abstention(index, bodies)
     index.state.abstention = derived  # find_skills reads its duplicate cosine from there, as from a built index
     texts = list(ds.query_texts)
