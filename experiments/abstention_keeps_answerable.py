@@ -76,7 +76,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from skillsight_fast.agents.find import find_skills  # noqa: E402
-from skillsight_fast.engine.abstention import Abstention, offtopic_prompts  # noqa: E402
+from skillsight_fast.engine.abstention import Abstention, derive_abstention, offtopic_prompts  # noqa: E402
 from skillsight_fast.lab.evaluation.abstention import read_prompts, wilson  # noqa: E402
 from skillsight_fast.lab.evaluation.cache import EmbeddingCache  # noqa: E402
 from skillsight_fast.lab.evaluation.datasets import load_dataset  # noqa: E402
@@ -140,8 +140,11 @@ def run(name: str, enc: Any) -> dict[str, Any]:
     qenc = load_encoder(ctx.model, int8=True)  # short prompts: the cascade's int8 transformer
     extra_vecs = EmbeddingCache(ctx.cache, f"{qenc.model_id}-int8", qenc.checksum, "query").get(extra, qenc.encode)
     table = dict(zip(extra, extra_vecs)) | dict(zip(ds.query_texts, tasks))
-    index.query_encoder = VectorTable(table, ctx.enc)
-    derived = index.derive_abstention(bodies)  # kept on the index: find_skills reads its duplicate cosine
+    # the attribute the index's search reads (this file set ``index.query_encoder`` before the engine's
+    # refactor; experiments/abstention_second_signal.py checked the numbers were the same)
+    index.encoders.query_encoder = VectorTable(table, ctx.enc)
+    derived = derive_abstention(index, bodies)
+    index.state.abstention = derived  # find_skills reads its duplicate cosine from there
     # the shipped off-topic tasks' values, as derive_abstention reads them
     res = index.search_vectors(index.encode(offtopic_prompts()), offtopic_prompts(), min(10, len(index)), explain=False)
     shipped_off = np.nan_to_num(res.cosine, nan=-np.inf).max(axis=1)
