@@ -428,7 +428,10 @@ class ShardedIndex:
         joins ``missing``: the search answers from the other shards and asks it nothing more (so a
         search waits at most its rounds' budgets)."""
         deadline = time.monotonic() + float(self.partial_after_s or 0.0)
-        ray.wait(calls, num_returns=len(calls), timeout=max(0.0, deadline - time.monotonic()))
+        ready, _ = ray.wait(calls, num_returns=len(calls), timeout=max(0.0, deadline - time.monotonic()))
+        if not ready and calls:  # no shard in time: a slow machine, not a lost shard (an answer from none
+            deadline = time.monotonic() + CALL_TIMEOUT_S  # is no answer), so they get a call's timeout
+            ray.wait(calls, num_returns=len(calls), timeout=CALL_TIMEOUT_S)
         out: list[Any] = []
         for ref, (args, s) in zip(calls, per_shard):
             try:

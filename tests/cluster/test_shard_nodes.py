@@ -132,3 +132,19 @@ def test_a_shard_that_stays_down_leaves_a_flagged_partial_answer(cluster, layout
         assert np.isfinite([h.score for a in answers for h in a.hits]).all()
     finally:
         sharded.close()
+
+
+def test_a_budget_no_shard_meets_waits_for_them_instead_of_answering_from_none(cluster, layouts):
+    """When no shard answers within the partial budget (a loaded machine, not a lost shard), the round
+    waits a call's timeout for them: the whole answer, nothing flagged (it raised "no shard answered")."""
+    folder, layout = layouts["int8"]
+    single = SkillIndex.load(folder, encoder=HashEncoder(dim=48))
+    sharded = _serve(folder, layout)
+    try:
+        sharded.search(QUERIES[:1], k=5)  # the shards opened and warm (waited for), then no budget at all
+        sharded.partial_after_s = 1e-9
+        got = sharded.search(QUERIES, k=5)
+        assert got.partial == []
+        _same(single.search(QUERIES, k=5), got)
+    finally:
+        sharded.close()
