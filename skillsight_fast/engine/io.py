@@ -89,6 +89,7 @@ from skillsight_fast.engine.io_shared import (
     _refer_static_model,
     _resolve_static_model,
     _shared_general_table,
+    fallback_notice,
     transformer_fallback,
 )
 from skillsight_fast.engine.io_verification import (
@@ -383,6 +384,9 @@ def load_index(directory: Path, *, mmap: bool = False, verify: bool | str = True
                 state.config = _resolve_static_model(state.config, directory)
                 if state.verification is not None:  # issue 41 L3: errors name the folder, not /proc/self/fd/N
                     state.verification.directory = directory
+                if state.fallback is not None:
+                    state.fallback = fallback_notice(state.fallback.replace(str(base), str(directory)))
+                    logger.warning("%s", state.fallback)
                 return state, directory, texts_sha256
     raise AssertionError("unreachable: the locked attempt returns or raises")  # pragma: no cover
 
@@ -447,14 +451,15 @@ def _load_once(directory: Path, *, mmap: bool, verify: bool | str) -> tuple[Inde
             validate.check_utf8(columns)
         skills = records if version3 else [SkillMeta(**rec) for rec in records]
         config = IndexConfig.from_dict(manifest["config"])
+        fell_back = None
         if "static_model" in shared:  # the static model of the user's cache, by checksum
             try:
                 folder = str(_check_static_model(directory, shared["static_model"], verify is True))
             except StaticModelMissing as missing:  # another user's HOME: the transformer answers, or refuse
-                fallback = transformer_fallback(config, directory, missing)
+                fallback = transformer_fallback(config)
                 if fallback is None:
                     raise
-                config = fallback
+                config, fell_back = fallback, str(missing)
                 for name in STATIC_TIER_ARRAYS:
                     arrays.pop(name, None)
             else:
@@ -479,6 +484,7 @@ def _load_once(directory: Path, *, mmap: bool, verify: bool | str) -> tuple[Inde
                            flags=_read_flags(manifest, n, directory), pins=list(manifest.get("pins", [])),
                            abstention=manifest.get("abstention"), cascade=cascade)
         state.stored_texts = columns.get("texts")
+        state.fallback = fell_back
         _check_digests(digests)
         if later:
             deferred.update({f"UTF-8 of {name}": column.decode_all for name, column in columns.items()})

@@ -160,19 +160,20 @@ def _check_static_model(directory: Path, ref: Any, verify: bool) -> Path:
 STATIC_TIER_ARRAYS = ("query_map", "query_table", "query_table_ids")
 
 
-def transformer_fallback(config: IndexConfig, directory: Path, why: StaticModelMissing) -> IndexConfig | None:
+def transformer_fallback(config: IndexConfig) -> IndexConfig | None:
     """The config that answers every task with the int8 transformer (the cascade's own fallback) when
     the static model an index refers to is missing, or None when the skills themselves were encoded
-    by the static model (nothing else can encode their space). Logs one warning saying so."""
+    by the static model (nothing else can encode their space)."""
     if config.encoder.query_encoder not in ("static-mapped", "contextual", "fitted") or (
             config.encoder.model == config.encoder.query_model):
         return None
-    import logging
-
-    logging.getLogger("skillsight_fast").warning(
-        "%s; answering every task with the int8 transformer instead (slower; rebuilding the index as this "
-        "user restores the lookup)", str(why).split(": rebuild")[0])
     return config.replace(query_encoder="transformer", query_model=None, query_int8=True)
+
+
+def fallback_notice(why: str) -> str:
+    """The one-line warning of a load that fell back to the transformer (``why``: the missing file)."""
+    return (why.split(": rebuild")[0] + "; answering every task with the int8 transformer instead (slower; "
+            "rebuilding the index as this user restores the lookup)")
 
 
 def _resolve_static_model(config: IndexConfig, directory: Path) -> IndexConfig:

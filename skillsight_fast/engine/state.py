@@ -504,6 +504,9 @@ class IndexState:
     cascade: Cascade = field(default_factory=Cascade)
     #: The folder a loaded index was read from (its bodies stay there; a save carries them over), else None.
     source_dir: Path | None = field(default=None, compare=False, repr=False)
+    #: Why a loaded index answers every task with the transformer instead of its lookup (the static
+    #: model it refers to is missing from this user's cache: skillsight_fast.engine.io_shared), else None.
+    fallback: str | None = field(default=None, compare=False, repr=False)
     #: sha256 of the texts.jsonl loaded with the index (bodies of another version are refused).
     texts_sha256: str | None = field(default=None, compare=False, repr=False)
 

@@ -76,12 +76,20 @@ def test_a_model_outside_the_cache_is_copied_there_once(built, tmp_path, monkeyp
     assert SkillIndex.load(d).search(TASKS, k=3).skill_ids == index.search(TASKS, k=3).skill_ids
 
 
-def test_a_missing_cached_model_is_refused_with_the_fix(saved, monkeypatch, tmp_path):
+def test_a_missing_cached_model_falls_back_to_the_transformer_with_the_fix(saved, monkeypatch, tmp_path, caplog):
+    """Another user's empty cache: the index loads without its lookup and says so once, naming the index
+    folder (not the descriptor the load reads through) and the missing file."""
+    import logging
+
     d, _ = saved
     monkeypatch.setenv("SKILLSIGHT_CACHE", str(tmp_path / "empty-cache"))  # another user's cache
-    with pytest.raises(IndexFormatError, match=r"refers to the static model file .*tokenizer.json|"
-                                               r"refers to the static model file .*which is missing: rebuild"):
-        SkillIndex.load(d)
+    with caplog.at_level(logging.WARNING, logger="skillsight_fast"):
+        index = SkillIndex.load(d)
+    assert index.config.encoder.query_encoder == "transformer" and index.dense.query_map is None
+    notes = [r.getMessage() for r in caplog.records if "int8 transformer" in r.getMessage()]
+    assert len(notes) == 1 and notes[0].startswith(f"{d}: the index refers to the static model file ")
+    assert "which is missing" in notes[0] and "/proc/self/fd" not in notes[0]
+    assert index.state.fallback == notes[0]
 
 
 @pytest.mark.parametrize("name", ["tokenizer.json", "config.json"])
