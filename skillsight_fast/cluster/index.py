@@ -50,8 +50,15 @@ from typing import Any
 import numpy as np
 
 from skillsight_fast.cluster.layout import global_stats, shard_ranges
-from skillsight_fast.cluster.shard import LEXICAL_SIDES, ShardHost
-from skillsight_fast.engine.columns import SKILL_FIELDS, StringColumn
+from skillsight_fast.cluster.shard import (
+    LEXICAL_SIDES,
+    MAX_CONCURRENCY,
+    ShardHost,
+    _get,
+    _lost_version,
+    _shard_actor,
+)
+from skillsight_fast.cluster.versions import folder_digest, next_version
 from skillsight_fast.engine.result import check_queries, continued_result
 from skillsight_fast.errors import QueryError, SkillsightError
 
@@ -72,21 +79,6 @@ PARTIAL_AFTER_S = 10.0
 
 class ShardUnavailableError(SkillsightError):
     """A shard did not answer, even after it was re-opened on its restarted actor."""
-
-
-#: Calls a shard actor runs at once (threads): searches, and an update opening the next version.
-MAX_CONCURRENCY = 4
-
-
-def _get(ray: Any, refs: list[Any]) -> list[Any]:
-    """``ray.get(refs)``, an actor's error as its own one line (an IndexFormatError of a shard folder)."""
-    try:
-        return list(ray.get(refs))
-    except ray.exceptions.RayTaskError as exc:
-        cause = getattr(exc, "cause", None)
-        if isinstance(cause, SkillsightError):
-            raise cause from None
-        raise
 
 
 class _Rows:
@@ -262,130 +254,15 @@ class ShardedIndex:
             _get(ray, [h.open_folder.remote(0, f, shared, a) for h, f, (a, _) in zip(handles, folders, ranges)])
             new = cls(directory, handles, ranges, head=head, remote=True, layout=root)
         new._actor_options = {"cpus_per_shard": cpus_per_shard, "resources": list(resources or [])}
-        new._digests = [_digest(f) for f in folders]
-        new._shared_digest = _digest(shared)
+        new._digests = [folder_digest(f) for f in folders]
+        new._shared_digest = folder_digest(shared)
         return new
 
     def next_version(self, directory: str | os.PathLike[str] | None = None, *, encoder: Any = None,
                      reopen: bool = False) -> ShardedIndex:
-        """The index folder's current version, served by the same shard hosts: call it after
-        :func:`~skillsight_fast.engine.update.update_index` rewrote the folder (``serve --ray --watch``
-        does).
-
-        The folder holds what the single-index update computed: the skills in the library's order,
-        their rows, and the global statistics recomputed over the whole library (background basis,
-        IDF, generic tokens, LEC weights, BM25 idf and mean length), so the new version answers
-        exactly what the single updated index answers. Rows are assigned by the rule of
-        :meth:`connect` (:func:`shard_ranges` over the new size). Each shard then either keeps its
-        engine (its row range is the same and holds the same skill records, byte for byte, and the
-        statistics its rows and scores derive from are unchanged: background basis, vocabulary, LEC
-        weights, BM25 idf and mean length, scan, document vector) or opens its new rows from the
-        folder; which one is recorded in :attr:`reopened`. A content change moves the background
-        basis, and with it every row's background-removed vector, so after one every shard re-opens.
-        The previous version stays served by the hosts (until the next update) for the searches
-        that began on it, and this object keeps serving it.
-
-        Parameters
-        ----------
-        directory : path, optional
-            The folder (default: this index's).
-        encoder : Encoder, optional
-            Attached to the new coordinator (default: the current one's, if attached).
-        reopen : bool
-            Re-open every shard from the folder, changed or not.
-        """
-        from skillsight_fast.engine.index import SkillIndex
-
-        directory = Path(directory).expanduser().absolute() if directory is not None else self.directory
-        if self.layout is not None:  # shard folders: rewrite the changed ones, re-open only those
-            return self._next_layout_version(directory, encoder)
-        head = SkillIndex.load(directory, mmap=True, verify="background")
-        enc = encoder if encoder is not None else self.head.encoders.attached
-        if enc is not None:
-            head.encoder = enc
-        version = self.version + 1
-        ranges = shard_ranges(len(head), len(self.shards))
-        stats = self.global_stats(head)
-        same_stats = not reopen and _same_statistics(self.head, head)
-        keep = [same_stats and old == new and _same_skills(self.head, head, new)
-                and _sample_rows_equal(self.head, head, new) for old, new in zip(self.ranges, ranges)]
-        if self.remote:
-            import ray
-
-            ref = ray.put(stats)
-            ray.get([h.keep.remote(version, self.version) if kept
-                     else h.open.remote(version, str(directory), a, b, ref)
-                     for h, kept, (a, b) in zip(self.shards, keep, ranges)])
-        else:
-            for h, kept, (a, b) in zip(self.shards, keep, ranges):
-                if kept:
-                    h.keep(version, self.version)
-                else:
-                    h.open(version, directory, a, b, stats)
-        new = ShardedIndex(directory, self.shards, ranges, head=head, remote=self.remote, version=version)
-        new.reopened = [not kept for kept in keep]
-        logger.info("sharded index version %d: %d skills, %d of %d shards re-opened", version, len(head),
-                    sum(new.reopened), len(keep))
-        return new
-
-    def _next_layout_version(self, directory: Path, encoder: Any) -> ShardedIndex:
-        """:meth:`next_version` of shards served from their folders. When the layout is behind the index
-        folder (an update that recomputed the statistics, :func:`~skillsight_fast.engine.update.
-        update_index`), :func:`~skillsight_fast.cluster.layout.refresh_layout` first rewrites the
-        folders whose bytes changed; after :func:`~skillsight_fast.cluster.update.update_layout` the
-        folders are already the index's. Then a shard whose folder changed re-opens it, a shard whose
-        folder is the same keeps its engine (re-bound to the new shared part and first row when those
-        moved), and a shard the update appended gets a new host."""
-        from skillsight_fast.cluster.layout import read_layout, refresh_layout
-        from skillsight_fast.cluster.update import index_digest
-        from skillsight_fast.engine.index import SkillIndex
-
-        assert self.layout is not None
-        if read_layout(self.layout).get("index") != index_digest(directory):
-            refresh_layout(directory, self.layout)
-        head = SkillIndex.load(directory, mmap=True, verify="background")
-        enc = encoder if encoder is not None else self.head.encoders.attached
-        if enc is not None:
-            head.encoder = enc
-        plan = read_layout(self.layout)
-        ranges = [(int(e["start"]), int(e["stop"])) for e in plan["shards"]]
-        folders = [str(self.layout / e["folder"]) for e in plan["shards"]]
-        shared = str(self.layout / plan["shared"])
-        digests = [_digest(f) for f in folders]
-        shared_digest = _digest(shared)
-        moved_stats = shared_digest != self._shared_digest
-        old = getattr(self, "_digests", [None] * len(self.shards))
-        version = self.version + 1
-        hosts = list(self.shards)
-        options = getattr(self, "_actor_options", {"cpus_per_shard": 1.0, "resources": []})
-        if len(ranges) < len(hosts):
-            raise SkillsightError(f"{self.layout}: {len(ranges)} shards, {len(hosts)} served (a layout of "
-                                  "fewer shards needs a new serve)")
-        ray = None
-        if self.remote:
-            import ray
-        for s in range(len(hosts), len(ranges)):  # appended shards: new hosts
-            res = options["resources"]
-            hosts.append(_shard_actor(ray, options["cpus_per_shard"], res[s] if s < len(res) else None)
-                         if self.remote else ShardHost())
-        calls, rewritten = [], []
-        for s, h in enumerate(hosts):
-            a = ranges[s][0]
-            if s >= len(old) or digests[s] != old[s]:
-                rewritten.append(s)
-                call = (h.open_folder.remote if self.remote else h.open_folder)(version, folders[s], shared, a)
-            else:
-                call = (h.keep.remote if self.remote else h.keep)(version, self.version,
-                                                                  shared if moved_stats else None, a)
-            calls.append(call)
-        if self.remote:
-            _get(ray, calls)
-        new = ShardedIndex(directory, hosts, ranges, head=head, remote=self.remote, version=version,
-                           layout=self.layout)
-        new.reopened = [s in rewritten for s in range(len(hosts))]
-        new._digests, new._shared_digest, new._actor_options = digests, shared_digest, options
-        logger.info("sharded index version %d: shard folders %s re-opened of %d", version, rewritten, len(hosts))
-        return new
+        """The index folder's current version, served by the same shard hosts
+        (:func:`skillsight_fast.cluster.versions.next_version`: call it after an update rewrote the folder)."""
+        return next_version(self, directory, encoder=encoder, reopen=reopen)
 
     def close(self) -> None:
         """Stop the shard actors (Ray; they are shared by every version of this index)."""
@@ -828,76 +705,3 @@ def _evidence_lists(part: dict[str, Any], to_head: np.ndarray | None = None) -> 
     if to_head is not None:
         terms = to_head[np.asarray(terms, np.int64)]
     return [terms[ptr[c] : ptr[c + 1]].tolist() for c in range(part["rows"].shape[0])]
-
-
-def _lost_version(exc: Any) -> bool:
-    """A shard's error saying its actor no longer holds the searched version (Ray restarted it, empty)."""
-    return "no longer serves version" in str(getattr(exc, "cause", exc))
-
-
-def _shard_actor(ray: Any, cpus_per_shard: float, resources: dict[str, float] | None) -> Any:
-    """A new :class:`ShardHost` actor (restarted by Ray when lost; the coordinator re-opens its folder)."""
-    return ray.remote(num_cpus=cpus_per_shard, max_concurrency=MAX_CONCURRENCY, resources=resources or {},
-                      max_restarts=-1, max_task_retries=0)(ShardHost).remote()
-
-
-def _digest(folder: str | os.PathLike[str]) -> str | None:
-    """The SHA-256 of a shard or shared folder's manifest (its arrays' checksums): what changes when
-    the folder is rewritten with other bytes."""
-    from skillsight_fast.files import sha256_file
-
-    try:
-        return sha256_file(Path(folder) / "manifest.json")
-    except OSError:
-        return None
-
-
-def _same_statistics(old: Any, new: Any) -> bool:
-    """Whether every statistic a shard's rows and scores derive from is the same in both versions:
-    the background basis, the vocabulary (term ids), the LEC weights, BM25 idf and mean length, the
-    scan and the document vector."""
-    a, b = ShardedIndex.global_stats(old), ShardedIndex.global_stats(new)
-    return (old.scan.kind == new.scan.kind
-            and getattr(old.scan, "oversample", None) == getattr(new.scan, "oversample", None)
-            and old.decisions.document_vector == new.decisions.document_vector
-            and old.config.background.renormalize == new.config.background.renormalize
-            and np.array_equal(old.dense.basis, new.dense.basis)
-            and all(np.array_equal(a[key], b[key]) for key in ("weights", "bm25_idf"))
-            and a["avgdl"] == b["avgdl"]
-            and _same_strings(old.lexical.lexicon.vocab, new.lexical.lexicon.vocab))
-
-
-def _same_strings(a: Any, b: Any) -> bool:
-    """Two string sequences are equal: by their arrays for string columns (format 3: no decoding of
-    millions of terms), else item by item."""
-    if isinstance(a, StringColumn) and isinstance(b, StringColumn):
-        return bool(np.array_equal(a.offsets, b.offsets) and np.array_equal(a.blob, b.blob))
-    return list(a) == list(b)
-
-
-def _same_skills(old: Any, new: Any, rows: tuple[int, int]) -> bool:
-    """Rows ``[a, b)`` hold the same skill records in both versions (every field: id, content hash,
-    path, ...): the bytes of those rows of the skill strings column, else the records' ids and hashes."""
-    a, b = rows
-    so, sn = getattr(old.skills, "column", None), getattr(new.skills, "column", None)
-    if isinstance(so, StringColumn) and isinstance(sn, StringColumn):
-        nf = len(SKILL_FIELDS)
-
-        def span(col: StringColumn) -> tuple[np.ndarray, np.ndarray]:
-            off = np.asarray(col.offsets[a * nf : b * nf + 1], np.int64)
-            return np.asarray(col.blob[int(off[0]) : int(off[-1])]), off - off[0]
-
-        (bo, oo), (bn, on) = span(so), span(sn)
-        return bool(np.array_equal(oo, on) and np.array_equal(bo, bn))
-    return [(old.skills[j].id, old.skills[j].sha256) for j in range(a, b)] == [
-        (new.skills[j].id, new.skills[j].sha256) for j in range(a, b)]
-
-
-def _sample_rows_equal(old: Any, new: Any, rows: tuple[int, int], samples: int = 16) -> bool:
-    """A cheap check on top of the ids, hashes and statistics: a few rows of the scored matrix equal."""
-    a, b = rows
-    if b <= a:
-        return True
-    at = np.unique(np.linspace(a, b - 1, min(samples, b - a)).round().astype(np.int64))
-    return bool(np.array_equal(np.asarray(old.dense.embeddings_perp[at]),
-                               np.asarray(new.dense.embeddings_perp[at])))

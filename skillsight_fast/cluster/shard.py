@@ -36,7 +36,7 @@ import numpy as np
 
 from skillsight_fast.config import BM25_B, BM25_K1
 from skillsight_fast.engine import validate
-from skillsight_fast.errors import IndexFormatError
+from skillsight_fast.errors import IndexFormatError, SkillsightError
 
 #: The lexical sides a shard scores (the LEC coverage candidates need the postings: not sharded).
 LEXICAL_SIDES = ("bm25", "lec")
@@ -462,3 +462,28 @@ def _rss() -> dict[str, int]:
         pass
     return out
 
+
+#: Calls a shard actor runs at once (threads): searches, and an update opening the next version.
+MAX_CONCURRENCY = 4
+
+
+def _get(ray: Any, refs: list[Any]) -> list[Any]:
+    """``ray.get(refs)``, an actor's error as its own one line (an IndexFormatError of a shard folder)."""
+    try:
+        return list(ray.get(refs))
+    except ray.exceptions.RayTaskError as exc:
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, SkillsightError):
+            raise cause from None
+        raise
+
+
+def _shard_actor(ray: Any, cpus_per_shard: float, resources: dict[str, float] | None) -> Any:
+    """A new :class:`ShardHost` actor (restarted by Ray when lost; the coordinator re-opens its folder)."""
+    return ray.remote(num_cpus=cpus_per_shard, max_concurrency=MAX_CONCURRENCY, resources=resources or {},
+                      max_restarts=-1, max_task_retries=0)(ShardHost).remote()
+
+
+def _lost_version(exc: Any) -> bool:
+    """A shard's error saying its actor no longer holds the searched version (Ray restarted it, empty)."""
+    return "no longer serves version" in str(getattr(exc, "cause", exc))
