@@ -166,12 +166,19 @@ def fused_result(index: Any, cand: np.ndarray, s_dense: np.ndarray, s_lex: np.nd
     hit's position in its candidate row (for evidence kept per candidate, as a sharded search does)."""
     ids, scores, pos = index.fuse(cand, s_dense, s_lex, k, fusion=d.fusion,
                                  lexical_weight=d.lexical_weight, rrf_k=d.rrf_k)
+    return _hits(index, ids, scores, pos, s_dense, s_lex, vectors, embeddings), pos
+
+
+def _hits(index: Any, ids: np.ndarray, scores: np.ndarray, pos: np.ndarray, s_dense: np.ndarray,
+          s_lex: np.ndarray, vectors: np.ndarray, embeddings: np.ndarray | None) -> SearchResult:
+    """The result of hits ``ids`` (at columns ``pos`` of their candidate rows) with their fused ``scores``:
+    their dense and lexical parts, raw cosines and skill ids."""
     dense, lex = hit_parts(pos, s_dense, s_lex)
     result = SearchResult(ids=ids, scores=scores, dense=dense, lexical=lex, cosine=hit_cosines(
         index.dense.embeddings if embeddings is None else embeddings, vectors, ids))
     metas = index.skills
     result.skill_ids = [[metas[j].id if j >= 0 else None for j in row] for row in ids.tolist()]
-    return result, pos
+    return result
 
 
 def continued_result(index: Any, cand: np.ndarray, s_dense: np.ndarray, s_lex: np.ndarray, k: int, d: Any,
@@ -182,15 +189,23 @@ def continued_result(index: Any, cand: np.ndarray, s_dense: np.ndarray, s_lex: n
     the first ``DEPTH_HEAD`` hits of the fused order, then the other candidates in the order of RRF of
     their s⊥ and lexical ranks (:func:`~skillsight_fast.engine.depth.continue_positions`); every hit keeps
     its own fused score, parts and cosine, so past the head the scores need not decrease. The positions
-    returned are each hit's column in its candidate row, as :func:`fused_result`'s.
+    returned are each hit's column in its candidate row, as :func:`fused_result`'s. Only the ``k`` hits
+    get their parts, cosines and skill ids (the fusion scores every candidate, as it does anyway).
     """
-    from skillsight_fast.engine.depth import DEPTH_HEAD, continue_positions, reorder_columns
+    from skillsight_fast.engine.depth import DEPTH_HEAD, continue_positions
 
     if getattr(d, "continuation", "fused") != "rrf" or k <= DEPTH_HEAD:
         return fused_result(index, cand, s_dense, s_lex, k, d, vectors, embeddings)
-    result, pos = fused_result(index, cand, s_dense, s_lex, max(k, cand.shape[1]), d, vectors, embeddings)
+    _, fused, pos = index.fuse(cand, s_dense, s_lex, max(k, cand.shape[1]), fusion=d.fusion,
+                               lexical_weight=d.lexical_weight, rrf_k=d.rrf_k)
+    column_score = np.full(cand.shape, -np.inf, np.float32)  # each candidate column's fused score
+    at = pos >= 0
+    column_score[np.nonzero(at)[0], pos[at]] = fused[at]
     new_pos = continue_positions(pos, s_dense, s_lex, k, rrf_k=d.rrf_k)
-    return reorder_columns(result, pos, new_pos), new_pos
+    pad, safe = new_pos < 0, np.maximum(new_pos, 0)
+    ids = np.where(pad, -1, np.take_along_axis(cand, safe, axis=1)).astype(np.int64)
+    scores = np.where(pad, np.float32(-np.inf), np.take_along_axis(column_score, safe, axis=1)).astype(np.float32)
+    return _hits(index, ids, scores, new_pos, s_dense, s_lex, vectors, embeddings), new_pos
 
 
 def hit_evidence(lexicon: Any, ops: Any, ids: np.ndarray, terms: np.ndarray, ptr: np.ndarray) -> list[list[list[str]]]:
