@@ -14,8 +14,6 @@ experiments/tool_depth_continuation.py declares and measures it (docs/TOOLS.md).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 #: RRF's constant (Cormack, Clarke and Büttcher 2009), used by every RRF in this project.
@@ -148,38 +146,3 @@ def continue_positions(fused_pos: np.ndarray, s_dense: np.ndarray, s_lex: np.nda
     l_order = np.argsort(-np.where(has_lex, s_lex, -np.inf), axis=1, kind="stable")
     lexical = np.where(np.take_along_axis(has_lex, l_order, axis=1), np.take_along_axis(cols, l_order, axis=1), -1)
     return head_then_rrf(fused_pos, dense, lexical, k, head, rrf_k)
-
-
-def reorder_columns(result: Any, pos: np.ndarray, new_pos: np.ndarray) -> Any:
-    """``result`` (a search result whose column j holds candidate column ``pos[:, j]``) with its
-    columns in the order of ``new_pos`` (candidate columns, ``-1`` padding), cut to its width.
-
-    Every per-hit field is carried: the arrays ``ids``, ``scores``, ``dense``, ``lexical``,
-    ``cosine`` and the lists ``skill_ids``, ``evidence`` (those present). Padding columns get
-    ``-1`` / ``-inf`` / NaN / None / []. Past the fused head the scores are each hit's own fused
-    score, so they need not decrease there: the order is RRF's (:func:`head_then_rrf`).
-    """
-    import dataclasses
-
-    pos = np.asarray(pos, np.int64)
-    new_pos = np.asarray(new_pos, np.int64)
-    n, k = new_pos.shape
-    take = np.full((n, k), -1, np.int64)
-    for i in range(n):
-        where = {int(c): j for j, c in enumerate(pos[i].tolist()) if c >= 0}
-        for j, c in enumerate(new_pos[i].tolist()):
-            if c >= 0:
-                take[i, j] = where[c]
-    pad = take < 0
-    safe = np.maximum(take, 0)
-    changes: dict[str, Any] = {}
-    fills = {"ids": -1, "scores": -np.inf, "dense": np.nan, "lexical": np.nan, "cosine": np.nan}
-    for name, fill in fills.items():
-        arr = getattr(result, name, None)
-        if isinstance(arr, np.ndarray):
-            changes[name] = np.where(pad, np.asarray(fill, arr.dtype), np.take_along_axis(arr, safe, axis=1))
-    for name, fill in (("skill_ids", None), ("evidence", [])):
-        rows = getattr(result, name, None)
-        if rows:
-            changes[name] = [[fill if t < 0 else row[t] for t in line] for row, line in zip(rows, take.tolist())]
-    return dataclasses.replace(result, **changes)

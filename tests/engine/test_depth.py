@@ -105,31 +105,6 @@ def test_continue_positions_reads_the_candidate_rows():
     assert continue_positions(fused, s_dense, s_lex, k=3, head=10).tolist() == [[2, 0, 1]]
 
 
-def test_reorder_columns_carries_every_hit_field():
-    from dataclasses import dataclass, field
-
-    from skillsight_fast.engine.depth import reorder_columns
-
-    @dataclass
-    class Result:
-        ids: np.ndarray
-        scores: np.ndarray
-        dense: np.ndarray
-        lexical: np.ndarray
-        evidence: list = field(default_factory=list)
-        skill_ids: list = field(default_factory=list)
-        cosine: np.ndarray | None = None
-
-    r = Result(ids=np.array([[7, 8, 9]]), scores=np.array([[3.0, 2.0, 1.0]], np.float32),
-               dense=np.array([[0.3, 0.2, 0.1]], np.float32), lexical=np.array([[1.0, 0.0, 2.0]], np.float32),
-               evidence=[[["a"], [], ["b"]]], skill_ids=[["s7", "s8", "s9"]], cosine=np.array([[0.5, 0.4, 0.3]]))
-    pos = np.array([[4, 0, 2]])  # fused column j holds candidate column pos[j]
-    out = reorder_columns(r, pos, np.array([[4, 2, -1]]))
-    assert out.ids.tolist() == [[7, 9, -1]] and out.skill_ids == [["s7", "s9", None]]
-    assert out.scores[0, :2].tolist() == [3.0, 1.0] and out.scores[0, 2] == -np.inf
-    assert out.evidence == [[["a"], ["b"], []]] and np.isnan(out.dense[0, 2]) and out.cosine[0, 1] == 0.3
-
-
 def _tool_index(n_extra=60, seed=2, **config):
     from fakes import HashEncoder, toy_skills
 
