@@ -33,7 +33,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from skillsight_fast.lab.evaluation.datasets import Dataset, load_dataset  # noqa: E402
 from skillsight_fast.lab.evaluation.methods import METHODS, EvalContext, shipped_config  # noqa: E402
 from skillsight_fast.lab.evaluation.tool_search import (  # noqa: E402
     DEPTH_RULE_METRICS,
@@ -45,20 +44,12 @@ from skillsight_fast.lab.evaluation.tool_search import (  # noqa: E402
 )
 from skillsight_fast.metrics import DEPTH, bootstrap_diff, bootstrap_mean  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "experiments"))
+from tool_depth_continuation import dataset  # noqa: E402  (the datasets, metatool_multi from a MetaTool clone)
+
 DATASETS = ("bfcl", "metatool", "gorilla_hf")
 SHIPPED, FUSED = "shipped", "fused past 10"
 COLUMNS = ("R@3", "R@5", "R@10", "R@20", "R@50", "C@10", "nDCG@10")
-
-
-def dataset(name: str, metatool_repo: str | None) -> Dataset:
-    if name != "metatool_multi":
-        return load_dataset(ROOT / "data" / name)
-    sys.path.insert(0, str(ROOT / "experiments"))
-    from tool_catalogue_confirm_metatool_multi import multi_tool_dataset
-
-    ds, _ = multi_tool_dataset(Path(metatool_repo or ""))
-    ds.meta = {**load_dataset(ROOT / "data" / "metatool").meta, "name": "metatool_multi"}
-    return ds
 
 
 def paired(a: Any, b: Any) -> dict[str, float]:
