@@ -65,6 +65,10 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
                    help="Ray workers, one CPU each (default: the cluster's CPUs)")
     p.add_argument("--chunk-size", type=_positive, default=None, metavar="N",
                    help="skills per chunk of --stream / --ray (default 4096)")
+    p.add_argument("--shards", type=_positive, default=None, metavar="N",
+                   help="also write N shard folders in OUTPUT.shards for serve --ray (with --ray each one "
+                        "is written on a Ray worker from the rows in the object store; else split after "
+                        "the build, as 'skillsight split')")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or warnings")
     p.set_defaults(func=cmd_index)
@@ -230,6 +234,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     index.state.roots = report.roots
     index.pins = args.pin
     index.save(args.output)
+    layout = _write_shard_folders(args, index)
     config = index.config  # what the build settled (auto: the cascade or the transformer)
     if config.encoder.query_int8 and not config.encoder.int8:
         index.encoders.query_encoder  # quantise the task encoder once now, not in the first search  # noqa: B018
@@ -242,13 +247,33 @@ def cmd_index(args: argparse.Namespace) -> int:
         "query_int8": bool(config.encoder.query_int8), "fallback_below": index.cascade.fallback_below,
         "lookup_min_pieces": index.cascade.lookup_min_pieces,
     }
+    if layout is not None:
+        summary["shards"] = {"folder": str(layout["folder"]), "shards": len(layout["shards"]),
+                             "written_by": layout["written_by"]}
     if args.json:
         emit_json(summary)
     elif not args.quiet:
         print(f"indexed {plural(len(index), 'skill')} into {args.output} in {summary['seconds']} s"
               + (f" ({len(report.problems)} skipped: see above)" if report.problems else "")
               + f"; 'skillsight info -i {args.output}' describes it")
+        if layout is not None:
+            print(f"{len(layout['shards'])} shard folders in {layout['folder']} ({layout['written_by']}); "
+                  f"'skillsight serve -i {args.output} --ray ADDRESS' serves them", file=sys.stderr)
     return 0
+
+
+def _write_shard_folders(args: argparse.Namespace, index) -> dict | None:
+    """``--shards N``: the layout the Ray workers wrote, named after the saved index, or a split of it."""
+    from skillsight_fast.cluster.layout import shards_folder, split_index
+
+    if args.shards is None:
+        return None
+    folders = getattr(args, "_shard_folders", None)
+    if folders is not None:  # written by the Ray build's tasks: name the saved index in the layout
+        layout, by = folders.commit(args.output), "Ray workers"
+    else:
+        layout, by = split_index(args.output, shards_folder(args.output), args.shards), "split after the build"
+    return {**layout, "folder": shards_folder(args.output), "written_by": by}
 
 
 def _index_in_memory(args: argparse.Namespace, config, cascade=None) -> tuple:
@@ -312,9 +337,15 @@ def _index_streaming(args: argparse.Namespace, config) -> tuple:
         from skillsight_fast.indexing.ray import ray_build
 
         factory = functools.partial(load_encoder, config.encoder.model, int8=args.int8, threads=1)
+        folders = None
+        if args.shards is not None:
+            from skillsight_fast.cluster.build import ShardFolders
+            from skillsight_fast.cluster.layout import shards_folder
+
+            folders = args._shard_folders = ShardFolders(shards_folder(args.output), args.shards)
         index = ray_build(skills, factory, config, address=None if args.ray == "local" else args.ray,
                           workers=args.ray_workers, chunk_size=chunk, workdir=workdir, on_chunk=progress,
-                          query_encoder=load_encoder(config.encoder.model, int8=args.int8))
+                          query_encoder=load_encoder(config.encoder.model, int8=args.int8), write_folders=folders)
     else:
         index = stream_build(skills, load_encoder(config.encoder.model, int8=args.int8), config, chunk_size=chunk,
                              workdir=workdir, on_chunk=progress)

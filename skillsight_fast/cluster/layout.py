@@ -168,8 +168,6 @@ def _sort_rows(doc_indptr: np.ndarray, terms: np.ndarray, *others: np.ndarray) -
 def shard_arrays(index: Any, start: int, stop: int, to_layout: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The arrays of rows ``[start, stop)`` of a loaded index, as a shard folder holds them: local rows,
     and term ids mapped by ``to_layout`` (the index's term id -> the layout's; None: the same ids)."""
-    from skillsight_fast.kernels import transpose_csr
-
     lex = index.lexical.lexicon
     a, b = int(lex.doc_indptr[start]), int(lex.doc_indptr[stop])
     doc_indptr = np.asarray(lex.doc_indptr[start : stop + 1], np.int64) - a
@@ -184,28 +182,58 @@ def shard_arrays(index: Any, start: int, stop: int, to_layout: np.ndarray | None
         else:
             (doc_terms,) = _sort_rows(doc_indptr, doc_terms)
         doc_terms = np.ascontiguousarray(doc_terms, np.int32)
+    scan = index.scan
+    scans: dict[str, np.ndarray] = {}
+    if scan.kind in ("int8", "binary"):
+        scans["codes"], scans["scales"] = np.asarray(scan.codes[start:stop]), np.asarray(scan.scales[start:stop])
+    if scan.kind == "binary":
+        scans["bits"] = np.asarray(scan.bits[start:stop])
+    return folder_arrays(
+        np.asarray(index.dense.embeddings_perp[start:stop], np.float32),
+        np.asarray(index.dense.embeddings[start:stop], np.float32), doc_indptr, doc_terms, doc_tf,
+        None if lex.doc_len is None else np.asarray(lex.doc_len[start:stop]), n_terms, scan.kind,
+        cells=ivf_cells(scan)[start:stop] if scan.kind == "ivf" else None,
+        nlist=getattr(scan, "nlist", None), scans=scans)
+
+
+def folder_arrays(perp: np.ndarray, raw: np.ndarray, doc_indptr: np.ndarray, doc_terms: np.ndarray,
+                  doc_tf: np.ndarray | None, doc_len: np.ndarray | None, n_terms: int, scan: str, *,
+                  cells: np.ndarray | None = None, nlist: int | None = None,
+                  scans: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """A shard folder's arrays from its rows: background-removed and raw vectors, document -> terms
+    lists (local rows, sorted term ids of the layout), and for the ``scan`` its own arrays: ``scans``
+    (``codes``, ``scales``, ``bits``) when given (a split reads the index's), else computed from
+    ``perp`` row by row as the index's scan computes them (a Ray build's shard writer); the IVF scan's
+    ``cells`` (the library's cell of each row, ``nlist`` cells). The postings are the lists transposed."""
+    from skillsight_fast.kernels import transpose_csr
+
     post_indptr, post_docs = transpose_csr(doc_indptr, doc_terms, n_terms)
     out = {
-        "perp": np.asarray(index.dense.embeddings_perp[start:stop], np.float32),
-        "raw": np.asarray(index.dense.embeddings[start:stop], np.float32),
-        "doc_indptr": doc_indptr, "doc_terms": doc_terms,
+        "perp": np.ascontiguousarray(perp, np.float32),
+        "raw": np.ascontiguousarray(raw, np.float32),
+        "doc_indptr": np.asarray(doc_indptr, np.int64), "doc_terms": np.ascontiguousarray(doc_terms, np.int32),
         "post_indptr": np.asarray(post_indptr, np.int64),
         "post_docs": np.asarray(post_docs, np.int32),  # local rows, ascending per term
     }
     if doc_tf is not None:
         out["doc_tf"] = np.ascontiguousarray(doc_tf)
-    if lex.doc_len is not None:
-        out["doc_len"] = np.asarray(lex.doc_len[start:stop])
-    scan = index.scan
-    if scan.kind in ("int8", "binary"):
-        out["codes"] = np.asarray(scan.codes[start:stop])
-        out["scales"] = np.asarray(scan.scales[start:stop])
-    if scan.kind == "binary":
-        out["bits"] = np.asarray(scan.bits[start:stop])
-    if scan.kind == "ivf":  # its rows grouped by the cell the library's IVF structure put them in
-        cells = ivf_cells(scan)[start:stop]
+    if doc_len is not None:
+        out["doc_len"] = np.asarray(doc_len)
+    scans = dict(scans or {})
+    if scan in ("int8", "binary") and "codes" not in scans:
+        from skillsight_fast.kernels.compressed import quantize_int8
+
+        scans["codes"], scans["scales"] = quantize_int8(out["perp"])
+    if scan == "binary" and "bits" not in scans:
+        from skillsight_fast.kernels.binary import pack_signs
+
+        scans["bits"] = pack_signs(out["perp"])
+    out.update(scans)
+    if scan == "ivf":  # its rows grouped by the cell the library's IVF structure put them in
+        if cells is None or nlist is None:
+            raise SkillsightError("an IVF shard folder needs the cell of each of its rows")
         order = np.argsort(cells, kind="stable")  # local rows, ascending within a cell
-        out["cell_indptr"] = np.concatenate([[0], np.cumsum(np.bincount(cells, minlength=scan.nlist))]).astype(np.int64)
+        out["cell_indptr"] = np.concatenate([[0], np.cumsum(np.bincount(cells, minlength=nlist))]).astype(np.int64)
         out["cell_rows"] = order.astype(np.int32)
     return out
 

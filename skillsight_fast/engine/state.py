@@ -101,6 +101,16 @@ def remove_background(vectors: np.ndarray, basis: np.ndarray, renormalize: bool,
     return (project or kernels.project_out_background)(vectors, basis, renormalize=renormalize)
 
 
+def scored_rows(embeddings: np.ndarray, basis: np.ndarray, renormalize: bool,
+                namedesc: np.ndarray | None = None) -> np.ndarray:
+    """The matrix the dense stage scores: e⊥, or (e⊥ + e_nd⊥) / 2 with the name + description
+    vectors. Row by row, so any slice of rows gives the same bytes as the whole (a shard writer's)."""
+    perp = remove_background(embeddings, basis, renormalize)
+    if namedesc is not None:
+        perp = (0.5 * (perp + remove_background(namedesc, basis, renormalize))).astype(np.float32)
+    return perp
+
+
 @dataclass(frozen=True)
 class DenseState:
     """The dense side of an index.
@@ -159,10 +169,9 @@ class DenseState:
         """
         basis = np.ascontiguousarray(basis, dtype=np.float32)
         qmap = None if query_map is None else np.ascontiguousarray(query_map, dtype=np.float32)
-        perp = remove_background(embeddings, basis, renormalize)
         if namedesc is not None:
             namedesc = np.ascontiguousarray(namedesc, dtype=np.float32)
-            perp = (0.5 * (perp + remove_background(namedesc, basis, renormalize))).astype(np.float32)
+        perp = scored_rows(embeddings, basis, renormalize, namedesc)
         ids, table = (None, None) if query_table is None else (
             np.ascontiguousarray(query_table[0], dtype=np.int32), np.ascontiguousarray(query_table[1], dtype=np.float32))
         return cls(embeddings, perp, basis, np.ascontiguousarray(singular_values, dtype=np.float32), qmap,

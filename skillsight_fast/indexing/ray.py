@@ -9,6 +9,11 @@ chunks and hands them round-robin to ``workers`` Ray actors. Each actor loads th
 flight, and assembles the index exactly as the single-machine streaming build does, so both write
 the same index (tests/indexing/test_build_ray.py).
 
+With ``write_folders`` (:class:`skillsight_fast.cluster.build.ShardFolders`; ``skillsight index --ray
+--shards N``) each worker also leaves its chunk's rows in Ray's object store, and once the library-wide
+statistics are known one Ray task per shard writes that shard's folder from them, byte for byte the
+folder ``skillsight split`` writes from the saved index.
+
 Ray is an optional dependency: the ``ray`` extra (``pip install '.[ray]'`` in the clone). On a cluster
 every node
 needs skillsight-fast and the model files at the same path.
@@ -19,12 +24,12 @@ from __future__ import annotations
 import collections
 import logging
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from skillsight_fast.config import IndexConfig
 from skillsight_fast.errors import SkillsightError, install_hint
-from skillsight_fast.indexing.shard import Shard, encode_shard
+from skillsight_fast.indexing.shard import Shard, ShardRows, encode_shard
 from skillsight_fast.indexing.stream import DEFAULT_CHUNK, StreamBuilder, chunks
 from skillsight_fast.library.skills import Skill
 from skillsight_fast.types import Encoder
@@ -66,12 +71,19 @@ class ShardWorker:
     def encode(self, skills: list[Skill]) -> Shard:
         return encode_shard(skills, self.encoder, self.config)
 
+    def encode_rows(self, skills: list[Skill]) -> tuple[Shard, ShardRows]:
+        """The shard, and apart what a shard folder needs of it (two objects: the driver fetches the first,
+        a shard writer the second)."""
+        shard = encode_shard(skills, self.encoder, self.config)
+        return shard, shard.rows()
+
 
 def ray_build(skills: Iterable[Skill], encoder_factory: Callable[[], Encoder],
               config: IndexConfig | None = None, *, address: str | None = None,
               workers: int | None = None, chunk_size: int = DEFAULT_CHUNK,
               workdir: str | os.PathLike[str] | None = None, query_encoder: Encoder | None = None,
-              on_chunk: Callable[[int], None] | None = None) -> SkillIndex:
+              on_chunk: Callable[[int], None] | None = None,
+              write_folders: Callable[[SkillIndex, Sequence[tuple[Any, int]]], None] | None = None) -> SkillIndex:
     """Build an index with the shards encoded on Ray workers.
 
     Parameters
@@ -96,6 +108,11 @@ def ray_build(skills: Iterable[Skill], encoder_factory: Callable[[], Encoder],
         ``encoder_factory()`` called here (the workers' encoders stay on the workers).
     on_chunk : callable, optional
         Called with the number of skills added after each shard.
+    write_folders : callable, optional
+        Called with the index and, per chunk in row order, ``(ref, rows)``: the Ray object holding the
+        chunk's :class:`~skillsight_fast.indexing.shard.ShardRows` and its number of rows, while Ray is
+        up and the objects live (:class:`skillsight_fast.cluster.build.ShardFolders` writes each shard
+        folder from them on a Ray worker).
 
     Returns
     -------
@@ -123,20 +140,36 @@ def ray_build(skills: Iterable[Skill], encoder_factory: Callable[[], Encoder],
         builder = StreamBuilder(config, workdir)
         try:
             pending: collections.deque[Any] = collections.deque()
+            parts: list[tuple[Any, int]] = []
             for i, chunk in enumerate(chunks(skills, chunk_size)):
-                pending.append(pool[i % n_workers].encode.remote(chunk))
+                worker = pool[i % n_workers]
+                if write_folders is None:
+                    pending.append(worker.encode.remote(chunk))
+                else:  # the folder's part stays in the object store until the statistics are known
+                    shard_ref, rows_ref = worker.encode_rows.options(num_returns=2).remote(chunk)
+                    pending.append(shard_ref)
+                    parts.append((rows_ref, len(chunk)))
                 while len(pending) >= IN_FLIGHT_PER_WORKER * n_workers:
                     _add(builder, ray.get(pending.popleft()), on_chunk)
             while pending:
                 _add(builder, ray.get(pending.popleft()), on_chunk)
-            return builder.finish(model_id=model_id, model_checksum=checksum, encoder=query_encoder)
+            index = builder.finish(model_id=model_id, model_checksum=checksum, encoder=query_encoder)
+            if write_folders is not None:  # the encoders' CPUs go to the shard writers (the parts stay:
+                _stop(ray, pool)           # this process owns them)
+                write_folders(index, parts)
+            return index
         finally:
             builder.close()
-            for w in pool:
-                ray.kill(w)
+            _stop(ray, pool)
     finally:
         if started:
             ray.shutdown()
+
+
+def _stop(ray: Any, pool: list[Any]) -> None:
+    for w in pool:
+        ray.kill(w)
+    pool.clear()
 
 
 def _add(builder: StreamBuilder, shard: Shard, on_chunk: Callable[[int], None] | None) -> None:

@@ -73,6 +73,32 @@ class Shard:
     def __len__(self) -> int:
         return len(self.metas)
 
+    def rows(self) -> ShardRows:
+        """What a shard folder needs of these rows (a Ray build's shard writer)."""
+        return ShardRows(self.embeddings, self.namedesc, self.vocab, self.doc_indptr, self.doc_terms,
+                         self.doc_tf, self.doc_len)
+
+
+@dataclass
+class ShardRows:
+    """The part of a :class:`Shard` a shard folder is written from: its rows' vectors and their
+    document -> terms lists over the chunk's own sorted vocabulary (no texts, no statistics).
+
+    A Ray build keeps these in Ray's object store until the index's library-wide statistics are known,
+    then the shard writers (:mod:`skillsight_fast.cluster.build`) read them from there.
+    """
+
+    embeddings: np.ndarray
+    namedesc: np.ndarray | None
+    vocab: list[str]
+    doc_indptr: np.ndarray
+    doc_terms: np.ndarray
+    doc_tf: np.ndarray
+    doc_len: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.embeddings.shape[0])
+
 
 def encode_shard(skills: Sequence[Skill], encoder: Encoder, config: IndexConfig) -> Shard:
     """Analyse, encode and summarise a chunk of skills.

@@ -57,14 +57,25 @@ def test_cli_index_ray_joins_a_cluster_and_writes_the_same_index(ray_cluster, tm
     lines = [line for line in __import__("gzip").open(CORPUS, "rt", encoding="utf-8")][:16]
     src = tmp_path / "skills.jsonl"
     src.write_text("".join(lines), encoding="utf-8")
-    assert main(["index", str(src), "-o", str(tmp_path / "one"), "-q"]) == 0
+    assert main(["index", str(src), "-o", str(tmp_path / "one"), "-q", "--shards", "2"]) == 0
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     run = subprocess.run(
         [sys.executable, "-m", "skillsight_fast.cli", "-c", f"ray={ray_cluster}", "-c", "ray-workers=2",
-         "-c", "chunk-size=5", "index", str(src), "-o", str(tmp_path / "ray"), "--json"],
+         "-c", "chunk-size=5", "index", str(src), "-o", str(tmp_path / "ray"), "--json", "--shards", "3"],
         capture_output=True, text=True, env=env, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert json.loads(run.stdout.strip().splitlines()[-1])["n_skills"] == 16
+    summary = json.loads(run.stdout.strip().splitlines()[-1])
+    assert summary["n_skills"] == 16 and summary["shards"]["written_by"] == "Ray workers"
+    # the shard folders the workers wrote are the split of the saved index; a plain build splits after it
+    from skillsight_fast.cluster.layout import index_digest, read_folder, read_layout, split_index
+
+    split_index(tmp_path / "ray", tmp_path / "check", 3)
+    for i in range(3):
+        mine, _ = read_folder(tmp_path / "ray.shards" / f"shard-{i:03d}")
+        assert mine["arrays"] == read_folder(tmp_path / "check" / f"shard-{i:03d}")[0]["arrays"]
+    assert read_layout(tmp_path / "ray.shards")["index"] == index_digest(tmp_path / "ray")
+    assert read_layout(tmp_path / "one.shards")["index"] == index_digest(tmp_path / "one")
+    assert len(read_layout(tmp_path / "one.shards")["shards"]) == 2
     a, b = SkillIndex.load(tmp_path / "ray"), SkillIndex.load(tmp_path / "one")
     assert a.state.model.id == b.state.model.id and a.state.model.checksum == b.state.model.checksum
     texts = queries("skillsbench")[:30]
@@ -95,3 +106,46 @@ def test_ray_build_answers_as_the_single_machine_build_with_minilm(ray_cluster, 
                       workers=2, chunk_size=37, workdir=tmp_path, query_encoder=teacher)
     assert index.state.config.encoder.query_encoder == "fitted" and index.state.abstention is not None
     assert_same_answers(index, whole, tasks)
+
+
+POOL = ROOT / "data" / "skill_pool" / "corpus.jsonl.gz"
+
+
+@pytest.mark.parametrize("scan,params", [("exact", {}), ("int8", {}), ("binary", {"rerank": 2}),
+                                         ("ivf", {"nlist": 40, "nprobe": 4})])
+def test_ray_workers_write_the_shard_folders_split_writes(ray_cluster, tmp_path, scan, params):
+    """Each shard folder is written by a Ray task from its rows in the object store, byte for byte the
+    folder `skillsight split` writes from the saved index (the chunks do not fall on the shards' rows)."""
+    from skillsight_fast.cluster.build import ShardFolders
+    from skillsight_fast.cluster.layout import read_folder, read_layout, split_index
+    from skillsight_fast.config import ScanConfig
+
+    if scan == "ivf":
+        pytest.importorskip("faiss")
+    skills = load_skills([POOL]).skills[:1500]
+    cfg = IndexConfig(candidates=40, scan=ScanConfig(scan, params))
+    folders = ShardFolders(tmp_path / "idx.shards", 3)
+    index = ray_build(iter(skills), functools.partial(HashEncoder, dim=48), cfg, workers=2, chunk_size=170,
+                      query_encoder=HashEncoder(dim=48), write_folders=folders)
+    assert index.scan.kind == scan
+    assert not (tmp_path / "idx.shards" / "shards.json").exists()  # no layout before the index is saved
+    folder = index.save(tmp_path / "idx")
+    layout = folders.commit(folder)
+    assert read_layout(tmp_path / "idx.shards") == layout
+    reference = split_index(folder, tmp_path / "split", 3)
+    assert {**layout, "library": None} == {**reference, "library": None}
+    assert sum(w["rows"] for w in folders.written) == 1500
+    for name in [e["folder"] for e in layout["shards"]] + ["shared"]:
+        mine, arrays = read_folder(tmp_path / "idx.shards" / name)
+        theirs, _ = read_folder(tmp_path / "split" / name)
+        assert mine["arrays"] == theirs["arrays"], name  # every array's shape, dtype and SHA-256
+        assert {**mine, "library": None} == {**theirs, "library": None}
+    # and they serve: the shards answer as the single index
+    from skillsight_fast.cluster.index import ShardedIndex
+
+    single = SkillIndex.load(folder, encoder=HashEncoder(dim=48))
+    sharded = ShardedIndex.from_layout(folder, tmp_path / "idx.shards", remote=False)
+    sharded.head.encoder = HashEncoder(dim=48)
+    texts = queries("skillsbench")[:12]
+    a, b = single.search(texts, k=8), sharded.search(texts, k=8)
+    assert a.skill_ids == b.skill_ids
