@@ -83,7 +83,8 @@ def ray_build(skills: Iterable[Skill], encoder_factory: Callable[[], Encoder],
               workers: int | None = None, chunk_size: int = DEFAULT_CHUNK,
               workdir: str | os.PathLike[str] | None = None, query_encoder: Encoder | None = None,
               on_chunk: Callable[[int], None] | None = None,
-              write_folders: Callable[[SkillIndex, Sequence[tuple[Any, int]]], None] | None = None) -> SkillIndex:
+              write_folders: Callable[[SkillIndex, Sequence[tuple[Any, int]]], None] | None = None,
+              ) -> SkillIndex:
     """Build an index with the shards encoded on Ray workers.
 
     Parameters

@@ -136,7 +136,7 @@ def test_ray_workers_write_the_shard_folders_split_writes(ray_cluster, tmp_path,
     assert {**layout, "library": None} == {**reference, "library": None}
     assert sum(w["rows"] for w in folders.written) == 1500
     for name in [e["folder"] for e in layout["shards"]] + ["shared"]:
-        mine, arrays = read_folder(tmp_path / "idx.shards" / name)
+        mine, _ = read_folder(tmp_path / "idx.shards" / name)
         theirs, _ = read_folder(tmp_path / "split" / name)
         assert mine["arrays"] == theirs["arrays"], name  # every array's shape, dtype and SHA-256
         assert {**mine, "library": None} == {**theirs, "library": None}
