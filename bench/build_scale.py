@@ -21,6 +21,7 @@ Run (each step appends to --out, default results/bench/build_scale.json)::
     python bench/build_scale.py ray --size 5000 --chunk 1000 --workers 1 2 --static DIR
     python bench/build_scale.py ray-transformer --size 96 --chunk 16 --workers 1 2
     python bench/build_scale.py encoder --size 64 --static DIR
+    python bench/build_scale.py ray-shards --size 20000 --shards 4 --static DIR   # folders by the workers
     python bench/build_scale.py estimate                                # the 10M plan from the above
 """
 
@@ -273,6 +274,63 @@ def cmd_estimate(a: argparse.Namespace) -> None:
     save(a.out, f"estimate_{n}_{machines}x{cores}", est)
 
 
+def cmd_ray_shards(a: argparse.Namespace) -> None:
+    """Shard folders written by the Ray build's tasks against a Ray build, save and ``split``: the same
+    library, both orders run twice in one Ray session (ABBA), the wall time of each step, and whether the
+    two ways give the same folders (every array's SHA-256)."""
+    import functools
+    import shutil
+
+    import ray
+
+    from skillsight_fast.cluster.build import ShardFolders
+    from skillsight_fast.cluster.layout import read_folder, split_index
+    from skillsight_fast.config import IndexConfig, ScanConfig
+    from skillsight_fast.indexing.ray import ray_build
+    from skillsight_fast.library.skills import LoadReport, iter_skills
+    from skillsight_fast.models import load_encoder
+
+    src = generate(a.size, WORK / f"synthetic-{a.size}.jsonl")
+    factory = functools.partial(load_encoder, a.static, threads=1)
+    query = load_encoder(a.static)
+    cfg = IndexConfig(scan=ScanConfig(a.scan))
+    ray.init(num_cpus=a.workers, include_dashboard=False, log_to_driver=False)
+    runs: dict[str, list[dict]] = {"workers_write": [], "split_after": []}
+    digests: dict[str, list] = {}
+    try:
+        for way in ("workers_write", "split_after", "split_after", "workers_write"):
+            out = WORK / f"ray-shards-{way}"
+            shutil.rmtree(out, ignore_errors=True)
+            shutil.rmtree(Path(f"{out}.shards"), ignore_errors=True)
+            folders = ShardFolders(f"{out}.shards", a.shards) if way == "workers_write" else None
+            t0 = time.perf_counter()
+            index = ray_build(iter_skills([src], LoadReport()), factory, cfg, workers=a.workers,
+                              chunk_size=a.chunk, query_encoder=query, write_folders=folders)
+            t1 = time.perf_counter()
+            index.save(out)
+            t2 = time.perf_counter()
+            if folders is not None:
+                layout = folders.commit(out)
+                writers = [w["seconds"] for w in folders.written]
+            else:
+                layout, writers = split_index(out, f"{out}.shards", a.shards), []
+            t3 = time.perf_counter()
+            runs[way].append({"build_s": round(t1 - t0, 2), "save_s": round(t2 - t1, 2),
+                              "split_or_commit_s": round(t3 - t2, 2), "total_s": round(t3 - t0, 2),
+                              "writer_task_s": writers})
+            digests[way] = [read_folder(Path(f"{out}.shards") / e["folder"])[0]["arrays"]
+                            for e in layout["shards"]]
+            del index
+    finally:
+        ray.shutdown()
+    med = {way: {k: float(np.median([r[k] for r in rs])) for k in ("build_s", "save_s", "split_or_commit_s",
+                                                                     "total_s")} for way, rs in runs.items()}
+    save(a.out, f"ray_shards_{a.size}", {"n_skills": a.size, "shards": a.shards, "workers": a.workers,
+                                         "chunk": a.chunk, "scan": a.scan, "encoder": "static", "runs": runs,
+                                         "median": med,
+                                         "same_folders": digests["workers_write"] == digests["split_after"]})
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "build_scale.json")
@@ -297,6 +355,14 @@ def main() -> None:
         s.add_argument("--chunk", type=int, default=1000 if name == "ray" else 16)
         s.add_argument("--static")
         s.set_defaults(func=func)
+    s = sub.add_parser("ray-shards")
+    s.add_argument("--size", type=int, default=20000)
+    s.add_argument("--shards", type=int, default=4)
+    s.add_argument("--workers", type=int, default=2)
+    s.add_argument("--chunk", type=int, default=1000)
+    s.add_argument("--scan", default="int8")
+    s.add_argument("--static", required=True)
+    s.set_defaults(func=cmd_ray_shards)
     s = sub.add_parser("encoder")
     s.add_argument("--size", type=int, default=64)
     s.add_argument("--static")

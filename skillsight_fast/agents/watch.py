@@ -9,7 +9,10 @@ as one :class:`~skillsight_fast.agents.live.LiveIndex` and hands it to
 the previous version until the swap, and each request sees exactly one version. A sharded index
 (``serve --ray --watch``) is brought to the new version by
 :meth:`ShardedIndex.next_version <skillsight_fast.cluster.index.ShardedIndex.next_version>`: the same
-update, applied shard by shard.
+update, applied shard by shard. Served from shard folders (``IDX.shards``), the update is
+:func:`skillsight_fast.cluster.update.update_layout`, as ``skillsight update`` runs it: while the
+background basis holds, only the folders whose rows changed are rewritten and only their shards
+re-open them (:attr:`LiveIndexWatcher.last_shards` says which).
 
 The watched paths are the configured ones, not the folders they named at start: after each round
 the watcher checks that every source is still the same folder (device, inode and real path), so a
@@ -140,6 +143,8 @@ class LiveIndexWatcher:
         self.force_polling = force_polling
         self.updates = 0
         self.last_report: UpdateReport | None = None
+        #: the last update of shard folders (cluster.update.update_layout: rewritten, kept, drift, ...)
+        self.last_shards: dict[str, Any] | None = None
         self.last_error: str | None = None
         self._encoder: Any = None
         self._stop = threading.Event()
@@ -191,8 +196,18 @@ class LiveIndexWatcher:
             self._encoder = enc
             return _LockedEncoder(enc, self.service.lock)
 
-        report = update_index(self.service.directory, skills, encoder=encoder, wrap_encoder=wrap,
-                              roots=loaded.roots)
+        layout = getattr(current.index, "layout", None)
+        if layout is not None:  # shard folders: only those whose rows changed are rewritten
+            from skillsight_fast.cluster.update import update_layout
+            from skillsight_fast.engine.update import UpdateReport
+
+            shards = update_layout(self.service.directory, layout, skills, encoder=encoder, wrap_encoder=wrap,
+                                   roots=loaded.roots)
+            report = UpdateReport(**shards.pop("update"))
+            self.last_shards = shards
+        else:
+            report = update_index(self.service.directory, skills, encoder=encoder, wrap_encoder=wrap,
+                                  roots=loaded.roots)
         encoder = self._encoder or encoder
         same = [(m.id, m.path) for m in current.index.skills] == [(s.id, s.path) for s in skills]
         if same and not (report.added or report.changed or report.removed):

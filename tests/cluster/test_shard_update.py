@@ -192,3 +192,48 @@ def test_an_update_of_ivf_shard_folders_keeps_the_cells_and_the_other_folders(li
     served = ShardedIndex.from_layout(folder, tmp_path / "L", remote=False)
     served.head.encoder = HashEncoder(dim=48)
     _same(single.search(QUERIES, k=10), served.search(QUERIES, k=10))
+
+
+def test_a_watched_update_of_served_shard_folders_rewrites_only_the_changed_one(sharded, library, tmp_path):
+    """`serve --ray --watch` on shard folders: the watcher runs the shard-folder update, so a change to one
+    skill rewrites and re-opens only its shard (the basis holds: drift within the rule), the other
+    folders stay byte for byte, and the service answers as the single updated index."""
+    import json
+
+    from skillsight_fast.agents.service import SkillService
+    from skillsight_fast.agents.watch import LiveIndexWatcher
+
+    folder, layout = sharded
+
+    def write(skills):
+        src.write_text("".join(json.dumps({"id": s.id, "name": s.name, "description": s.description,
+                                           "body": s.body}) + "\n" for s in skills), encoding="utf-8")
+
+    src = tmp_path / "library.jsonl"
+    write(library[:600])
+    served = ShardedIndex.from_layout(folder, layout, remote=False)
+    served.head.encoder = HashEncoder(dim=48)
+    service = SkillService(folder, index=served)
+    watcher = LiveIndexWatcher(service, [src], rule=lambda d: None)
+    watcher._encoder = HashEncoder(dim=48)
+    assert watcher.refresh() is None
+    before = _files(layout)
+    edited = list(library[:600])
+    s = edited[250]
+    edited[250] = Skill(s.id, s.name, s.description, s.body + " now also converts spreadsheets to parquet")
+    write(edited)
+    report = watcher.refresh()
+    assert report is not None and report.changed == [s.id]
+    shards = watcher.last_shards
+    assert shards is not None and not shards["recomputed"] and shards["drift"] <= shards["max_drift"]
+    assert shards["rewritten"] == [1] and shards["kept"] == [0, 2]
+    live = service.live().index
+    assert live.reopened == [False, True, False]
+    after = _files(layout)
+    for name, stamp in before.items():
+        if name.startswith(("shard-000", "shard-002")):
+            assert after[name] == stamp, name
+    assert after["shard-001/manifest.json"] != before["shard-001/manifest.json"]
+    single = SkillIndex.load(folder, encoder=HashEncoder(dim=48))
+    for k in (1, 10):
+        _same(single.search(QUERIES, k=k), live.search(QUERIES, k=k))
