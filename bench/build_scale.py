@@ -168,7 +168,7 @@ def _ray_rates(n: int, workers: list[int], factory, src: Path, chunk: int) -> di
     from skillsight_fast.library.skills import LoadReport, iter_skills
 
     t0 = time.perf_counter()
-    ray.init(num_cpus=max(workers), include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=max(workers), include_dashboard=False, log_to_driver=False)
     startup = time.perf_counter() - t0
     out: dict = {"ray_init_s": round(startup, 2), "n_skills": n, "chunk": chunk}
     try:
@@ -294,7 +294,7 @@ def cmd_ray_shards(a: argparse.Namespace) -> None:
     factory = functools.partial(load_encoder, a.static, threads=1)
     query = load_encoder(a.static)
     cfg = IndexConfig(scan=ScanConfig(a.scan))
-    ray.init(num_cpus=a.workers, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=a.workers, include_dashboard=False, log_to_driver=False)
     runs: dict[str, list[dict]] = {"workers_write": [], "split_after": []}
     digests: dict[str, list] = {}
     try:

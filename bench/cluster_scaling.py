@@ -61,7 +61,7 @@ def main() -> int:
     tasks = [q.text for q in load_dataset(ROOT / "data" / "skillsbench").queries]
     single = SkillIndex.load(args.index, mmap=True, verify="lazy")
     vectors = single.encode(tasks)
-    ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
     out: dict[str, Any] = {"index": args.index, "n_skills": len(single), "scan": single.scan.kind,
                            "machine": {"cpus": os.cpu_count(), "load_average": list(os.getloadavg())},
                            "runs": []}

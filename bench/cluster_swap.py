@@ -37,7 +37,7 @@ def main() -> int:
     from skillsight_fast.lab.evaluation.datasets import load_dataset
 
     tasks = [q.text for q in load_dataset(ROOT / "data" / "skillsbench").queries]
-    ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
     cluster_index.MAX_CONCURRENCY = args.concurrency
     sharded = cluster_index.ShardedIndex.connect(args.index, args.shards,
                                                  cpus_per_shard=args.cpus / args.shards * 0.95)

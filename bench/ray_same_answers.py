@@ -77,7 +77,7 @@ def main() -> int:
     args = ap.parse_args()
     import ray
 
-    ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=args.workers, include_dashboard=False, log_to_driver=False)
     command = "python bench/ray_same_answers.py --datasets " + " ".join(args.datasets)
     out: dict[str, Any] = {"command": command,
                            "cpu": platform.processor() or platform.machine(), "ray": ray.__version__,

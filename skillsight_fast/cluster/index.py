@@ -180,7 +180,8 @@ class ShardedIndex:
 
         ray = import_ray()
         if not ray.is_initialized():
-            ray.init(address=address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+            ray.init(address=address or "local", include_dashboard=False, log_to_driver=False,
+                     ignore_reinit_error=True)
         directory = Path(directory).expanduser().absolute()
         head = SkillIndex.load(directory, mmap=True, verify="background")
         ranges = shard_ranges(len(head), shards)
@@ -248,7 +249,8 @@ class ShardedIndex:
 
             ray = import_ray()
             if not ray.is_initialized():
-                ray.init(address=address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+                ray.init(address=address or "local", include_dashboard=False, log_to_driver=False,
+                         ignore_reinit_error=True)
             handles = [_shard_actor(ray, cpus_per_shard, resources[i] if resources else None)
                        for i in range(len(ranges))]
             _get(ray, [h.open_folder.remote(0, f, shared, a) for h, f, (a, _) in zip(handles, folders, ranges)])

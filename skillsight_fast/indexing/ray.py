@@ -124,7 +124,8 @@ def ray_build(skills: Iterable[Skill], encoder_factory: Callable[[], Encoder],
     config = config or IndexConfig()  # auto settles in the driver's StreamBuilder.finish
     started = not ray.is_initialized()
     if started:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False,
+        # None starts one here ("local"): Ray's own default would join any cluster running on this machine
+        ray.init(address=address or "local", include_dashboard=False, log_to_driver=False,
                  logging_level=logging.WARNING)
     try:
         n_workers = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))

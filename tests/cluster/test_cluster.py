@@ -85,7 +85,7 @@ def ray_cluster():
     import ray
 
     ray.cloudpickle.register_pickle_by_value(fakes)
-    ctx = ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ctx = ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         yield ctx.address_info["gcs_address"]
     finally:

@@ -148,3 +148,43 @@ def test_a_budget_no_shard_meets_waits_for_them_instead_of_answering_from_none(c
         _same(single.search(QUERIES, k=5), got)
     finally:
         sharded.close()
+
+
+def test_a_ray_build_writes_each_shard_folder_on_the_node_that_serves_it(cluster, layouts, tmp_path):
+    """The Ray build on the multi-node cluster: its encoders on both nodes, then each shard's folder
+    written by a task placed on the shard's node, byte for byte the folders a split of the saved index
+    writes, and served there as the single index."""
+    import functools
+
+    import fakes
+    import ray
+
+    from skillsight_fast.cluster.build import ShardFolders
+    from skillsight_fast.cluster.layout import read_folder
+    from skillsight_fast.indexing.ray import ray_build
+
+    single = SkillIndex.load(layouts["int8"][0])
+    by_name = {name: n["NodeID"] for n in ray.nodes() if n["Alive"]
+               for name in NODES if name in n["Resources"]}
+    ray.cloudpickle.register_pickle_by_value(fakes)  # the workers do not have tests/ on their path
+    try:
+        folders = ShardFolders(tmp_path / "idx.shards", len(NODES), resources=[{name: 1} for name in NODES])
+        index = ray_build(iter(load_skills([CORPUS]).skills[:400]), functools.partial(HashEncoder, dim=48),
+                          IndexConfig(candidates=40, scan=single.config.scan), workers=2, chunk_size=70,
+                          query_encoder=HashEncoder(dim=48), write_folders=folders)
+    finally:
+        ray.cloudpickle.unregister_pickle_by_value(fakes)
+    assert [w["node"] for w in folders.written] == [by_name[name] for name in NODES]
+    saved = index.save(tmp_path / "idx")
+    layout = folders.commit(saved)
+    reference = tmp_path / "split"
+    split_index(saved, reference, len(NODES))
+    for e in layout["shards"]:
+        assert read_folder(tmp_path / "idx.shards" / e["folder"])[0]["arrays"] == \
+            read_folder(reference / e["folder"])[0]["arrays"]
+    sharded = _serve(saved, tmp_path / "idx.shards")
+    try:
+        _same(SkillIndex.load(saved, encoder=HashEncoder(dim=48)).search(QUERIES, k=7),
+              sharded.search(QUERIES, k=7))
+    finally:
+        sharded.close()

@@ -32,7 +32,7 @@ def ray_cluster():
     import ray
 
     ray.cloudpickle.register_pickle_by_value(fakes)  # the workers do not have tests/ on their path
-    ctx = ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ctx = ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         yield ctx.address_info["gcs_address"]
     finally:
