@@ -24,7 +24,7 @@ How a library of N skills is grown from a real one of N0 (documented in docs/SPE
   and memory traffic do not depend on the tf values, so this is enough for timing.
 
 Memory (``workdir``): the largest arrays the grower writes (the resampling's work buffer, the
-document → terms lists, the term frequencies and the embeddings) can live in files of a scratch
+document → terms lists and their transpose, the term frequencies and the embeddings) can live in files of a scratch
 folder, memory-mapped and unlinked at once (the mapping keeps them readable), so they are page cache
 the kernel may write back and drop instead of anonymous memory; the arrays are the same either way.
 At 2M skills this is what keeps the build well inside a 24 GB machine (docs/LARGE.md).
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from skillsight_fast.kernels.csr import _transpose_csr as _transpose_into
 from skillsight_fast.kernels.synthetic import compact_rows as _compact
 from skillsight_fast.kernels.synthetic import resample_terms as _resample_terms
 
@@ -121,7 +122,13 @@ def scale_up(index, n_docs: int, *, seed: int = 0, keep: float = 0.85, new_share
     _compact(cap_ptr, work, out_len, doc_indptr, doc_terms)
     del work, cap_ptr, out_len
     n_terms = v0 + max(n_new, 0)
-    post_indptr, post_docs = transpose_csr(doc_indptr, doc_terms, n_terms)
+    if mem.folder is None:
+        post_indptr, post_docs = transpose_csr(doc_indptr, doc_terms, n_terms)
+    else:  # transpose_csr's own steps, its output in a scratch file
+        post_indptr = np.zeros(n_terms + 1, np.int64)
+        np.cumsum(np.bincount(doc_terms, minlength=n_terms), out=post_indptr[1:])
+        post_docs = mem.empty(doc_terms.shape[0], np.int32)
+        _transpose_into(doc_indptr, doc_terms, post_indptr, post_docs)
     # "{" sorts after every analyser character ([a-z0-9_]) and the ids are zero-padded: the vocabulary
     # stays sorted, as an index requires
     vocab = list(lex.vocab) + [f"{{syn{i:08d}}}" for i in range(max(n_new, 0))]
