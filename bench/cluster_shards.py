@@ -16,6 +16,8 @@ it); each shard actor is placed on its node and opens only its own folder and th
   int8's; ``score``: the survivors scored; ``rows``: the hits' vectors) and the rest of the search
   on the coordinator (background removal, evidence tokens, merges, fusion), medians per search; and
   the floor of a round trip (``info``, a call that does no work, on every shard at once);
+  ``--in-process`` times the same rounds with the shard hosts in this process, called one after
+  the other (no Ray, no two shards at once): each method's time there is the shards' own work;
 * **throughput**: ``--clients`` threads searching at once for ``--seconds``, searches per second;
 * **memory**: per shard actor, RssAnon (its own memory) and RssFile (mapped pages of its folder),
   the bytes of its folder and of the shared part;
@@ -123,6 +125,8 @@ def main() -> int:
     p.add_argument("--cpus-per-node", type=float, default=1.0)
     p.add_argument("--equal", type=int, default=0, help="tasks checked equal (default: all)")
     p.add_argument("--repeat", type=int, default=1, help="latency measurements of both")
+    p.add_argument("--in-process", action="store_true",
+                   help="also time the rounds with the shard hosts in this process, one after the other")
     p.add_argument("--json")
     args = p.parse_args()
 
@@ -226,6 +230,18 @@ def main() -> int:
     finally:
         ray.shutdown()
         cluster.shutdown()
+    if args.in_process:  # the shards' own work per round: the same folders, hosts in this process
+        local = ShardedIndex.from_layout(args.index, layout, remote=False)
+        try:
+            verification = local.head.state.verification
+            if verification is not None:
+                verification.wait()
+            for i in range(20):
+                local.search_vectors(vectors[i : i + 1], tasks[i : i + 1], 5)
+            out["in_process_breakdown"] = breakdown(local, vectors, tasks, args.requests)
+            out["in_process_breakdown"].pop("round_trip_floor_ms")
+        finally:
+            local.close()
     print(json.dumps(out, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
