@@ -5,7 +5,7 @@ The real skillsbench corpus (+ skill pool) is indexed from the cached MiniLM emb
 rows, a resampled lexicon), given the scan ``--scan`` and saved. The index records the real
 encoder's checksum, so it answers real queries::
 
-    python bench/build_synthetic.py --size 1000000 --scan int8 -o /tmp/idx-1m   # ~3 min, ~4 GB on disk
+    python bench/build_synthetic.py --size 1000000 --scan int8 -o /tmp/idx-1m   # ~2 min idle, 7.5 GB on disk
     skillsight -c mmap=true search -i /tmp/idx-1m "extract the tables of a PDF report"
     skillsight -c mmap=true serve -i /tmp/idx-1m ...
     skillsight rescan -i /tmp/idx-1m --scan ivf                                 # same index, IVF scan

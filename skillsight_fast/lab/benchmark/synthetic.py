@@ -27,7 +27,8 @@ Memory (``workdir``): the largest arrays the grower writes (the resampling's wor
 document → terms lists and their transpose, the term frequencies and the embeddings) can live in files of a scratch
 folder, memory-mapped and unlinked at once (the mapping keeps them readable), so they are page cache
 the kernel may write back and drop instead of anonymous memory; the arrays are the same either way.
-At 2M skills this is what keeps the build well inside a 24 GB machine (docs/LARGE.md).
+At 2M skills the build's anonymous peak is 7.9 GB so (10.8 GB with only the transpose in memory;
+docs/LARGE.md, "2M skills over 4 shard folders").
 """
 
 from __future__ import annotations
