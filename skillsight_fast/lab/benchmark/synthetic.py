@@ -22,14 +22,43 @@ How a library of N skills is grown from a real one of N0 (documented in docs/SPE
 * **Term frequencies** (when the real index stores them, for its BM25 side): every synthetic
   term has tf = 1 and a document's length is its number of distinct terms. The BM25 kernel's work
   and memory traffic do not depend on the tf values, so this is enough for timing.
+
+Memory (``workdir``): the largest arrays the grower writes (the resampling's work buffer, the
+document → terms lists and their transpose, the term frequencies and the embeddings) can live in files of a scratch
+folder, memory-mapped and unlinked at once (the mapping keeps them readable), so they are page cache
+the kernel may write back and drop instead of anonymous memory; the arrays are the same either way.
+At 2M skills the build's anonymous peak is 7.9 GB so (10.8 GB with only the transpose in memory;
+docs/LARGE.md, "2M skills over 4 shard folders").
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from skillsight_fast.kernels.csr import _transpose_csr as _transpose_into
 from skillsight_fast.kernels.synthetic import compact_rows as _compact
 from skillsight_fast.kernels.synthetic import resample_terms as _resample_terms
+
+
+class _Scratch:
+    """Arrays of a build: anonymous memory, or (``folder`` given) ``.npy`` files in it, memory-mapped
+    and unlinked at once, so they vanish with their last reference, crash or not."""
+
+    def __init__(self, folder=None) -> None:
+        self.folder = folder
+
+    def empty(self, shape, dtype) -> np.ndarray:
+        if self.folder is None:
+            return np.empty(shape, dtype)
+        import os
+        import tempfile
+
+        fd, name = tempfile.mkstemp(suffix=".npy", dir=self.folder)
+        os.close(fd)
+        try:
+            return np.lib.format.open_memmap(name, mode="w+", dtype=dtype, shape=tuple(np.atleast_1d(shape)))
+        finally:
+            os.unlink(name)
 
 
 def _zipf_sampler(n: int, exponent: float, rng: np.random.Generator, size: int) -> np.ndarray:
@@ -40,8 +69,12 @@ def _zipf_sampler(n: int, exponent: float, rng: np.random.Generator, size: int) 
 
 
 def scale_up(index, n_docs: int, *, seed: int = 0, keep: float = 0.85, new_share: float = 0.5,
-             sigma: float = 0.5, zipf: float = 1.1, rare_df: int = 3):
+             sigma: float = 0.5, zipf: float = 1.1, rare_df: int = 3, scan: str | None = None,
+             workdir=None):
     """A :class:`SkillIndex` of ``n_docs`` rows grown from ``index`` (see the module docstring).
+
+    ``scan``: the scan kind to build (default: the real index's config, ``auto`` resolved by size);
+    ``workdir``: a folder for the memory-mapped scratch arrays (default: anonymous memory).
 
     Returns
     -------
@@ -77,29 +110,37 @@ def scale_up(index, n_docs: int, *, seed: int = 0, keep: float = 0.85, new_share
         extra[is_new] = v0 + rng.integers(0, n_new, n_is_new).astype(np.int32)
     cap_ptr = np.zeros(n_docs + 1, np.int64)
     np.cumsum(lens + n_extra, out=cap_ptr[1:])
-    work = np.empty(int(cap_ptr[-1]), np.int32)
+    mem = _Scratch(workdir)
+    work = mem.empty(int(cap_ptr[-1]), np.int32)
     out_len = np.zeros(n_docs, np.int64)
     rare = lex.df() <= rare_df
     _resample_terms(src, base_n, lex.doc_indptr, lex.doc_terms, rare, float(keep), np.int32(v0),
                     max(n_new, 0), int(seed), extra_ptr, extra, cap_ptr, work, out_len)
-    del extra
+    del extra, is_new, n_extra, extra_ptr
     doc_indptr = np.zeros(n_docs + 1, np.int64)
     np.cumsum(out_len, out=doc_indptr[1:])
-    doc_terms = np.empty(int(doc_indptr[-1]), np.int32)
+    doc_terms = mem.empty(int(doc_indptr[-1]), np.int32)
     _compact(cap_ptr, work, out_len, doc_indptr, doc_terms)
-    del work
+    del work, cap_ptr, out_len
     n_terms = v0 + max(n_new, 0)
-    post_indptr, post_docs = transpose_csr(doc_indptr, doc_terms, n_terms)
+    if mem.folder is None:
+        post_indptr, post_docs = transpose_csr(doc_indptr, doc_terms, n_terms)
+    else:  # transpose_csr's own steps, its output in a scratch file
+        post_indptr = np.zeros(n_terms + 1, np.int64)
+        np.cumsum(np.bincount(doc_terms, minlength=n_terms), out=post_indptr[1:])
+        post_docs = mem.empty(doc_terms.shape[0], np.int32)
+        _transpose_into(doc_indptr, doc_terms, post_indptr, post_docs)
     # "{" sorts after every analyser character ([a-z0-9_]) and the ids are zero-padded: the vocabulary
     # stays sorted, as an index requires
     vocab = list(lex.vocab) + [f"{{syn{i:08d}}}" for i in range(max(n_new, 0))]
     lexicon = Lexicon(vocab, doc_indptr, doc_terms, post_indptr, post_docs)
     if index.lexical.lexicon.has_tf:  # same kernel as the real index (tf values do not change its cost)
-        lexicon.doc_tf = np.ones(doc_terms.shape[0], np.uint16)
+        lexicon.doc_tf = mem.empty(doc_terms.shape[0], np.uint16)
+        lexicon.doc_tf[:] = 1
         lexicon.doc_len = np.diff(doc_indptr).astype(np.int32)
 
     d = index.dense.embeddings.shape[1]
-    emb = np.empty((n_docs, d), np.float32)
+    emb = mem.empty((n_docs, d), np.float32)
     emb[:base_n] = index.dense.embeddings
     chunk = 1 << 16
     scale = np.float32(sigma / math.sqrt(d))
@@ -116,8 +157,9 @@ def scale_up(index, n_docs: int, *, seed: int = 0, keep: float = 0.85, new_share
         for j, s in zip(range(base_n, n_docs), src[base_n:].tolist())
     ]
     # the public build path, keeping the real corpus's background basis and decisions
+    config = index.config if scan is None else index.config.replace(scan=scan)
     syn = SkillIndex.from_embeddings(
-        metas, emb, index.config, model_id=index.state.model.id, model_checksum=index.state.model.checksum,
+        metas, emb, config, model_id=index.state.model.id, model_checksum=index.state.model.checksum,
         encoder=index.encoders.attached, lexicon=lexicon,
         basis=(index.dense.basis, index.dense.singular_values), decisions=index.decisions,
         query_encoder=index.encoders.attached_query if index.dense.query_map is not None else None,

@@ -93,6 +93,28 @@ def test_scale_up_keeps_the_real_rows_and_grows_the_vocabulary(tiny_index, tmp_p
     assert loaded.lexical.lexicon.vocab == big.lexical.lexicon.vocab and len(loaded) == len(big)
 
 
+def test_scale_up_in_scratch_files_builds_the_same_index(tiny_index, tmp_path):
+    """The memory-mapped scratch arrays (workdir) and the scan asked for change nothing else."""
+    import numpy as np
+
+    from skillsight_fast.lab.benchmark.synthetic import scale_up
+
+    directory, n_real = tiny_index
+    base = SkillIndex.load(directory)
+    plain, _ = scale_up(base, n_real * 6, seed=5)
+    plain.rebuild_scan("int8")
+    mapped, _ = scale_up(base, n_real * 6, seed=5, scan="int8", workdir=tmp_path)
+    assert list(tmp_path.iterdir()) == []  # the scratch files are unlinked at once
+    assert not mapped.dense.embeddings.flags.owndata and mapped.scan.kind == "int8"  # a view of the map
+    for name, (_, arr, _) in plain.state.arrays().items():
+        np.testing.assert_array_equal(mapped.state.arrays()[name][1], arr, err_msg=name)
+    for name, arr in plain.scan.arrays().items():
+        np.testing.assert_array_equal(mapped.scan.arrays()[name], arr, err_msg=name)
+    assert mapped.config.to_dict() == plain.config.to_dict()
+    a, b = plain.save(tmp_path / "plain"), mapped.save(tmp_path / "mapped")
+    assert (a / "manifest.json").read_bytes() == (b / "manifest.json").read_bytes()
+
+
 def test_bench_times_each_query_encoder_tier(tiny_index):
     import numpy as np
 
