@@ -200,7 +200,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
             emit_json({"url": server.url, "n_skills": len(service.index), "abstention": service.health()["abstention"],
                        "watching": [str(s) for s in watcher.sources] if watcher is not None else None})
         elif not args.quiet:
-            print(f"skillsight serving {len(service.index)} skills on {server.url} (abstention {threshold}); "
+            shards = getattr(service.index, "shards", None)
+            where = ""
+            if args.ray and shards is not None:  # say where the rows are: shard folders or row ranges
+                layout = getattr(service.index, "layout", None)
+                where = (f" over {len(shards)} Ray shards"
+                         + (f" (folders in {layout})" if layout is not None else " (row ranges of the index)"))
+            print(f"skillsight serving {len(service.index)} skills{where} on {server.url} (abstention {threshold}); "
                   "GET /health, POST /search, GET /skill/<id>, MCP at /mcp"
                   + (f"; watching {', '.join(map(str, watcher.sources))}" if watcher is not None else ""),
                   file=sys.stderr)

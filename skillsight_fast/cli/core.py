@@ -73,7 +73,7 @@ def _add_index(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or warnings")
     p.set_defaults(func=cmd_index)
     settle(p, "index", ["--int8", "--paper", "--lexical", "--query-encoder", "--query-model", "--query-int8",
-                        "--stream", "--ray", "--ray-workers", "--chunk-size"])
+                        "--stream", "--ray", "--ray-workers", "--chunk-size", "--shards"])
 
 
 def add_query_encoder_args(p: argparse.ArgumentParser, evaluation: bool = False) -> None:
@@ -258,7 +258,7 @@ def cmd_index(args: argparse.Namespace) -> int:
               + f"; 'skillsight info -i {args.output}' describes it")
         if layout is not None:
             print(f"{len(layout['shards'])} shard folders in {layout['folder']} ({layout['written_by']}); "
-                  f"'skillsight serve -i {args.output} --ray ADDRESS' serves them", file=sys.stderr)
+                  f"'skillsight -c ray=ADDRESS serve --http -i {args.output}' serves them", file=sys.stderr)
     return 0
 
 

@@ -6,7 +6,7 @@
 - :mod:`skillsight_fast.cluster.index`: :class:`ShardedIndex`, the coordinator: encodes, fans a
   search out, merges the candidates as the single index's scan would have found them, fuses, and
   offers what :func:`~skillsight_fast.agents.find.find_skills` and :class:`~skillsight_fast.agents.service.SkillService`
-  read of an index (``skillsight serve --ray ADDRESS --shards N``), with every search option of the
+  read of an index (``skillsight -c ray=ADDRESS -c shards=N serve``), with every search option of the
   single index; :meth:`ShardedIndex.next_version` brings the shards to an updated folder
   (``serve --ray --watch``); a shard that stays down leaves answers flagged ``partial``.
 - :mod:`skillsight_fast.cluster.layout`: shard folders on disk (``skillsight split``).

@@ -9,8 +9,8 @@ chunks and hands them round-robin to ``workers`` Ray actors. Each actor loads th
 flight, and assembles the index exactly as the single-machine streaming build does, so both write
 the same index (tests/indexing/test_build_ray.py).
 
-With ``write_folders`` (:class:`skillsight_fast.cluster.build.ShardFolders`; ``skillsight index --ray
---shards N``) each worker also leaves its chunk's rows in Ray's object store, and once the library-wide
+With ``write_folders`` (:class:`skillsight_fast.cluster.build.ShardFolders`; ``skillsight -c ray=ADDRESS
+-c shards=N index``) each worker also leaves its chunk's rows in Ray's object store, and once the library-wide
 statistics are known one Ray task per shard writes that shard's folder from them, byte for byte the
 folder ``skillsight split`` writes from the saved index.
 

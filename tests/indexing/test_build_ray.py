@@ -57,11 +57,11 @@ def test_cli_index_ray_joins_a_cluster_and_writes_the_same_index(ray_cluster, tm
     lines = [line for line in __import__("gzip").open(CORPUS, "rt", encoding="utf-8")][:16]
     src = tmp_path / "skills.jsonl"
     src.write_text("".join(lines), encoding="utf-8")
-    assert main(["index", str(src), "-o", str(tmp_path / "one"), "-q", "--shards", "2"]) == 0
+    assert main(["-c", "shards=2", "index", str(src), "-o", str(tmp_path / "one"), "-q"]) == 0
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     run = subprocess.run(
         [sys.executable, "-m", "skillsight_fast.cli", "-c", f"ray={ray_cluster}", "-c", "ray-workers=2",
-         "-c", "chunk-size=5", "index", str(src), "-o", str(tmp_path / "ray"), "--json", "--shards", "3"],
+         "-c", "chunk-size=5", "-c", "shards=3", "index", str(src), "-o", str(tmp_path / "ray"), "--json"],
         capture_output=True, text=True, env=env, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     summary = json.loads(run.stdout.strip().splitlines()[-1])
