@@ -493,7 +493,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     info = {"index": str(args.index), "format_version": m["format_version"],
             "package_version": m["package_version"], "n_skills": m["n_skills"], "model": m["model"],
             "decisions": m["decisions"], "stats": m["stats"], "config": m["config"], "scan": scan_info(m),
-            "abstention": abstention_info(Path(args.index), m)}
+            "abstention": abstention_info(Path(args.index), m), "shards": shards_info(Path(args.index))}
     if args.json:
         emit_json(info)
         return 0
@@ -530,7 +530,29 @@ def cmd_info(args: argparse.Namespace) -> int:
     sc = info["scan"]
     print(f"scan {sc['scan']}" + "".join(f", {k}={v}" for k, v in sc.items() if k not in ("scan", "files")))
     print("config " + ", ".join(f"{k}={v}" for k, v in m["config"].items()))
+    sh = info["shards"]
+    if sh is not None:
+        print(f"shard folders: {sh['error']}" if "error" in sh else
+              f"shard folders: {sh['shards']} in {sh['folder']} ({sh['scan']} scan), "
+              + ("of this index: skillsight -c ray=ADDRESS serve serves them" if sh["current"] else
+                 f"behind this index: skillsight update or skillsight split -i {args.index} {sh['shards']}"))
     return 0
+
+
+def shards_info(directory: Any) -> dict | None:
+    """The shard folders beside an index (``IDX.shards``): how many, and whether they are of the index
+    as it is now (the layout names the index version it was written from); None when there are none."""
+    from skillsight_fast.cluster.layout import LAYOUT, index_digest, read_layout, shards_folder
+
+    folder = shards_folder(directory)
+    if not (folder / LAYOUT).is_file():
+        return None
+    try:
+        layout = read_layout(folder)
+    except SkillsightError as exc:
+        return {"folder": str(folder), "error": str(exc)}
+    return {"folder": str(folder), "shards": len(layout["shards"]), "scan": layout.get("scan"),
+            "current": layout.get("index") == index_digest(directory)}
 
 
 def abstention_info(directory: Any, manifest: dict) -> dict:

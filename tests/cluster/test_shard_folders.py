@@ -108,7 +108,12 @@ def test_a_layout_of_another_index_is_refused(split):
         read_layout(folder)
 
 
+def single_id(folder):
+    return SkillIndex.load(folder, mmap=True).ids[0]
+
+
 def test_cli_split_writes_the_folders_serve_ray_opens(split, tmp_path, capsys):
+    import json
     import shutil
 
     from skillsight_fast.cli import main
@@ -116,8 +121,19 @@ def test_cli_split_writes_the_folders_serve_ray_opens(split, tmp_path, capsys):
 
     folder = tmp_path / "idx"
     shutil.copytree(split["int8"][0], folder)
+    assert main(["info", "-i", str(folder), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["shards"] is None
     assert main(["split", "-i", str(folder), "2"]) == 0
     assert "2 shard folders" in capsys.readouterr().out
+    assert main(["info", "-i", str(folder), "--json"]) == 0  # info names them, of this index
+    said = json.loads(capsys.readouterr().out)["shards"]
+    assert said == {"folder": str(tmp_path / "idx.shards"), "shards": 2, "scan": "int8", "current": True}
+    assert main(["pin", "-i", str(folder), single_id(folder)]) == 0  # the index moves on, the folders not
+    capsys.readouterr()
+    assert main(["info", "-i", str(folder)]) == 0
+    assert "shard folders: 2 in" in (out := capsys.readouterr().out) and "behind this index" in out
+    assert main(["split", "-i", str(folder), "2"]) == 0
+    capsys.readouterr()
     single = SkillIndex.load(folder, encoder=HashEncoder(dim=48))  # the index still loads, folders and all
     assert shards_folder(folder) == tmp_path / "idx.shards"
     sharded = ShardedIndex.from_layout(folder, shards_folder(folder), remote=False)
