@@ -28,7 +28,10 @@ library update swaps a shard's rows in place
 
 from __future__ import annotations
 
+import collections
+import hashlib
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +43,10 @@ from skillsight_fast.errors import IndexFormatError, SkillsightError
 
 #: The lexical sides a shard scores (the LEC coverage candidates need the postings: not sharded).
 LEXICAL_SIDES = ("bm25", "lec")
+#: Hamming distances a shard keeps from a binary search's histogram round for its filter round (the
+#: most recent queries; uint16 per row, 1 MB per 500k rows each), so a search reads the sign bits once.
+DISTANCES_KEPT = 8
+_DISTANCES_LOCK = threading.Lock()
 #: BM25's k1 and b, as float (the single index's).
 _BM25 = (float(BM25_K1), float(BM25_B))
 
@@ -226,25 +233,41 @@ class ShardEngine:
         """Binary scan, first round: how many of this shard's rows lie at each Hamming distance from the
         query's sign bits (int64 (64 w + 1,)); the coordinator sums them into the library's histogram
         and finds the distance the single index's scan stops at."""
-        from skillsight_fast.kernels.binary import hamming, pack_signs
-
         width = 64 * int(self.bits.shape[1]) + 1
         if len(self) == 0:
             return np.zeros(width, np.int64)
-        dist = hamming(pack_signs(q_perp[None, :])[0], self.bits)
-        return np.bincount(dist, minlength=width).astype(np.int64)
+        return np.bincount(self._distances(q_perp), minlength=width).astype(np.int64)
+
+    def _distances(self, q_perp: np.ndarray) -> np.ndarray:
+        """The Hamming distance of each row's sign bits from the query's (uint16 (rows,)), kept for the
+        :data:`DISTANCES_KEPT` latest queries: the filter round of a search finds its histogram round's."""
+        from skillsight_fast.kernels.binary import hamming, pack_signs
+
+        q = np.ascontiguousarray(q_perp, np.float32)
+        key = hashlib.blake2b(q.tobytes(), digest_size=16).digest()
+        with _DISTANCES_LOCK:
+            kept = self.__dict__.setdefault("_kept_distances", collections.OrderedDict())
+            dist = kept.get(key)
+            if dist is not None:
+                kept.move_to_end(key)
+                return dist
+        dist = hamming(pack_signs(q[None, :])[0], self.bits)
+        with _DISTANCES_LOCK:
+            kept[key] = dist
+            while len(kept) > DISTANCES_KEPT:
+                kept.popitem(last=False)
+        return dist
 
     def binary_top(self, q_perp: np.ndarray, threshold: int, kk: int) -> tuple[np.ndarray, np.ndarray]:
         """Binary scan, second round: of this shard's rows within Hamming distance ``threshold`` (ascending),
         the ``kk`` best by the int8 score (global ids, int8 scores), ties by ascending id: the single
         index's binary scan keeps the library's ``kk`` best of the same rows, scored the same way."""
         from skillsight_fast.kernels import single_thread
-        from skillsight_fast.kernels.binary import hamming, pack_signs
         from skillsight_fast.kernels.compressed import dense_topk_int8
 
         if len(self) == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
-        rows = np.flatnonzero(hamming(pack_signs(q_perp[None, :])[0], self.bits) <= threshold)
+        rows = np.flatnonzero(self._distances(q_perp) <= threshold)
         if not rows.size:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         with single_thread():

@@ -206,6 +206,38 @@ def test_shard_folders_carry_the_binary_scan_and_answer_as_the_single_index(tmp_
           sharded.search(QUERIES, k=8, lexical_candidates=20))
 
 
+def test_a_binary_shard_reads_its_sign_bits_once_per_search(tmp_path, monkeypatch):
+    """The filter round uses the distances the histogram round computed (one Hamming pass per search),
+    and answers as a shard that computes them afresh; the kept distances are bounded."""
+    from test_cluster import ROOT
+
+    from skillsight_fast.cluster.shard import DISTANCES_KEPT, ShardEngine
+    from skillsight_fast.kernels import binary
+
+    skills = load_skills([ROOT / "data" / "skill_pool" / "corpus.jsonl.gz"]).skills[:600]
+    index = SkillIndex.build(skills, HashEncoder(dim=48), IndexConfig(candidates=40))
+    index.rebuild_scan("binary", rerank=2)
+    folder = index.save(tmp_path / "idx")
+    split_index(folder, tmp_path / "L", 2)
+    engine = ShardEngine.from_folder(tmp_path / "L" / "shard-001", tmp_path / "L" / "shared", 300)
+    fresh = ShardEngine.from_folder(tmp_path / "L" / "shard-001", tmp_path / "L" / "shared", 300)
+    calls = []
+    real = binary.hamming
+    monkeypatch.setattr(binary, "hamming", lambda *a: calls.append(1) or real(*a))
+    rng = np.random.default_rng(0)
+    for _ in range(DISTANCES_KEPT + 3):
+        q = rng.standard_normal(48).astype(np.float32)
+        hist = engine.hamming_counts(q)
+        thr = int(np.searchsorted(np.cumsum(hist), 60))  # the distance that keeps about 60 rows
+        n = len(calls)
+        got = engine.binary_top(q, thr, 25)
+        assert len(calls) == n  # no second pass over the bits
+        want = fresh.binary_top(q, thr, 25)  # computed afresh (nothing kept for this query)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+    assert len(engine._kept_distances) == DISTANCES_KEPT
+
+
 def test_shard_folders_carry_the_ivf_cells_and_answer_as_the_single_index(tmp_path):
     """Each folder holds its rows grouped by the library's IVF cell; the coordinator picks the probed
     cells with the library's centroids, every shard scores its rows in them, and the answers are the
