@@ -592,18 +592,21 @@ class ShardedIndex:
         cand = np.full((len(texts), width), -1, np.int64)
         s_dense = np.full(cand.shape, -np.inf, np.float32)
         s_lex = np.zeros(cand.shape, np.float32)
+        s_cos = np.full(cand.shape, np.nan, np.float32)  # the raw cosines the shards computed
         for i, got in enumerate(rows_out):
             if got is None:
                 evid.append({})
                 continue
             m = got["rows"].shape[0]
             cand[i, :m], s_dense[i, :m], s_lex[i, :m] = got["rows"], got["dense"], got["lexical"]
+            s_cos[i, :m] = got["cosine"]
             evid.append(got)
         from skillsight_fast.kernels import n_threads
 
         with n_threads(1 if len(texts) == 1 else None):
-            # qᵀd of the hits as the single index computes it (the same rows, fetched from the shards)
-            result, pos = continued_result(head, cand, s_dense, s_lex, k, d, raw, embeddings=self.dense.embeddings)
+            # qᵀd of the hits: the shards computed every candidate's with the scoring round, so no round
+            # trip fetches the hits' rows again
+            result, pos = continued_result(head, cand, s_dense, s_lex, k, d, raw, cand_cosine=s_cos)
         if explain:
             vocab = head.lexical.lexicon.vocab
             result.evidence = [[[vocab[t] for t in evid[i]["ev"][p]] if p >= 0 else [] for p in pos[i].tolist()]

@@ -160,29 +160,39 @@ def check_k(k: int, n_docs: int, most: int | None = None) -> int:
 
 
 def fused_result(index: Any, cand: np.ndarray, s_dense: np.ndarray, s_lex: np.ndarray, k: int, d: Any,
-                 vectors: np.ndarray, embeddings: np.ndarray | None = None) -> tuple[SearchResult, np.ndarray]:
+                 vectors: np.ndarray, embeddings: np.ndarray | None = None,
+                 cand_cosine: np.ndarray | None = None) -> tuple[SearchResult, np.ndarray]:
     """The last stage of a search of ``index`` (a :class:`~skillsight_fast.engine.index.SkillIndex`): fuse the candidates' scores, keep the top ``k`` and fill the hits'
     parts, raw cosines (``embeddings``' rows, default the index's) and skill ids; also returns each
-    hit's position in its candidate row (for evidence kept per candidate, as a sharded search does)."""
+    hit's position in its candidate row (for evidence kept per candidate, as a sharded search does).
+    ``cand_cosine``: the raw cosine of every candidate, when the caller has them (a sharded search: the
+    shards computed them), so no row is read again."""
     ids, scores, pos = index.fuse(cand, s_dense, s_lex, k, fusion=d.fusion,
                                  lexical_weight=d.lexical_weight, rrf_k=d.rrf_k)
-    return _hits(index, ids, scores, pos, s_dense, s_lex, vectors, embeddings), pos
+    return _hits(index, ids, scores, pos, s_dense, s_lex, vectors, embeddings, cand_cosine), pos
 
 
 def _hits(index: Any, ids: np.ndarray, scores: np.ndarray, pos: np.ndarray, s_dense: np.ndarray,
-          s_lex: np.ndarray, vectors: np.ndarray, embeddings: np.ndarray | None) -> SearchResult:
+          s_lex: np.ndarray, vectors: np.ndarray, embeddings: np.ndarray | None,
+          cand_cosine: np.ndarray | None = None) -> SearchResult:
     """The result of hits ``ids`` (at columns ``pos`` of their candidate rows) with their fused ``scores``:
-    their dense and lexical parts, raw cosines and skill ids."""
+    their dense and lexical parts, raw cosines (``cand_cosine``'s at ``pos`` when given, else computed
+    from the rows) and skill ids."""
     dense, lex = hit_parts(pos, s_dense, s_lex)
-    result = SearchResult(ids=ids, scores=scores, dense=dense, lexical=lex, cosine=hit_cosines(
-        index.dense.embeddings if embeddings is None else embeddings, vectors, ids))
+    if cand_cosine is not None:
+        cosine = np.where(pos >= 0, np.take_along_axis(cand_cosine, np.maximum(pos, 0), axis=1),
+                          np.float32(np.nan)).astype(np.float32)
+    else:
+        cosine = hit_cosines(index.dense.embeddings if embeddings is None else embeddings, vectors, ids)
+    result = SearchResult(ids=ids, scores=scores, dense=dense, lexical=lex, cosine=cosine)
     metas = index.skills
     result.skill_ids = [[metas[j].id if j >= 0 else None for j in row] for row in ids.tolist()]
     return result
 
 
 def continued_result(index: Any, cand: np.ndarray, s_dense: np.ndarray, s_lex: np.ndarray, k: int, d: Any,
-                     vectors: np.ndarray, embeddings: np.ndarray | None = None) -> tuple[SearchResult, np.ndarray]:
+                     vectors: np.ndarray, embeddings: np.ndarray | None = None,
+                     cand_cosine: np.ndarray | None = None) -> tuple[SearchResult, np.ndarray]:
     """:func:`fused_result`, continued past the fused head as ``d.continuation`` says.
 
     ``fused``: the fused order to the end. ``rrf`` with ``k`` over :data:`~skillsight_fast.engine.depth.DEPTH_HEAD`:
@@ -195,7 +205,7 @@ def continued_result(index: Any, cand: np.ndarray, s_dense: np.ndarray, s_lex: n
     from skillsight_fast.engine.depth import DEPTH_HEAD, continue_positions
 
     if getattr(d, "continuation", "fused") != "rrf" or k <= DEPTH_HEAD:
-        return fused_result(index, cand, s_dense, s_lex, k, d, vectors, embeddings)
+        return fused_result(index, cand, s_dense, s_lex, k, d, vectors, embeddings, cand_cosine)
     _, fused, pos = index.fuse(cand, s_dense, s_lex, max(k, cand.shape[1]), fusion=d.fusion,
                                lexical_weight=d.lexical_weight, rrf_k=d.rrf_k)
     column_score = np.full(cand.shape, -np.inf, np.float32)  # each candidate column's fused score
@@ -205,7 +215,7 @@ def continued_result(index: Any, cand: np.ndarray, s_dense: np.ndarray, s_lex: n
     pad, safe = new_pos < 0, np.maximum(new_pos, 0)
     ids = np.where(pad, -1, np.take_along_axis(cand, safe, axis=1)).astype(np.int64)
     scores = np.where(pad, np.float32(-np.inf), np.take_along_axis(column_score, safe, axis=1)).astype(np.float32)
-    return _hits(index, ids, scores, new_pos, s_dense, s_lex, vectors, embeddings), new_pos
+    return _hits(index, ids, scores, new_pos, s_dense, s_lex, vectors, embeddings, cand_cosine), new_pos
 
 
 def hit_evidence(lexicon: Any, ops: Any, ids: np.ndarray, terms: np.ndarray, ptr: np.ndarray) -> list[list[list[str]]]:

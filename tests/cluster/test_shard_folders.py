@@ -39,7 +39,7 @@ def _same(a, b):
     shards sum the same products in a different order)."""
     assert a.skill_ids == b.skill_ids
     np.testing.assert_array_equal(a.ids, b.ids)
-    for name in ("scores", "dense", "lexical"):
+    for name in ("scores", "dense", "lexical", "cosine"):
         np.testing.assert_allclose(getattr(a, name), getattr(b, name), rtol=0, atol=1e-6, err_msg=name)
     assert a.evidence == b.evidence
 
