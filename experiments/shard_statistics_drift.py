@@ -76,15 +76,6 @@ MIN_OVERLAP = 0.95
 MIN_DR10 = -0.01
 
 
-def _roots() -> list[Path]:
-    roots = [ROOT / "data" / n for n in ("skillsbench", "sra_theoremqa", "metatool", "gorilla_hf")]
-    for bfcl in (ROOT / "data" / "bfcl", Path("/work/shared/datasets/bfcl")):
-        if (bfcl / "meta.json").is_file():
-            roots.append(bfcl)
-            break
-    return roots
-
-
 def _taken(n: int, f: float, mode: str, seed: int) -> np.ndarray:
     """Boolean mask of the rows taken out of the library."""
     rng = np.random.default_rng(seed)
@@ -119,7 +110,10 @@ def run(fractions, seeds, modes) -> dict:
     from skillsight_fast.metrics import bootstrap_diff, recall_at_k
 
     cells = []
-    for root in _roots():
+    sys.path.insert(0, str(ROOT / "experiments"))
+    from scan_recall import _dataset_roots  # the five shared datasets, bfcl where it is
+
+    for root in _dataset_roots():
         ds = load_dataset(root)
         ctx = EvalContext(ds)
         emb, qv, texts = ctx.doc_emb, ctx.query_emb, ds.query_texts
