@@ -46,7 +46,6 @@ LEXICAL_SIDES = ("bm25", "lec")
 #: Hamming distances a shard keeps from a binary search's histogram round for its filter round (the
 #: most recent queries; uint16 per row, 1 MB per 500k rows each), so a search reads the sign bits once.
 DISTANCES_KEPT = 8
-_DISTANCES_LOCK = threading.Lock()
 #: BM25's k1 and b, as float (the single index's).
 _BM25 = (float(BM25_K1), float(BM25_B))
 
@@ -139,6 +138,9 @@ class ShardEngine:
             self.codes, self.scales = arrays["codes"], arrays["scales"]
         if self.scan_kind == "binary":
             self.bits = arrays["bits"]
+            # the latest queries' Hamming distances (:meth:`_distances`; a rebound copy shares them: same bits)
+            self._kept_distances: collections.OrderedDict[bytes, np.ndarray] = collections.OrderedDict()
+            self._distances_lock = threading.Lock()
         if self.scan_kind == "ivf":
             self.cell_indptr, self.cell_rows = np.asarray(arrays["cell_indptr"]), arrays["cell_rows"]
             if int(self.cell_indptr[-1]) != len(self):
@@ -245,14 +247,14 @@ class ShardEngine:
 
         q = np.ascontiguousarray(q_perp, np.float32)
         key = hashlib.blake2b(q.tobytes(), digest_size=16).digest()
-        with _DISTANCES_LOCK:
-            kept = self.__dict__.setdefault("_kept_distances", collections.OrderedDict())
+        kept = self._kept_distances
+        with self._distances_lock:
             dist = kept.get(key)
             if dist is not None:
                 kept.move_to_end(key)
                 return dist
         dist = hamming(pack_signs(q[None, :])[0], self.bits)
-        with _DISTANCES_LOCK:
+        with self._distances_lock:
             kept[key] = dist
             while len(kept) > DISTANCES_KEPT:
                 kept.popitem(last=False)
