@@ -21,11 +21,8 @@ once the index is saved: until then the folders are not a layout anyone opens.
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,15 +31,15 @@ from typing import Any
 import numpy as np
 
 from skillsight_fast.cluster.layout import (
-    LAYOUT,
-    LAYOUT_FORMAT,
     SHARED,
     _replace_folder,
     check_scan,
+    clear_layout,
     folder_arrays,
     global_stats,
     index_digest,
     ivf_cells,
+    new_layout,
     shard_folder_name,
     shard_ranges,
     write_layout,
@@ -168,15 +165,7 @@ class ShardFolders:
         if sum(sizes) != len(index):
             raise SkillsightError(f"the chunks hold {sum(sizes)} rows, the index {len(index)}")
         out = self.output
-        out.mkdir(parents=True, exist_ok=True)
-        try:  # written anew: a layout there keeps its library's name, its folders are all rewritten
-            library = str(json.loads((out / LAYOUT).read_text(encoding="utf-8"))["library"])
-        except (OSError, ValueError, KeyError, TypeError):
-            library = uuid.uuid4().hex
-        (out / LAYOUT).unlink(missing_ok=True)  # no layout names these folders until commit()
-        for old in [*out.glob("shard-[0-9][0-9][0-9]"), out / SHARED]:
-            if old.is_dir():
-                shutil.rmtree(old)
+        library = clear_layout(out)  # no layout names these folders until commit()
         lex = index.lexical.lexicon
         write_shared(out / SHARED, global_stats(index), lex.vocab, library)
         scan = index.scan
@@ -198,11 +187,7 @@ class ShardFolders:
             tasks.append(write.options(**opts).remote(
                 str(out / shard_folder_name(i)), pieces, ctx_ref, None if cells is None else cells[a:b]))
         self.written = ray.get(tasks)
-        self.layout = {"format": LAYOUT_FORMAT, "n_skills": len(index), "shared": SHARED,
-                       "shards": [{"folder": shard_folder_name(i), "start": a, "stop": b}
-                                  for i, (a, b) in enumerate(ranges)],
-                       "scan": scan.kind, "library": library,
-                       "capacity": max(1, max(b - a for a, b in ranges)), "index": None}
+        self.layout = new_layout(ranges, scan.kind, library, None)
 
     def commit(self, directory: str | os.PathLike[str]) -> dict[str, Any]:
         """Write the layout (``shards.json``) naming the index saved in ``directory``; returns it."""

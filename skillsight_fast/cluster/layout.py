@@ -329,26 +329,36 @@ def split_index(directory: str | os.PathLike[str], output: str | os.PathLike[str
     index = SkillIndex.load(Path(directory), mmap=True)
     check_scan(index)
     out = Path(output)
+    library = clear_layout(out)
+    write_shared(out / SHARED, global_stats(index), index.lexical.lexicon.vocab, library)
+    ranges = shard_ranges(len(index), shards)
+    for i, (a, b) in enumerate(ranges):
+        write_shard(out / shard_folder_name(i), index, a, b, library=library)
+    layout = new_layout(ranges, index.scan.kind, library, index_digest(directory))
+    write_layout(out, layout)
+    return layout
+
+
+def clear_layout(out: Path) -> str:
+    """Make ``out`` ready for a layout written anew: its shard folders, shared part and layout file go;
+    returns the library's name (the one the layout there had, else a new one)."""
     out.mkdir(parents=True, exist_ok=True)
-    try:  # a split anew keeps the layout's name (its folders are all rewritten)
+    try:  # written anew, a layout keeps its name (its folders are all rewritten)
         library = str(json.loads((out / LAYOUT).read_text(encoding="utf-8"))["library"])
     except (OSError, ValueError, KeyError, TypeError):
         library = uuid.uuid4().hex
+    (out / LAYOUT).unlink(missing_ok=True)  # no layout names the folders until they are all written
     for old in [*out.glob("shard-[0-9][0-9][0-9]"), out / SHARED]:
         if old.is_dir():
             shutil.rmtree(old)
-    write_shared(out / SHARED, global_stats(index), index.lexical.lexicon.vocab, library)
-    entries = []
-    ranges = shard_ranges(len(index), shards)
-    for i, (a, b) in enumerate(ranges):
-        name = shard_folder_name(i)
-        write_shard(out / name, index, a, b, library=library)
-        entries.append({"folder": name, "start": a, "stop": b})
-    layout = {"format": LAYOUT_FORMAT, "n_skills": len(index), "shared": SHARED, "shards": entries,
-              "scan": index.scan.kind, "library": library,
-              "capacity": max(1, max(b - a for a, b in ranges)), "index": index_digest(directory)}
-    write_layout(out, layout)
-    return layout
+    return library
+
+
+def new_layout(ranges: list[tuple[int, int]], scan: str, library: str, index: str | None) -> dict[str, Any]:
+    """The layout (``shards.json``) of shard folders holding ``ranges`` of the index version ``index``."""
+    return {"format": LAYOUT_FORMAT, "n_skills": ranges[-1][1] if ranges else 0, "shared": SHARED,
+            "shards": [{"folder": shard_folder_name(i), "start": a, "stop": b} for i, (a, b) in enumerate(ranges)],
+            "scan": scan, "library": library, "capacity": max(1, max(b - a for a, b in ranges)), "index": index}
 
 
 def read_layout(directory: str | os.PathLike[str]) -> dict[str, Any]:
