@@ -222,8 +222,14 @@ def cmd_index(args: argparse.Namespace) -> int:
     # auto stays unsettled: every build settles it with its encoder (a streamed or Ray build from the shards'
     # token sums, skillsight_fast.indexing.stream), so all give the same tier and cascade
     config = resolve_query_encoder(config)  # the static tiers' model folder (distilled once if needed)
+    folders = None  # with ray, the shard folders the build's Ray tasks write
+    if args.shards is not None and args.ray is not None:
+        from skillsight_fast.cluster.build import ShardFolders
+        from skillsight_fast.cluster.layout import shards_folder
+
+        folders = ShardFolders(shards_folder(args.output), args.shards)
     if args.stream or args.ray is not None:
-        index, report = _index_streaming(args, config)
+        index, report = _index_streaming(args, config, folders)
     else:
         index, report = _index_in_memory(args, config, cascade)
     if args.pin:
@@ -234,7 +240,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     index.state.roots = report.roots
     index.pins = args.pin
     index.save(args.output)
-    layout = _write_shard_folders(args, index)
+    layout = _write_shard_folders(args, folders)
     config = index.config  # what the build settled (auto: the cascade or the transformer)
     if config.encoder.query_int8 and not config.encoder.int8:
         index.encoders.query_encoder  # quantise the task encoder once now, not in the first search  # noqa: B018
@@ -262,13 +268,13 @@ def cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_shard_folders(args: argparse.Namespace, index) -> dict | None:
-    """``--shards N``: the layout the Ray workers wrote, named after the saved index, or a split of it."""
+def _write_shard_folders(args: argparse.Namespace, folders) -> dict | None:
+    """``-c shards=N``: the layout the Ray tasks wrote (``folders``), named after the saved index, or a
+    split of it."""
     from skillsight_fast.cluster.layout import shards_folder, split_index
 
     if args.shards is None:
         return None
-    folders = getattr(args, "_shard_folders", None)
     if folders is not None:  # written by the Ray build's tasks: name the saved index in the layout
         layout, by = folders.commit(args.output), "Ray workers"
     else:
@@ -300,8 +306,9 @@ def _index_in_memory(args: argparse.Namespace, config, cascade=None) -> tuple:
     return SkillIndex.build(report.skills, encoder, config, cascade), report
 
 
-def _index_streaming(args: argparse.Namespace, config) -> tuple:
-    """``--stream`` / ``--ray``: the sources as a stream of chunks (skillsight_fast.indexing)."""
+def _index_streaming(args: argparse.Namespace, config, folders=None) -> tuple:
+    """``--stream`` / ``--ray``: the sources as a stream of chunks (skillsight_fast.indexing); ``folders``:
+    the Ray build's shard folders (:class:`skillsight_fast.cluster.build.ShardFolders`)."""
     import functools
     import itertools
     from pathlib import Path
@@ -337,12 +344,6 @@ def _index_streaming(args: argparse.Namespace, config) -> tuple:
         from skillsight_fast.indexing.ray import ray_build
 
         factory = functools.partial(load_encoder, config.encoder.model, int8=args.int8, threads=1)
-        folders = None
-        if args.shards is not None:
-            from skillsight_fast.cluster.build import ShardFolders
-            from skillsight_fast.cluster.layout import shards_folder
-
-            folders = args._shard_folders = ShardFolders(shards_folder(args.output), args.shards)
         index = ray_build(skills, factory, config, address=None if args.ray == "local" else args.ray,
                           workers=args.ray_workers, chunk_size=chunk, workdir=workdir, on_chunk=progress,
                           query_encoder=load_encoder(config.encoder.model, int8=args.int8), write_folders=folders)
