@@ -61,6 +61,10 @@ SHARDS_SUFFIX = ".shards"
 #: The folder of the library-wide statistics.
 SHARED = "shared"
 #: The scans a shard folder holds.
+#: The folder of a layout that keeps the background token directions' sums for the next update's drift
+#: rule (skillsight_fast.cluster.drift).
+DIRECTIONS = "directions"
+
 SCANS = ("exact", "int8", "binary", "ivf")
 #: Format of the layout (bumped on an incompatible change; 2: local rows, layout term ids).
 LAYOUT_FORMAT = 2
@@ -348,7 +352,7 @@ def clear_layout(out: Path) -> str:
     except (OSError, ValueError, KeyError, TypeError):
         library = uuid.uuid4().hex
     (out / LAYOUT).unlink(missing_ok=True)  # no layout names the folders until they are all written
-    for old in [*out.glob("shard-[0-9][0-9][0-9]"), out / SHARED]:
+    for old in [*out.glob("shard-[0-9][0-9][0-9]"), out / SHARED, out / DIRECTIONS]:
         if old.is_dir():
             shutil.rmtree(old)
     return library

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from skillsight_fast.cluster.drift import DirectionSums, current_sums, read_sums, write_sums
 from skillsight_fast.cluster.layout import (
     _replace_folder,
     _unchanged,
@@ -44,6 +45,7 @@ from skillsight_fast.cluster.layout import (
     refresh_layout,
     shard_folder_name,
     shared_arrays,
+    vocab_arrays,
     write_layout,
     write_shard,
 )
@@ -223,26 +225,42 @@ def update_layout(directory: str | Path, layout: str | Path, skills: Sequence[An
     if dry_run or nothing:
         if nothing and not dry_run:
             if plan.get("index") != index_digest(directory):  # a moved file: the index folder was rewritten
+                kept_sums = read_sums(out, plan.get("index"))
                 write_layout(out, {**plan, "index": index_digest(directory)})
+                if kept_sums is not None:  # the same rows: the kept sums are this version's too
+                    write_sums(out, kept_sums, index_digest(directory))
             result["rewritten"], result["kept"], result["appended"] = [], list(range(len(entries))), 0
         result["seconds"] = round(time.perf_counter() - t0, 3)
         return result
     new = SkillIndex.load(directory, mmap=True)
-    drift = basis_drift(new.dense.basis, fresh_basis(new))
+    _, shared_now = read_folder(out / plan["shared"])
+    to_layout, head_term, blob, offsets = _term_map(shared_now, new.lexical.lexicon.vocab)
+    # the token directions: the kept sums moved by this update's rows (removed or changed old rows out,
+    # added or changed new rows in), else summed over the postings (skillsight_fast.cluster.drift)
+    fresh_rows = np.concatenate([~clean[~removed], np.ones(n_added, bool)])
+    sums, result["directions"] = current_sums(new, out, plan, ~clean, fresh_rows, to_layout, head_term.shape[0])
+    phase("directions")
+    drift = basis_drift(new.dense.basis, fresh_basis(new, sums.directions()))
     result["drift"] = round(drift, 6)
     phase("drift")
     if drift > max_drift:  # the rule: recompute the statistics whole; every shard's rows move
+        index_terms = head_term[sums.terms]  # the background terms as the updated index's term ids
+        vocab = vocab_arrays(new.lexical.lexicon.vocab)
         del new
         update_index(directory, ordered, encoder=encoder, roots=roots, recompute=True)
         phase("recompute")
         rewritten, shared_changed = refresh_layout(directory, out)
         result.update(recomputed=True, rewritten=rewritten, shared_changed=shared_changed, appended=0,
                       kept=[i for i in range(len(read_layout(out)["shards"])) if i not in rewritten])
+        # the layout's terms are now the recomputed index's: the sums are its own when its vocabulary is
+        # the one they were taken with (the same library, the same statistics)
+        if all(np.array_equal(a, b) for a, b in zip(vocab, vocab_arrays(
+                SkillIndex.load(directory, mmap=True).lexical.lexicon.vocab))):
+            write_sums(out, DirectionSums(index_terms.astype(np.int32), sums.sums, sums.counts, sums.total,
+                                          sums.rows), index_digest(directory))
         phase("shards")
         result["seconds"] = round(time.perf_counter() - t0, 3)
         return result
-    _, shared_now = read_folder(out / plan["shared"])
-    to_layout, head_term, blob, offsets = _term_map(shared_now, new.lexical.lexicon.vocab)
     library = plan["library"]
     new_entries, start = [], 0
     for s, (n, d) in enumerate(zip(sizes, dirty)):
@@ -260,6 +278,7 @@ def update_layout(directory: str | Path, layout: str | Path, skills: Sequence[An
         _replace_folder(out / plan["shared"], arrays, smeta)
     write_layout(out, {**plan, "n_skills": len(new), "shards": new_entries, "capacity": capacity,
                        "index": index_digest(directory)})
+    write_sums(out, sums, index_digest(directory))
     result["shared_changed"] = shared_changed
     phase("shards")
     result["seconds"] = round(time.perf_counter() - t0, 3)

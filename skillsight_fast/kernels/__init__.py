@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers and readers (nothing 
         score_lexical_candidates,
     )
     from skillsight_fast.kernels.projection import project_out_background
-    from skillsight_fast.kernels.stats import token_directions
+    from skillsight_fast.kernels.stats import token_direction_sums, token_directions
     from skillsight_fast.kernels.threads import n_threads, single_thread
     from skillsight_fast.kernels.topk import dense_topk, merge_candidates
 
@@ -52,6 +52,7 @@ _WHERE = {
     "score_lexical_all": "lexical",
     "score_lexical_candidates": "lexical",
     "single_thread": "threads",
+    "token_direction_sums": "stats",
     "token_directions": "stats",
     "transpose_csr": "csr",
 }
@@ -68,6 +69,7 @@ __all__ = [
     "score_lexical_all",
     "score_lexical_candidates",
     "single_thread",
+    "token_direction_sums",
     "token_directions",
     "transpose_csr",
 ]

@@ -62,3 +62,55 @@ def token_directions(
     docs_of_term = np.ascontiguousarray(post_docs, dtype=np.int32)
     with parallel_launch():
         return _token_directions(t, indptr, docs_of_term, x, out)
+
+
+@njit(**PARALLEL_JIT)
+def _token_direction_sums(terms, post_indptr, post_docs, docs, out):  # pragma: no cover - jitted
+    """out[j] = Σ docs[i] over the documents i containing terms[j] (float64).
+
+    terms : int64 (m,). post_indptr : int64 (V + 1,). post_docs : int32. docs : float32 (N, d).
+    out : float64 (m, d), zeros, row j written only by iteration j. Complexity O(d Σ_j df(terms[j])).
+    """
+    d = docs.shape[1]
+    for j in prange(terms.shape[0]):
+        t = terms[j]
+        for x in range(post_indptr[t], post_indptr[t + 1]):
+            row = post_docs[x]
+            for c in range(d):
+                out[j, c] += docs[row, c]
+    return out
+
+
+def token_direction_sums(
+    terms: np.ndarray, post_indptr: np.ndarray, post_docs: np.ndarray, docs: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The sums behind :func:`token_directions`: Σ of the embeddings of the documents containing each
+    term, and how many there are (g_t = sums / counts), kept so that an update can move them by the
+    rows it changes instead of passing over every posting again (skillsight_fast.cluster.drift).
+
+    Parameters
+    ----------
+    terms : int (m,)
+        Term ids.
+    post_indptr, post_docs : int64 (V + 1,), int32 (nnz,)
+        Postings of the lexical index.
+    docs : float32 (N, d)
+        Document embeddings.
+
+    Returns
+    -------
+    sums : float64 (m, d)
+        One sum per term (zero for a term no document contains).
+    counts : int64 (m,)
+        The terms' document frequencies.
+    """
+    t = np.ascontiguousarray(terms, dtype=np.int64)
+    x = np.ascontiguousarray(docs, dtype=np.float32)
+    indptr = np.ascontiguousarray(post_indptr, dtype=np.int64)
+    out = np.zeros((t.shape[0], x.shape[1]), dtype=np.float64)
+    counts = (indptr[t + 1] - indptr[t]).astype(np.int64) if t.size else np.zeros(0, np.int64)
+    if t.size == 0:
+        return out, counts
+    docs_of_term = np.ascontiguousarray(post_docs, dtype=np.int32)
+    with parallel_launch():
+        return _token_direction_sums(t, indptr, docs_of_term, x, out), counts

@@ -43,6 +43,7 @@ __all__ = [
     "score_bm25_candidates",
     "score_lexical_all",
     "score_lexical_candidates",
+    "token_direction_sums",
     "token_directions",
     "transpose_csr",
 ]
@@ -346,6 +347,25 @@ def token_directions(terms: np.ndarray, post_indptr: np.ndarray, post_docs: np.n
         if rows.size:
             out[j] = x[rows].astype(np.float64).sum(axis=0) / rows.size
     return out
+
+
+def token_direction_sums(terms: np.ndarray, post_indptr: np.ndarray, post_docs: np.ndarray,
+                         docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sum of the embeddings of the documents containing each term, and their number:
+    :func:`skillsight_fast.kernels.token_direction_sums`.
+
+    Returns (float64 (m, d), int64 (m,)).
+    """
+    t = np.asarray(terms, dtype=np.int64)
+    x = np.asarray(docs, dtype=np.float32)
+    out = np.zeros((t.shape[0], x.shape[1]), dtype=np.float64)
+    ptr = np.asarray(post_indptr, dtype=np.int64)
+    counts = np.zeros(t.shape[0], dtype=np.int64)
+    for j, term in enumerate(t.tolist()):
+        rows = post_docs[ptr[term]: ptr[term + 1]]
+        counts[j] = rows.size
+        out[j] = x[rows].astype(np.float64).sum(axis=0)
+    return out, counts
 
 
 def transpose_csr(indptr: np.ndarray, indices: np.ndarray, n_cols: int) -> tuple[np.ndarray, np.ndarray]:

@@ -16,6 +16,7 @@ from skillsight_fast.kernels import (
     score_bm25_candidates,
     score_lexical_all,
     score_lexical_candidates,
+    token_direction_sums,
     token_directions,
     transpose_csr,
 )
@@ -409,6 +410,27 @@ def test_token_directions_matches_reference(rng):
     out = token_directions(terms, lex.post_indptr, lex.post_docs, docs)
     np.testing.assert_allclose(out, ref.token_directions(terms, docs_of_term, docs), atol=1e-5)
     assert token_directions(np.zeros(0, np.int64), lex.post_indptr, lex.post_docs, docs).shape == (0, 7)
+
+
+@pytest.mark.parametrize("n_docs,vocab", [(30, 12), (1, 1), (0, 3), (50, 40)])
+def test_token_direction_sums_match_reference_and_give_the_directions(rng, n_docs, vocab):
+    lex, doc_ids = random_lexicon(rng, n_docs, vocab)
+    docs = unit(rng.standard_normal((n_docs, 7)))
+    docs.setflags(write=False)
+    terms = rng.permutation(len(lex.vocab))  # any order, as an update asks for them
+    docs_of_term = [[i for i, s in enumerate(doc_ids) if t in s] for t in range(len(lex.vocab))]
+    sums, counts = token_direction_sums(terms, lex.post_indptr, lex.post_docs, docs)
+    want_sums, want_counts = ref.token_direction_sums(terms, docs_of_term, docs)
+    assert sums.dtype == np.float64 and counts.dtype == np.int64
+    np.testing.assert_allclose(sums, want_sums, atol=1e-9)
+    np.testing.assert_array_equal(counts, want_counts)
+    np.testing.assert_array_equal(counts, [len(docs_of_term[t]) for t in terms])
+    # g_t = sums / counts, zero for a term no document holds: the directions the build uses
+    means = np.divide(sums, counts[:, None], out=np.zeros_like(sums), where=counts[:, None] > 0)
+    directions = token_directions(terms, lex.post_indptr, lex.post_docs, docs)
+    np.testing.assert_allclose(means, directions, atol=1e-6)
+    empty = token_direction_sums(np.zeros(0, np.int64), lex.post_indptr, lex.post_docs, docs)
+    assert empty[0].shape == (0, 7) and empty[1].shape == (0,)
 
 
 def test_merge_candidates_skips_duplicates_within_b():

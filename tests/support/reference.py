@@ -119,6 +119,14 @@ def token_directions(terms, docs_of_term, docs):
     return twins.token_directions(np.asarray(terms, np.int64), ptr, rows, np.asarray(docs, np.float32))
 
 
+def token_direction_sums(terms, docs_of_term, docs):
+    """docs_of_term: list of row lists per term id."""
+    ptr = np.zeros(len(docs_of_term) + 1, np.int64)
+    ptr[1:] = np.cumsum([len(r) for r in docs_of_term])
+    rows = np.array([r for rs in docs_of_term for r in rs], np.int32)
+    return twins.token_direction_sums(np.asarray(terms, np.int64), ptr, rows, np.asarray(docs, np.float32))
+
+
 def transpose_csr(indptr, indices, n_cols):
     return twins.transpose_csr(indptr, indices, n_cols)
 
