@@ -8,6 +8,11 @@ resampled terms). On it, each phase of a recompute of the library-wide statistic
   the BM25 idf and mean length;
 * **basis**: the background basis estimated as a build does (``fresh_basis``: token directions over the
   postings, then the SVD), and the drift rule against the kept basis (``basis_drift``);
+* **directions kept**: what an update of shard folders does instead (skillsight_fast.cluster.drift): the
+  sums behind the token directions once over the postings (``directions_summed``: the first update of
+  a layout), then moved by the rows an update changes, 0.1 % and 1 % of the rows, all in one shard
+  (``directions_moved_*``: every later update; read from that shard's folder and the index), checked
+  against the sums they started from (the same rows taken out and put back);
 * **project**: every row's background-removed vector under the new basis (``DenseState.build``);
 * **int8**: the int8 scan's codes of every row;
 * **write one shard**: one shard folder of ``size / shards`` rows written (what a recompute writes
@@ -42,9 +47,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
 
+    from skillsight_fast.cluster.drift import moved_sums, summed
     from skillsight_fast.cluster.layout import write_shard
     from skillsight_fast.cluster.update import background_directions, basis_drift, fresh_basis
     from skillsight_fast.config import IndexConfig
+    from skillsight_fast.engine.background import select_background_terms
     from skillsight_fast.engine.index import SkillIndex
     from skillsight_fast.engine.scan import build_scan
     from skillsight_fast.engine.state import DenseState, LexicalState, SkillMeta
@@ -78,6 +85,12 @@ def main(argv: list[str] | None = None) -> int:
     directions = background_directions(index)
     n_directions = int(directions[0].shape[0])
     lap("basis_directions")
+    ls = index.lexical
+    terms = select_background_terms(ls.lexicon.df(), ls.idf, ls.generic, cfg.background.tokens, cfg.seed)
+    same_ids = np.arange(len(lex.vocab), dtype=np.int32)
+    kept = summed(index, same_ids, terms)
+    lap("directions_summed")
+    summed_error = float(np.abs(kept.directions()[0] - directions[0]).max())
     basis = fresh_basis(index, directions)
     del directions
     lap("basis_svd")
@@ -91,12 +104,24 @@ def main(argv: list[str] | None = None) -> int:
     del dense
     lap("int8")
     rows = args.size // args.shards
+    moved_error = {}
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as tmp:
         write_shard(Path(tmp) / "shard-000", index, 0, rows, library="bench")
         lap("write_one_shard")
+        plan = {"shards": [{"folder": "shard-000", "start": 0, "stop": rows}]}
+        rng = np.random.default_rng(0)
+        for frac in (0.001, 0.01):  # rows changed in shard 0: out of the kept sums, then back in
+            changed = np.zeros(len(index), bool)
+            changed[rng.choice(rows, int(args.size * frac), replace=False)] = True
+            clock[0] = time.perf_counter()
+            moved = moved_sums(kept, index, Path(tmp), plan, changed, changed, same_ids, len(same_ids), terms)
+            lap(f"directions_moved_{frac:g}")
+            moved_error[f"{frac:g}"] = float(np.abs(moved.directions()[0] - kept.directions()[0]).max())
     times["basis"] = round(times["basis_directions"] + times["basis_svd"], 3)
     recompute = sum(times[k] for k in ("lexical", "bm25", "basis", "drift_rule", "project", "int8"))
-    kept = sum(times[k] for k in ("lexical", "bm25", "basis", "drift_rule", "write_one_shard"))
+    keep = sum(times[k] for k in ("lexical", "bm25", "basis", "drift_rule", "write_one_shard"))
+    moved_keep = sum(times[k] for k in ("lexical", "bm25", "directions_moved_0.01", "basis_svd", "drift_rule",
+                                        "write_one_shard"))
     out = {
         "size": args.size, "shards": args.shards, "rows_per_shard": rows, "grow_s": round(grow_s, 1),
         "vocab": len(lex.vocab), "nnz": int(lex.doc_indptr[-1]), "rank": int(r),
@@ -104,7 +129,10 @@ def main(argv: list[str] | None = None) -> int:
         "phases_s": times,
         "recompute_statistics_s": round(recompute, 2),
         "recompute_with_every_shard_written_s": round(recompute + args.shards * times["write_one_shard"], 2),
-        "keep_basis_one_shard_written_s": round(kept, 2),
+        "keep_basis_one_shard_written_s": round(keep, 2),
+        "keep_basis_moved_directions_one_shard_written_s": round(moved_keep, 2),
+        "directions_summed_max_error": summed_error,
+        "directions_moved_max_error": moved_error,
         "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
         "load_after": round(os.getloadavg()[0], 2),
     }

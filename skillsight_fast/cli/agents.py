@@ -313,7 +313,9 @@ def cmd_update(args: argparse.Namespace) -> int:
               f"{result.n_skills} skills, {result.seconds} s")
         if shards is not None:
             how = ("statistics recomputed" if shards["recomputed"] else "background basis kept")
+            sums = {"moved": "; token directions moved by the changed rows",
+                    "summed": "; token directions summed over the postings"}.get(shards.get("directions"), "")
             print(f"shard folders: {len(shards['rewritten'])} rewritten {shards['rewritten']}, "
                   f"{len(shards['kept'])} untouched, {shards['appended']} appended; {how} "
-                  f"(drift {shards['drift']}, rule {shards['max_drift']})")
+                  f"(drift {shards['drift']}, rule {shards['max_drift']}{sums})")
     return 0

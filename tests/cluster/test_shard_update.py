@@ -168,9 +168,13 @@ def test_cli_update_on_shard_folders(tmp_path, monkeypatch, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["removed"] == ["s05"] and out["added"] == ["s99"] and "shards" in out
     assert 1 in out["shards"]["rewritten"] and 0 not in out["shards"]["rewritten"]
+    assert out["shards"]["directions"] == "summed"  # the first update after a split: then kept
+    write_skill(lib, "s98", name="s98", description="A new skill for point clouds.", body="ply point cloud")
+    assert main(["update", "-i", str(idx), str(lib)]) == 0
+    assert "token directions moved by the changed rows" in capsys.readouterr().out
     assert main(["update", "-i", str(idx), str(lib)]) == 0
     assert "shard folders: 0 rewritten" in capsys.readouterr().out
-    assert read_layout(shards_folder(idx))["n_skills"] == 12
+    assert read_layout(shards_folder(idx))["n_skills"] == 13
 
 
 def test_an_update_of_ivf_shard_folders_keeps_the_cells_and_the_other_folders(library, tmp_path):
