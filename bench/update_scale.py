@@ -9,9 +9,16 @@ docs/SPEED.md). Then ``--changed`` of the skills get a new body and :func:`updat
 report gives its phases (load, hash comparison, encoding, statistics, save) and how many skills the
 encoder saw.
 
+With ``--shards N`` the index is split into N shard folders (``skillsight split``) and the update is
+the shard-folder update (:func:`~skillsight_fast.cluster.update.update_layout`), run twice on two
+different draws of ``--changed``: the first sums the drift rule's token directions over the postings
+and keeps them, the second moves the kept sums by its own rows (skillsight_fast.cluster.drift). The
+report gives each update's phases, shards rewritten and drift (the check against a full rebuild is left
+to tests/cluster/test_shard_drift.py then).
+
 Run::
 
-    python bench/update_scale.py --size 100000 --changed 0.01 [--scan exact|int8|ivf]
+    python bench/update_scale.py --size 100000 --changed 0.01 [--scan exact|int8|ivf] [--shards 4]
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 
 def library(n: int, seed: int = 0):
@@ -73,6 +80,8 @@ def main() -> int:
     p.add_argument("--changed", type=float, default=0.01)
     p.add_argument("--scan", default="exact")
     p.add_argument("--dim", type=int, default=384)
+    p.add_argument("--shards", type=int, default=0,
+                   help="split into N shard folders; two shard-folder updates")
     p.add_argument("--profile", action="store_true", help="print the update's top functions")
     p.add_argument("--json", metavar="OUT")
     args = p.parse_args()
@@ -88,6 +97,8 @@ def main() -> int:
     index.save(tmp / "idx")
     build_s = time.perf_counter() - t0
     del index
+    if args.shards:
+        return sharded(args, skills, tmp, build_s)
     rng = np.random.default_rng(1)
     changed = np.sort(rng.choice(args.size, round(args.changed * args.size), replace=False))
     new = list(skills)
@@ -121,6 +132,50 @@ def main() -> int:
     print(json.dumps(result, indent=1))
     if prof:
         pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+def edited(skills, changed):
+    """``skills`` with the bodies of rows ``changed`` changed."""
+    from skillsight_fast.library.skills import Skill
+
+    new = list(skills)
+    for j in changed.tolist():
+        s = new[j]
+        new[j] = Skill(id=s.id, name=s.name, description=s.description,
+                       body=s.body + "\nchanged: now also csv", path=s.path)
+    return new
+
+
+def sharded(args, skills, tmp: Path, build_s: float) -> int:
+    """Split into ``args.shards`` folders, then two shard-folder updates of ``args.changed`` each."""
+    import os
+
+    from skillsight_fast.cluster.layout import split_index
+    from skillsight_fast.cluster.update import update_layout
+
+    t0 = time.perf_counter()
+    split_index(tmp / "idx", tmp / "L", args.shards)
+    split_s = time.perf_counter() - t0
+    rng = np.random.default_rng(1)
+    n = round(args.changed * args.size)
+    draws = rng.choice(args.size, 2 * n, replace=False)
+    new, updates = list(skills), []
+    for k in range(2):
+        new = edited(new, np.sort(draws[k * n:(k + 1) * n]))
+        enc = CountingEncoder(args.dim)
+        t1 = time.perf_counter()
+        out = update_layout(tmp / "idx", tmp / "L", new, encoder=enc)
+        updates.append({"seconds": round(time.perf_counter() - t1, 2), "directions": out["directions"],
+                        "drift": out["drift"], "recomputed": out["recomputed"], "rewritten": out["rewritten"],
+                        "kept": out["kept"], "phases_s": out["phases"], "encoder_texts": enc.texts,
+                        "update_phases_s": out["update"].get("phases", {}),
+                        "load": round(os.getloadavg()[0], 2)})
+    result = {"n_skills": args.size, "changed": n, "scan": args.scan, "shards": args.shards,
+              "first_build_s": round(build_s, 1), "split_s": round(split_s, 2), "updates": updates}
+    print(json.dumps(result, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return 0
