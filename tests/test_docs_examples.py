@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cpu import int8_exact
 
 pytestmark = pytest.mark.model
 
@@ -49,11 +50,13 @@ def shown_output(code: str) -> list[str]:
 
 
 def same(got: str, want: str) -> bool:
-    """Equal up to numbers, which may differ by 0.01."""
+    """Equal up to numbers, which may differ by 0.01 (0.035 on a CPU with VNNI: the docs' scores come
+    from one without, where onnxruntime's int8 products saturate; tests/support/cpu.py)."""
     num = r"-?\d+\.\d+"
     if re.sub(num, "N", got) != re.sub(num, "N", want):
         return False
-    return all(abs(float(a) - float(b)) <= 0.01 for a, b in zip(re.findall(num, got), re.findall(num, want)))
+    tol = 0.035 if int8_exact() else 0.01
+    return all(abs(float(a) - float(b)) <= tol for a, b in zip(re.findall(num, got), re.findall(num, want)))
 
 
 def test_frameworks_example_runs_as_written(tmp_path):

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+from cpu import expected_here
 from fakes import HashEncoder
 
 from skillsight_fast import SkillIndex
@@ -50,7 +51,7 @@ def test_index_saved_before_the_config_sections_answers_identically(tmp_path):
     """Saved before IndexConfig had sections (flat keys, the cascade in the build config;
     tests/support/make_index_before_sections.py): it loads with the real encoder and gives the same
     top-10 ids, scores and evidence, through the lookup, the length gate and the fallback alike."""
-    expected = json.loads((DATA / "index_before_sections.expected.json").read_text(encoding="utf-8"))
+    expected = json.loads(expected_here(DATA / "index_before_sections.expected.json").read_text(encoding="utf-8"))
     manifest = json.loads((BEFORE_SECTIONS / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["config"]["fallback_below"] == 0.45 and manifest["config"]["lookup_min_pieces"] == 64
     folder = tmp_path / "old"

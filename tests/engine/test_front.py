@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cpu import expected_here
 from fakes import HashEncoder, toy_skills
 
 from skillsight_fast import Cascade, IndexConfig, SkillIndex
@@ -69,7 +70,7 @@ def test_the_cascade_is_chosen_per_search_on_an_old_index(tmp_path) -> None:
     values; a search without a cascade answers with the lookup alone, as an index built without one."""
     index = SkillIndex.load(DATA / "index_before_sections")
     assert index.cascade == Cascade(0.45, 64)
-    expected = json.loads((DATA / "index_before_sections.expected.json").read_text(encoding="utf-8"))
+    expected = json.loads(expected_here(DATA / "index_before_sections.expected.json").read_text(encoding="utf-8"))
     tasks = expected["queries"]
     lookup = index.search_vectors(index.encode(tasks), tasks, 10)
     assert index.search(tasks, k=10, cascade=NO_CASCADE).skill_ids == lookup.skill_ids

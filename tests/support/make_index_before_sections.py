@@ -9,6 +9,12 @@ table, the contextual one only the library's own tokens. The static model's fold
 the manifest names it by an absolute path that does not exist, so a load takes the folder of the same
 name from the user's cache (what an index saved before the copy does). Run once before that change
 (commit 4fe5e3d); the folder is committed, never rewritten.
+
+The expected answers were recorded on a CPU without VNNI. ``index_before_sections.expected.vnni.json``
+holds the same index's answers by the same code (commit 4fe5e3d, checked out beside the repository and
+put first on PYTHONPATH) on a CPU with AVX-512 VNNI, where onnxruntime's int8 products do not saturate
+and the int8 task encoder's vectors differ slightly (tests/support/cpu.py); the tests read the one of
+their CPU's kind.
 """
 
 from __future__ import annotations
