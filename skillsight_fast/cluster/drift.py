@@ -112,6 +112,19 @@ def _block(ptr: np.ndarray, terms: np.ndarray, vectors: np.ndarray, slot: np.nda
     return sums, counts, x.astype(np.float64).sum(axis=0)
 
 
+def _old_rows(folder: Path) -> dict[str, np.ndarray]:
+    """The arrays of a shard folder the sums are moved by (raw rows, document -> terms lists), each
+    checked against its manifest's checksum (the rest of the folder is not read: it is rewritten)."""
+    from skillsight_fast.files import sha256_file
+
+    manifest, arrays = read_folder(folder, verify=False)
+    for name in ("raw", "doc_indptr", "doc_terms"):
+        path = folder / f"{name}.npy"
+        if name not in arrays or sha256_file(path) != manifest["arrays"][name]["sha256"]:
+            raise IndexFormatError(f"{path}: checksum mismatch (the file changed after it was written)")
+    return arrays
+
+
 class _Stale(Exception):
     """The kept sums, moved by the update's rows, do not add up to the updated index."""
 
@@ -134,7 +147,7 @@ def moved_sums(kept: DirectionSums, new: Any, out: Path, plan: dict[str, Any], g
         local = np.flatnonzero(gone[int(e["start"]):int(e["stop"])])
         if not local.size:
             continue
-        _, arrays = read_folder(out / e["folder"], verify=False)  # its rows are about to be rewritten
+        arrays = _old_rows(out / e["folder"])
         ptr, t = rows_csr(arrays["doc_indptr"], arrays["doc_terms"], local)
         s, c, tot = _block(ptr, t, np.asarray(arrays["raw"])[local], slot, m)
         sums -= s
@@ -195,4 +208,7 @@ def current_sums(new: Any, out: Path, plan: dict[str, Any], gone: np.ndarray, fr
             return moved_sums(kept, new, out, plan, gone, fresh, to_layout, n_layout, terms), "moved"
         except _Stale as exc:
             logger.warning("the kept token directions do not add up (%s); summing them over the postings", exc)
+        except (IndexFormatError, OSError, ValueError, KeyError) as exc:  # an old shard folder unreadable
+            logger.warning("the kept token directions cannot be moved (%s); summing them over the postings",
+                           exc)
     return summed(new, to_layout, terms), "summed"

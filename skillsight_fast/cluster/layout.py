@@ -424,6 +424,8 @@ def refresh_layout(directory: str | os.PathLike[str], output: str | os.PathLike[
     index = SkillIndex.load(Path(directory), mmap=True)
     check_scan(index)
     library = plan["library"]
+    # the layout's term ids become the index's: sums kept under the old ids are of no use any more
+    shutil.rmtree(out / DIRECTIONS, ignore_errors=True)
     blob, offsets = vocab_arrays(index.lexical.lexicon.vocab)
     shared, smeta = shared_arrays(global_stats(index), np.arange(offsets.shape[0] - 1, dtype=np.int32),
                                   blob, offsets)

@@ -221,7 +221,9 @@ def update_layout(directory: str | Path, layout: str | Path, skills: Sequence[An
                               "kept": [i for i, d in enumerate(dirty) if not d], "appended": appended,
                               "drift": None, "recomputed": False, "shared_changed": None, "phases": phases,
                               "max_drift": max_drift, "layout": str(out)}
-    nothing = not (report.added or report.changed or report.removed)
+    # nothing to do only when no row's text changed (the update's report counts a text that became another
+    # row's as unchanged, the layout must not)
+    nothing = not (report.added or report.changed or report.removed) and bool(clean.all()) and n_added == 0
     if dry_run or nothing:
         if nothing and not dry_run:
             if plan.get("index") != index_digest(directory):  # a moved file: the index folder was rewritten

@@ -121,8 +121,12 @@ def test_kept_sums_that_do_not_add_up_are_summed_anew(sharded, library, caplog, 
 
 def test_a_recompute_keeps_the_recomputed_index_sums(sharded, library):
     folder, layout = sharded
+    _, shared = read_folder(layout / "shared")  # the layout's term ids are not the index's before ...
+    assert not np.array_equal(shared["head_term"], np.arange(shared["head_term"].shape[0]))
     out = update_layout(folder, layout, _second(library), encoder=ENC, max_drift=0.0)
     assert out["recomputed"] and out["directions"] == "moved"
+    _, shared = read_folder(layout / "shared")  # ... and are after: the kept sums follow them
+    np.testing.assert_array_equal(shared["head_term"], np.arange(shared["head_term"].shape[0]))
     _check_kept(folder, layout)
     new = _second(library)
     s = new[5]
@@ -136,3 +140,29 @@ def test_a_split_anew_drops_the_kept_sums(sharded):
     assert (layout / DIRECTIONS / "manifest.json").is_file()
     split_index(folder, layout, 2)
     assert not (layout / DIRECTIONS).exists()
+
+
+def test_an_unreadable_old_shard_folder_sums_them_anew(sharded, library, caplog):
+    folder, layout = sharded
+    (layout / "shard-000" / "raw.npy").unlink()  # the rows _second changes there cannot be read back
+    with caplog.at_level(logging.WARNING, logger="skillsight_fast.cluster.drift"):
+        out = update_layout(folder, layout, _second(library), encoder=ENC, max_drift=1.0)
+    assert out["directions"] == "summed" and 0 in out["rewritten"]
+    assert any("raw.npy" in r.getMessage() for r in caplog.records)
+    _check_kept(folder, layout)
+    assert (layout / "shard-000" / "raw.npy").is_file()  # rewritten with the shard
+
+
+def test_a_text_that_becomes_another_rows_rewrites_its_shard(sharded, library):
+    """The update counts a skill whose text is now another skill's as unchanged (its vector is that
+    skill's); its row's text changed all the same, so its shard is rewritten and the sums moved."""
+    folder, layout = sharded
+    new = _edited(library)
+    a, b = new[5], new[7]
+    new[5] = Skill(a.id, b.name, b.description, b.body, path=a.path)
+    out = update_layout(folder, layout, new, encoder=ENC, max_drift=1.0)
+    assert out["rewritten"] == [0] and out["directions"] == "moved"
+    _check_kept(folder, layout)
+    index = SkillIndex.load(folder, mmap=True)
+    _, arrays = read_folder(layout / "shard-000")
+    np.testing.assert_array_equal(arrays["raw"], index.dense.embeddings[:200])
