@@ -188,3 +188,40 @@ def test_a_ray_build_writes_each_shard_folder_on_the_node_that_serves_it(cluster
               sharded.search(QUERIES, k=7))
     finally:
         sharded.close()
+
+
+def test_an_update_reopens_only_the_changed_shard_on_its_node(cluster, layouts, tmp_path):
+    """A shard-folder update under shards served on their nodes: one skill of shard 1 changed rewrites
+    shard 1's folder only, the next version re-opens only that shard's actor (shard 0's actor keeps its
+    engine and its folder, byte for byte), and the answers are the updated single index's."""
+    import shutil
+
+    from test_shard_update import _files
+
+    from skillsight_fast.cluster.update import update_layout
+    from skillsight_fast.library.skills import Skill
+
+    source, source_layout = layouts["int8"]
+    folder, layout = tmp_path / "idx", tmp_path / "idx.shards"
+    shutil.copytree(source, folder)
+    shutil.copytree(source_layout, layout)
+    skills = list(load_skills([CORPUS]).skills[:400])
+    j = len(skills) - 5  # a row of the last shard, shard 1
+    s = skills[j]
+    skills[j] = Skill(s.id, s.name, s.description, s.body + " now also converts spreadsheets to parquet")
+    sharded = _serve(folder, layout)
+    try:
+        before = _files(layout)
+        out = update_layout(folder, layout, skills, encoder=HashEncoder(dim=48), max_drift=1.0)
+        assert out["rewritten"] == [1] and out["kept"] == [0] and not out["recomputed"]
+        after = _files(layout)
+        assert all(after[n] == t for n, t in before.items() if n.startswith("shard-000"))
+        nxt = sharded.next_version(folder)
+        assert nxt.reopened == [False, True]
+        assert nxt.shards[0] is sharded.shards[0]  # the same actor on node-a, its folder not re-opened
+        nxt.head.encoder = HashEncoder(dim=48)
+        nxt.partial_after_s = None
+        single = SkillIndex.load(folder, encoder=HashEncoder(dim=48))
+        _same(single.search(QUERIES, k=10), nxt.search(QUERIES, k=10))
+    finally:
+        sharded.close()
