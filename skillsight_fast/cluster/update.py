@@ -10,7 +10,8 @@ in line with the library as it is now:
    (``keep_background``): every statistic that is a per-term sum (vocabulary, IDF, generic tokens, LEC
    weights, BM25 idf and mean length) and the abstention rule are the updated library's, exactly.
 3. The rule: the basis the updated library would have is estimated as a build estimates it
-   (:func:`fresh_basis`); while the sine of the largest principal angle between it and the kept basis
+   (:func:`fresh_basis`, from token directions the layout keeps as sums and this update moves by its
+   own rows: :mod:`skillsight_fast.cluster.drift`); while the sine of the largest principal angle between it and the kept basis
    is at most :data:`MAX_BASIS_DRIFT` (:func:`basis_drift`), the basis is kept. Past it, the statistics
    are recomputed whole (a new basis moves every row's background-removed vector, so every shard is
    rewritten: :func:`~skillsight_fast.cluster.layout.refresh_layout`). The threshold was measured on
@@ -152,8 +153,10 @@ def update_layout(directory: str | Path, layout: str | Path, skills: Sequence[An
     module docstring).
 
     Returns a report: the update's (:class:`~skillsight_fast.engine.update.UpdateReport`), ``drift``
-    (:func:`basis_drift`), ``recomputed`` (the rule moved the basis), ``rewritten`` and ``kept`` shards,
-    ``appended`` shards, ``shared_changed`` and the seconds of each phase.
+    (:func:`basis_drift`), ``directions`` (how the rule's token directions were had: ``"moved"``, the sums
+    kept in the layout moved by this update's rows, or ``"summed"`` over the postings;
+    :mod:`skillsight_fast.cluster.drift`), ``recomputed`` (the rule moved the basis), ``rewritten`` and
+    ``kept`` shards, ``appended`` shards, ``shared_changed`` and the seconds of each phase.
 
     Raises
     ------
@@ -219,7 +222,7 @@ def update_layout(directory: str | Path, layout: str | Path, skills: Sequence[An
         appended += 1
     result: dict[str, Any] = {"update": report.to_dict(), "rewritten": [i for i, d in enumerate(dirty) if d],
                               "kept": [i for i, d in enumerate(dirty) if not d], "appended": appended,
-                              "drift": None, "recomputed": False, "shared_changed": None, "phases": phases,
+                              "drift": None, "directions": None, "recomputed": False, "shared_changed": None, "phases": phases,
                               "max_drift": max_drift, "layout": str(out)}
     # nothing to do only when no row's text changed (the update's report counts a text that became another
     # row's as unchanged, the layout must not)
