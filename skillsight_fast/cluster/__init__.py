@@ -12,6 +12,8 @@
 - :mod:`skillsight_fast.cluster.layout`: shard folders on disk (``skillsight split``).
 - :mod:`skillsight_fast.cluster.update`: updates of shard folders that rewrite only the shards whose
   rows changed while the background basis holds (the drift rule); ``skillsight update`` on them.
+- :mod:`skillsight_fast.cluster.drift`: the drift rule's token directions kept as sums beside the shard
+  folders and moved by each update's rows.
 
 The answer equals the single index's, before and after an update (tests/cluster/test_cluster.py, on
 a local Ray cluster); measurements and the plan for 10M and 100M skills are in docs/LARGE.md. Imports
