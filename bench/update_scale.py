@@ -123,7 +123,8 @@ def main() -> int:
                 and full.lexical.lexicon.vocab == upd.lexical.lexicon.vocab
                 and np.array_equal(full.lexical.lexicon.doc_terms, upd.lexical.lexicon.doc_terms)
                 and np.array_equal(full.lexical.lexicon.post_docs, upd.lexical.lexicon.post_docs)
-                and np.allclose(full.dense.embeddings_perp, upd.dense.embeddings_perp, atol=1e-5))
+                and np.allclose(full.dense.embeddings_perp, upd.dense.embeddings_perp, atol=1e-5)
+                and full.state.flags == upd.state.flags)
     result = {"n_skills": args.size, "changed": len(changed), "scan": args.scan, "encoded": report.encoded,
              "encoder_texts": enc2.texts, "encoder_s": round(enc2.seconds, 2),
              "update_s": round(update_s, 2),

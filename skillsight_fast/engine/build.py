@@ -75,6 +75,10 @@ class Prebuilt:
     fit_query_table : bool
         ``fitted`` tier: fit ``query_table`` to the transformer (:mod:`skillsight_fast.models.fitted`).
         Default: only a table computed here is fitted, a given one is kept as it is (what an update does).
+    flags : sequence of (list of str or None)
+        Per skill, the prompt-injection screen's findings where already known for its very text (an
+        update's unchanged skills); a None entry, or no ``flags``, is screened here
+        (:func:`skillsight_fast.library.screen.screen_skill`, ~2 ms a skill).
     """
 
     texts: Sequence[str] | None = None
@@ -86,6 +90,7 @@ class Prebuilt:
     namedesc: np.ndarray | None = None
     query_table: tuple[np.ndarray, np.ndarray] | None = None
     fit_query_table: bool | None = None
+    flags: Sequence[list[str] | None] | None = None
 
     @classmethod
     def of(cls, **ready: Any) -> Prebuilt:
@@ -226,7 +231,11 @@ def index_from_embeddings(cls: Any, skills: Sequence[Skill] | Sequence[SkillMeta
         from skillsight_fast.library.screen import screen_skill
 
         bodies = [s.body for s in skills]  # type: ignore[union-attr]
-        flags = [screen_skill(s) for s in skills]  # type: ignore[arg-type]
+        known = p.flags
+        if known is not None and len(known) != len(skills):
+            raise SkillsightError(f"{len(skills)} skills but {len(known)} known screen results")
+        flags = [list(known[i]) if known is not None and known[i] is not None  # type: ignore[arg-type]
+                 else screen_skill(s) for i, s in enumerate(skills)]  # type: ignore[arg-type]
     scan = build_scan(config.scan.kind, dense.embeddings_perp, config=config, previous=p.previous_scan)
     state = IndexState(skills=metas, dense=dense, lexical=lexical, decisions=decisions, stats=stats,
                        config=config, model=ModelInfo(model_id, model_checksum, *query_info),

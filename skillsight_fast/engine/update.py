@@ -211,6 +211,7 @@ def _update_locked(directory: str | os.PathLike[str], skills: Sequence[Skill], *
                                      model_checksum=old.state.model.checksum,
                                      encoder=encoder if encoder is not None else old.encoder, lexicon=lexicon,
                                      previous_scan=old.scan, namedesc=namedesc, query_table=query_table,
+                                     flags=_known_flags(old, skills, rows),
                                      **({"basis": (np.asarray(old.dense.basis, np.float32),
                                                    np.asarray(old.dense.singular_values, np.float32)),
                                          "decisions": old.decisions} if keep_background else {}))
@@ -229,3 +230,23 @@ def _update_locked(directory: str | os.PathLike[str], skills: Sequence[Skill], *
     logger.info("update: %d added, %d changed, %d removed, %d encoded", len(report.added),
                 len(report.changed), len(report.removed), report.encoded)
     return report
+
+
+def _known_flags(old: Any, skills: Sequence[Any], rows: np.ndarray) -> list[list[str] | None] | None:
+    """The prompt-injection screen's findings the old index has for the skills whose screened text (name,
+    description, body) is the same as a row's there, None for the others (screened by the rebuild); None
+    when the old index keeps no bodies (then its flags were never screened: every skill is)."""
+    bodies = getattr(old.state, "stored_texts", None)
+    if bodies is None or old.state.flags is None:
+        return None
+    metas, flags = old.skills, old.state.flags
+    known: list[list[str] | None] = [None] * len(skills)
+    for i in np.flatnonzero(rows >= 0).tolist():
+        r, s = int(rows[i]), skills[i]
+        if not hasattr(s, "body"):
+            continue
+        m = metas[r]
+        if m.name == s.name and m.description == s.description and bodies[r] == s.body:
+            known[i] = flags[r]
+    return known
+
