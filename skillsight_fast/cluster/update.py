@@ -184,7 +184,10 @@ def update_layout(directory: str | Path, layout: str | Path, skills: Sequence[An
     check_scan(old)
     old_cells = _centroids(old)
     old_ids = list(old.ids)
-    old_hash = [m.sha256 for m in old.skills]
+    metas = old.skills  # a loaded index's records: one field of every row read as a column
+    old_hash = (metas.fields(range(len(metas)), "sha256") if hasattr(metas, "fields")
+                else [m.sha256 for m in metas])
+    del metas
     ordered = layout_order(old_ids, skills)
     new_hash = {s.id: s.sha256 for s in ordered}
     del old

@@ -240,13 +240,17 @@ def _known_flags(old: Any, skills: Sequence[Any], rows: np.ndarray) -> list[list
     if bodies is None or old.state.flags is None:
         return None
     metas, flags = old.skills, old.state.flags
+    at = np.flatnonzero(rows >= 0)
+    old_rows = rows[at].tolist()
+    if hasattr(metas, "fields"):  # a loaded index's records: the two fields read as columns
+        names, descriptions = metas.fields(old_rows, "name"), metas.fields(old_rows, "description")
+    else:
+        names = [metas[r].name for r in old_rows]
+        descriptions = [metas[r].description for r in old_rows]
     known: list[list[str] | None] = [None] * len(skills)
-    for i in np.flatnonzero(rows >= 0).tolist():
-        r, s = int(rows[i]), skills[i]
-        if not hasattr(s, "body"):
-            continue
-        m = metas[r]
-        if m.name == s.name and m.description == s.description and bodies[r] == s.body:
+    for i, r, name, description in zip(at.tolist(), old_rows, names, descriptions):
+        s = skills[i]
+        if hasattr(s, "body") and name == s.name and description == s.description and bodies[r] == s.body:
             known[i] = flags[r]
     return known
 
