@@ -11,11 +11,12 @@ in line with the library as it is now:
    weights, BM25 idf and mean length) and the abstention rule are the updated library's, exactly.
 3. The rule: the basis the updated library would have is estimated as a build estimates it
    (:func:`fresh_basis`, from token directions the layout keeps as sums and this update moves by its
-   own rows: :mod:`skillsight_fast.cluster.drift`); while the sine of the largest principal angle between it and the kept basis
-   is at most :data:`MAX_BASIS_DRIFT` (:func:`basis_drift`), the basis is kept. Past it, the statistics
-   are recomputed whole (a new basis moves every row's background-removed vector, so every shard is
-   rewritten: :func:`~skillsight_fast.cluster.layout.refresh_layout`). The threshold was measured on
-   the real libraries (experiments/shard_statistics_drift.py).
+   own rows: :mod:`skillsight_fast.cluster.drift`); while the sine of the largest principal angle
+   between it and the kept basis is at most :data:`MAX_BASIS_DRIFT` (:func:`basis_drift`), the basis
+   is kept. Past it, the statistics are recomputed whole (a new basis moves every row's
+   background-removed vector, so every shard is rewritten:
+   :func:`~skillsight_fast.cluster.layout.refresh_layout`). The threshold was measured on the real
+   libraries (experiments/shard_statistics_drift.py).
 4. While the basis holds, only the shards that lost, changed or gained rows are rewritten: a shard
    whose rows are unchanged keeps its folder byte for byte (its rows' term ids are the layout's, which
    only grows: a new term gets the next id); the added rows fill the last shard up to the layout's
@@ -225,8 +226,8 @@ def update_layout(directory: str | Path, layout: str | Path, skills: Sequence[An
         appended += 1
     result: dict[str, Any] = {"update": report.to_dict(), "rewritten": [i for i, d in enumerate(dirty) if d],
                               "kept": [i for i, d in enumerate(dirty) if not d], "appended": appended,
-                              "drift": None, "directions": None, "recomputed": False, "shared_changed": None, "phases": phases,
-                              "max_drift": max_drift, "layout": str(out)}
+                              "drift": None, "directions": None, "recomputed": False, "shared_changed": None,
+                              "phases": phases, "max_drift": max_drift, "layout": str(out)}
     # nothing to do only when no row's text changed (the update's report counts a text that became another
     # row's as unchanged, the layout must not)
     nothing = not (report.added or report.changed or report.removed) and bool(clean.all()) and n_added == 0
