@@ -88,7 +88,8 @@ def write_sums(out: Path, sums: DirectionSums, index: str | None) -> None:
 
 
 def rows_csr(indptr: np.ndarray, terms: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The document -> terms lists of ``rows`` (ascending or not) of a CSR: ``(ptr (len(rows) + 1,), terms)``."""
+    """The document -> terms lists of ``rows`` (ascending or not) of a CSR:
+    ``(ptr (len(rows) + 1,), terms)``."""
     indptr = np.asarray(indptr, np.int64)
     rows = np.asarray(rows, np.int64)
     starts = indptr[rows]
@@ -134,7 +135,8 @@ def moved_sums(kept: DirectionSums, new: Any, out: Path, plan: dict[str, Any], g
     """``kept`` moved by an update: minus the old rows ``gone`` (bool over the layout's old rows: removed
     or changed; read from the shard folders under ``out`` that ``plan`` lists), plus the rows ``fresh``
     (bool over ``new``'s rows: added or changed), for the background ``terms`` of ``new`` (its term ids;
-    ``to_layout`` maps them to the layout's ``n_layout`` terms, the old ones and the new). Raises :class:`_Stale` when the result is not ``new``'s."""
+    ``to_layout`` maps them to the layout's ``n_layout`` terms, the old ones and the new). Raises
+    :class:`_Stale` when the result is not ``new``'s."""
     from skillsight_fast.kernels import token_direction_sums
 
     m, d = kept.sums.shape[0], kept.total.shape[0]
@@ -157,7 +159,8 @@ def moved_sums(kept: DirectionSums, new: Any, out: Path, plan: dict[str, Any], g
     if rows.size:
         lex = new.lexical.lexicon
         ptr, t = rows_csr(lex.doc_indptr, lex.doc_terms, rows)
-        s, c, tot = _block(ptr, np.asarray(to_layout, np.int32)[t], np.asarray(new.dense.embeddings)[rows], slot, m)
+        x = np.asarray(new.dense.embeddings)[rows]
+        s, c, tot = _block(ptr, np.asarray(to_layout, np.int32)[t], x, slot, m)
         sums += s
         counts += c
         total += tot
@@ -207,7 +210,8 @@ def current_sums(new: Any, out: Path, plan: dict[str, Any], gone: np.ndarray, fr
         try:
             return moved_sums(kept, new, out, plan, gone, fresh, to_layout, n_layout, terms), "moved"
         except _Stale as exc:
-            logger.warning("the kept token directions do not add up (%s); summing them over the postings", exc)
+            logger.warning("the kept token directions do not add up (%s); summing them over the postings",
+                           exc)
         except (IndexFormatError, OSError, ValueError, KeyError) as exc:  # an old shard folder unreadable
             logger.warning("the kept token directions cannot be moved (%s); summing them over the postings",
                            exc)
