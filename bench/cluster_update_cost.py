@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     from skillsight_fast.cluster.layout import write_shard
     from skillsight_fast.cluster.update import background_directions, basis_drift, fresh_basis
     from skillsight_fast.config import IndexConfig
-    from skillsight_fast.engine.background import select_background_terms
+    from skillsight_fast.engine.background import index_background_terms
     from skillsight_fast.engine.index import SkillIndex
     from skillsight_fast.engine.scan import build_scan
     from skillsight_fast.engine.state import DenseState, LexicalState, SkillMeta
@@ -85,8 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     directions = background_directions(index)
     n_directions = int(directions[0].shape[0])
     lap("basis_directions")
-    ls = index.lexical
-    terms = select_background_terms(ls.lexicon.df(), ls.idf, ls.generic, cfg.background.tokens, cfg.seed)
+    terms = index_background_terms(index)
     same_ids = np.arange(len(lex.vocab), dtype=np.int32)
     kept = summed(index, same_ids, terms)
     lap("directions_summed")

@@ -87,7 +87,6 @@ def main() -> int:
     args = p.parse_args()
     from skillsight_fast import IndexConfig, SkillIndex
     from skillsight_fast.engine.update import update_index
-    from skillsight_fast.library.skills import Skill
 
     t0 = time.perf_counter()
     skills = library(args.size)
@@ -101,12 +100,7 @@ def main() -> int:
         return sharded(args, skills, tmp, build_s)
     rng = np.random.default_rng(1)
     changed = np.sort(rng.choice(args.size, round(args.changed * args.size), replace=False))
-    new = list(skills)
-    for j in changed.tolist():
-        s = skills[j]
-        new[j] = Skill(id=s.id, name=s.name, description=s.description,
-                       body=s.body + "\nchanged: now also csv",
-                       path=s.path)
+    new = edited(skills, changed)
     enc2 = CountingEncoder(args.dim)
     prof = cProfile.Profile() if args.profile else None
     t1 = time.perf_counter()

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from skillsight_fast.engine.abstention import Abstention
-from skillsight_fast.engine.columns import SkillTable, flagged_mask, name_key, rows_by_id
+from skillsight_fast.engine.columns import SkillTable, flagged_mask, name_key, record_fields, rows_by_id
 from skillsight_fast.engine.result import check_queries
 from skillsight_fast.errors import QueryError
 
@@ -323,10 +323,7 @@ def _row_server(metas: Any, row: int) -> str | None:
 
 def _skill_ids(index: Searcher, rows: Sequence[int]) -> list[str]:
     """The ids of ``rows`` (only the id field of each record is read)."""
-    metas = index.skills
-    if isinstance(metas, SkillTable):
-        return metas.fields(rows, "id")
-    return [metas[c].id for c in rows]
+    return record_fields(index.skills, rows, "id")
 
 
 def collapse_rows(index: Searcher, rows: Sequence[int], allowed: np.ndarray | None = None,

@@ -90,14 +90,15 @@ def write_sums(out: Path, sums: DirectionSums, index: str | None) -> None:
 def rows_csr(indptr: np.ndarray, terms: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The document -> terms lists of ``rows`` (ascending or not) of a CSR:
     ``(ptr (len(rows) + 1,), terms)``."""
+    from skillsight_fast.engine.lexicon import segments
+
     indptr = np.asarray(indptr, np.int64)
     rows = np.asarray(rows, np.int64)
     starts = indptr[rows]
     lengths = indptr[rows + 1] - starts
     ptr = np.zeros(rows.shape[0] + 1, np.int64)
     np.cumsum(lengths, out=ptr[1:])
-    at = np.repeat(starts - ptr[:-1], lengths) + np.arange(ptr[-1], dtype=np.int64)
-    return ptr, np.asarray(terms)[at]
+    return ptr, np.asarray(terms)[segments(starts, lengths)]
 
 
 def _block(ptr: np.ndarray, terms: np.ndarray, vectors: np.ndarray, slot: np.ndarray,
@@ -155,9 +156,9 @@ def moved_sums(kept: DirectionSums, new: Any, out: Path, plan: dict[str, Any], g
         sums -= s
         counts -= c
         total -= tot
+    lex = new.lexical.lexicon
     rows = np.flatnonzero(fresh)
     if rows.size:
-        lex = new.lexical.lexicon
         ptr, t = rows_csr(lex.doc_indptr, lex.doc_terms, rows)
         x = np.asarray(new.dense.embeddings)[rows]
         s, c, tot = _block(ptr, np.asarray(to_layout, np.int32)[t], x, slot, m)
@@ -176,7 +177,6 @@ def moved_sums(kept: DirectionSums, new: Any, out: Path, plan: dict[str, Any], g
     out_counts = np.zeros(want.shape[0], np.int64)
     out_sums[have], out_counts[have] = sums[pos[have]], counts[pos[have]]
     if not have.all():  # background terms now that were not then: over their postings
-        lex = new.lexical.lexicon
         out_sums[~have], out_counts[~have] = token_direction_sums(
             np.asarray(terms)[~have], lex.post_indptr, lex.post_docs, new.dense.embeddings)
     return DirectionSums(want.astype(np.int32), out_sums, out_counts, total, len(new))
@@ -201,10 +201,9 @@ def current_sums(new: Any, out: Path, plan: dict[str, Any], gone: np.ndarray, fr
     """The direction sums of the updated index ``new`` and how they were had: ``"moved"`` (the sums the
     layout kept for the version ``plan`` names, moved by the update's rows) or ``"summed"`` (over the
     postings). The terms are the background terms a build of ``new`` would select."""
-    from skillsight_fast.engine.background import select_background_terms
+    from skillsight_fast.engine.background import index_background_terms
 
-    cfg, lex = new.config, new.lexical
-    terms = select_background_terms(lex.lexicon.df(), lex.idf, lex.generic, cfg.background.tokens, cfg.seed)
+    terms = index_background_terms(new)
     kept = read_sums(out, plan.get("index"))
     if kept is not None and kept.total.shape[0] == new.dense.embeddings.shape[1]:
         try:

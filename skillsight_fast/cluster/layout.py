@@ -60,11 +60,10 @@ LAYOUT = "shards.json"
 SHARDS_SUFFIX = ".shards"
 #: The folder of the library-wide statistics.
 SHARED = "shared"
-#: The scans a shard folder holds.
 #: The folder of a layout that keeps the background token directions' sums for the next update's drift
 #: rule (skillsight_fast.cluster.drift).
 DIRECTIONS = "directions"
-
+#: The scans a shard folder holds.
 SCANS = ("exact", "int8", "binary", "ivf")
 #: Format of the layout (bumped on an incompatible change; 2: local rows, layout term ids).
 LAYOUT_FORMAT = 2

@@ -51,6 +51,7 @@ from skillsight_fast.cluster.layout import (
     write_layout,
     write_shard,
 )
+from skillsight_fast.engine.columns import record_fields
 from skillsight_fast.errors import IndexFormatError
 
 #: The rule (declared in experiments/shard_statistics_drift.py before it was measured): the kept
@@ -79,13 +80,11 @@ def background_directions(index: Any) -> tuple[np.ndarray, np.ndarray]:
     """The token directions g_t and the corpus mean a build of ``index``'s library estimates its
     background from (its raw rows, its already updated lexical statistics; METHOD.md 4-5)."""
     from skillsight_fast import kernels
-    from skillsight_fast.engine.background import select_background_terms
+    from skillsight_fast.engine.background import index_background_terms
 
-    cfg = index.config
-    lex = index.lexical
-    terms = select_background_terms(lex.lexicon.df(), lex.idf, lex.generic, cfg.background.tokens, cfg.seed)
+    lex = index.lexical.lexicon
     docs = np.asarray(index.dense.embeddings, np.float32)
-    g = kernels.token_directions(terms, lex.lexicon.post_indptr, lex.lexicon.post_docs, docs)
+    g = kernels.token_directions(index_background_terms(index), lex.post_indptr, lex.post_docs, docs)
     mean = docs.astype(np.float64).mean(axis=0) if docs.shape[0] else np.zeros(docs.shape[1])
     return g, mean
 
@@ -185,10 +184,7 @@ def update_layout(directory: str | Path, layout: str | Path, skills: Sequence[An
     check_scan(old)
     old_cells = _centroids(old)
     old_ids = list(old.ids)
-    metas = old.skills  # a loaded index's records: one field of every row read as a column
-    old_hash = (metas.fields(range(len(metas)), "sha256") if hasattr(metas, "fields")
-                else [m.sha256 for m in metas])
-    del metas
+    old_hash = record_fields(old.skills, range(len(old_ids)), "sha256")
     ordered = layout_order(old_ids, skills)
     new_hash = {s.id: s.sha256 for s in ordered}
     del old
@@ -261,10 +257,11 @@ def update_layout(directory: str | Path, layout: str | Path, skills: Sequence[An
         rewritten, shared_changed = refresh_layout(directory, out)
         result.update(recomputed=True, rewritten=rewritten, shared_changed=shared_changed, appended=0,
                       kept=[i for i in range(len(read_layout(out)["shards"])) if i not in rewritten])
-        # the layout's terms are now the recomputed index's: the sums are its own when its vocabulary is
-        # the one they were taken with (the same library, the same statistics)
-        if all(np.array_equal(a, b) for a, b in zip(vocab, vocab_arrays(
-                SkillIndex.load(directory, mmap=True).lexical.lexicon.vocab))):
+        # the layout's terms are now the recomputed index's (refresh_layout wrote them to the shared part):
+        # the sums are its own when that vocabulary is the one they were taken with
+        _, shared_now = read_folder(out / plan["shared"], verify=False)
+        if (np.array_equal(shared_now["vocab_blob"], vocab[0])
+                and np.array_equal(shared_now["vocab_offsets"], vocab[1])):
             write_sums(out, DirectionSums(index_terms.astype(np.int32), sums.sums, sums.counts, sums.total,
                                           sums.rows), index_digest(directory))
         phase("shards")

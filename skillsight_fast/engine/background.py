@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -101,6 +102,13 @@ def select_background_terms(
         order = eligible[np.argsort(-idf[eligible], kind="stable")]
         return np.sort(order[:n_g])
     raise ValueError(f"unknown background token choice {how!r}")
+
+
+def index_background_terms(index: Any) -> np.ndarray:
+    """:func:`select_background_terms` over an index's own lexical statistics and configuration: the terms
+    a build of its library draws the background from."""
+    lex, cfg = index.lexical, index.config
+    return select_background_terms(lex.lexicon.df(), lex.idf, lex.generic, cfg.background.tokens, cfg.seed)
 
 
 def estimate_background(

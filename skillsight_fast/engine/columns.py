@@ -374,6 +374,14 @@ def rows_by_id(skills: Sequence[Any]) -> Mapping[str, int]:
     return {m.id: j for j, m in enumerate(skills)}
 
 
+def record_fields(metas: Sequence[Any], rows: Sequence[int], name: str) -> list[str]:
+    """One string field (of :data:`SKILL_FIELDS`) of each of ``rows`` of an index's records: read as a
+    column from a loaded index's :class:`SkillTable`, record by record from a list."""
+    if isinstance(metas, SkillTable):
+        return metas.fields(rows, name)
+    return [getattr(metas[r], name) for r in rows]
+
+
 class FlagList(Sequence[list[str]]):
     """Per skill the injection-scan reasons (``[]`` when clean), from the manifest's flagged rows only;
     ``mask`` is bool (n,) of the flagged rows."""

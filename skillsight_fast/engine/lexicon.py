@@ -173,7 +173,7 @@ class Lexicon:
         used = np.zeros(len(self.vocab), bool)
         if kept.size:
             starts, lens = self.doc_indptr[kept], old_len[kept]
-            used[self.doc_terms[_segments(starts, lens)]] = True
+            used[self.doc_terms[segments(starts, lens)]] = True
         used_ids = np.flatnonzero(used)
         vocab = sorted({self.vocab[t] for t in used_ids.tolist()} | set(fresh.vocab))
         ids = {t: i for i, t in enumerate(vocab)}
@@ -192,7 +192,7 @@ class Lexicon:
         lens = np.diff(src_indptr)[src_row]
         doc_indptr = np.zeros(rows.size + 1, np.int64)
         np.cumsum(lens, out=doc_indptr[1:])
-        take = _segments(src_indptr[src_row], lens)
+        take = segments(src_indptr[src_row], lens)
         doc_terms = src_terms[take]
         post_indptr, post_docs = kernels.transpose_csr(doc_indptr, doc_terms, len(vocab))
         lex = Lexicon(vocab, doc_indptr, doc_terms, post_indptr, post_docs, src_tf[take],
@@ -226,7 +226,7 @@ class Lexicon:
         return np.asarray(out, dtype=np.int32), ptr
 
 
-def _segments(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+def segments(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
     """Positions starts[0]..starts[0]+lens[0]-1, starts[1]..., concatenated, int64."""
     total = int(lens.sum())
     if total == 0:

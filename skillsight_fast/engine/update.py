@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from skillsight_fast.engine.abstention import CALIBRATION, calibration_bytes, read_calibration
+from skillsight_fast.engine.columns import record_fields
 from skillsight_fast.library.skills import Skill, namedesc_text
 
 logger = logging.getLogger(__name__)
@@ -239,18 +240,15 @@ def _known_flags(old: Any, skills: Sequence[Any], rows: np.ndarray) -> list[list
     bodies = getattr(old.state, "stored_texts", None)
     if bodies is None or old.state.flags is None:
         return None
-    metas, flags = old.skills, old.state.flags
+    flags = old.state.flags
     at = np.flatnonzero(rows >= 0)
     old_rows = rows[at].tolist()
-    if hasattr(metas, "fields"):  # a loaded index's records: the two fields read as columns
-        names, descriptions = metas.fields(old_rows, "name"), metas.fields(old_rows, "description")
-    else:
-        names = [metas[r].name for r in old_rows]
-        descriptions = [metas[r].description for r in old_rows]
+    names = record_fields(old.skills, old_rows, "name")
+    descriptions = record_fields(old.skills, old_rows, "description")
     known: list[list[str] | None] = [None] * len(skills)
     for i, r, name, description in zip(at.tolist(), old_rows, names, descriptions):
         s = skills[i]
-        if hasattr(s, "body") and name == s.name and description == s.description and bodies[r] == s.body:
+        if name == s.name and description == s.description and bodies[r] == s.body:
             known[i] = flags[r]
     return known
 

@@ -23,7 +23,8 @@ def _transpose_csr(indptr, indices, out_ptr, out_rows):  # pragma: no cover - ji
             fill[c] += 1
 
 
-def transpose_csr(indptr: np.ndarray, indices: np.ndarray, n_cols: int) -> tuple[np.ndarray, np.ndarray]:
+def transpose_csr(indptr: np.ndarray, indices: np.ndarray, n_cols: int, *,
+                  out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Transpose a binary CSR matrix: rows→columns becomes columns→rows (rows sorted).
 
     Parameters
@@ -32,6 +33,8 @@ def transpose_csr(indptr: np.ndarray, indices: np.ndarray, n_cols: int) -> tuple
     indices : int32 (nnz,)
         Column ids, each < ``n_cols``.
     n_cols : int
+    out : int32 (nnz,), optional
+        Where to write ``out_rows`` (a memory-mapped scratch file, say); default a new array.
 
     Returns
     -------
@@ -50,6 +53,8 @@ def transpose_csr(indptr: np.ndarray, indices: np.ndarray, n_cols: int) -> tuple
     counts = np.bincount(indices, minlength=n_cols) if indices.size else np.zeros(n_cols, np.int64)
     out_ptr = np.zeros(n_cols + 1, dtype=np.int64)
     np.cumsum(counts, out=out_ptr[1:])
-    out_rows = np.empty(indices.shape[0], dtype=np.int32)
+    out_rows = np.empty(indices.shape[0], dtype=np.int32) if out is None else out
+    if out_rows.shape != indices.shape or out_rows.dtype != np.int32:
+        raise ValueError(f"out must be int32 of shape {indices.shape}")
     _transpose_csr(indptr, indices, out_ptr, out_rows)
     return out_ptr, out_rows

@@ -18,7 +18,7 @@ from skillsight_fast.cluster.drift import DirectionSums, read_sums, write_sums
 from skillsight_fast.cluster.layout import DIRECTIONS, index_digest, read_folder, split_index
 from skillsight_fast.cluster.update import background_directions, basis_drift, fresh_basis, update_layout
 from skillsight_fast.config import IndexConfig
-from skillsight_fast.engine.background import select_background_terms
+from skillsight_fast.engine.background import index_background_terms
 from skillsight_fast.engine.index import SkillIndex
 from skillsight_fast.library.skills import Skill, load_skills
 
@@ -56,8 +56,7 @@ def _check_kept(folder: Path, layout: Path) -> DirectionSums:
     kept = read_sums(layout, index_digest(folder))
     assert kept is not None and kept.rows == len(index)
     lex = index.lexical
-    terms = select_background_terms(lex.lexicon.df(), lex.idf, lex.generic, index.config.background.tokens,
-                                    index.config.seed)
+    terms = index_background_terms(index)
     _, shared = read_folder(layout / "shared")
     np.testing.assert_array_equal(np.asarray(shared["head_term"])[kept.terms], terms)  # the layout's ids
     np.testing.assert_array_equal(kept.counts, np.asarray(lex.lexicon.df())[terms])

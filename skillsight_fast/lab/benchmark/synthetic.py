@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from skillsight_fast.kernels.csr import _transpose_csr as _transpose_into
 from skillsight_fast.kernels.synthetic import compact_rows as _compact
 from skillsight_fast.kernels.synthetic import resample_terms as _resample_terms
 
@@ -123,13 +122,8 @@ def scale_up(index, n_docs: int, *, seed: int = 0, keep: float = 0.85, new_share
     _compact(cap_ptr, work, out_len, doc_indptr, doc_terms)
     del work, cap_ptr, out_len
     n_terms = v0 + max(n_new, 0)
-    if mem.folder is None:
-        post_indptr, post_docs = transpose_csr(doc_indptr, doc_terms, n_terms)
-    else:  # transpose_csr's own steps, its output in a scratch file
-        post_indptr = np.zeros(n_terms + 1, np.int64)
-        np.cumsum(np.bincount(doc_terms, minlength=n_terms), out=post_indptr[1:])
-        post_docs = mem.empty(doc_terms.shape[0], np.int32)
-        _transpose_into(doc_indptr, doc_terms, post_indptr, post_docs)
+    post_indptr, post_docs = transpose_csr(doc_indptr, doc_terms, n_terms,
+                                           out=mem.empty(doc_terms.shape[0], np.int32))
     # "{" sorts after every analyser character ([a-z0-9_]) and the ids are zero-padded: the vocabulary
     # stays sorted, as an index requires
     vocab = list(lex.vocab) + [f"{{syn{i:08d}}}" for i in range(max(n_new, 0))]
